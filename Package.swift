@@ -1,0 +1,93 @@
+// swift-tools-version:6.2
+// SPDX-License-Identifier: Apache-2.0
+//
+// AFM: a plugin-hosted inference gateway. One package; every target explicit; dependencies point down:
+//
+//   afmd ─► AFMDaemon ─► AFMResponses ─► AFMBackends ─► CAFMBackendABI (the C contract)
+//                     └► AFMHTTP ─► AFMSystem (the only Glibc socket/epoll wrapper)
+//   everything ─► AFMCore ─► AFMJSON, AFMLogging
+//
+// Backend plugins live under Plugins/ with an explicit `path:` (never SwiftPM `.plugin` targets).
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "afm",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "afmd", targets: ["afmd"]),
+        .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
+    ],
+    targets: [
+        // The C ABI between host and backends (header-only contract plus layout checks).
+        .target(name: "CAFMBackendABI", path: "Sources/CAFMBackendABI"),
+
+        .target(name: "AFMLogging", swiftSettings: swiftSettings),
+        .target(name: "AFMJSON", swiftSettings: swiftSettings),
+        .target(name: "AFMSystem", swiftSettings: swiftSettings),
+        .target(name: "AFMCore", dependencies: ["AFMJSON", "AFMLogging"], swiftSettings: swiftSettings),
+        .target(
+            name: "AFMHTTP",
+            dependencies: ["AFMSystem", "AFMLogging"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AFMBackends",
+            dependencies: ["CAFMBackendABI", "AFMCore", "AFMJSON", "AFMLogging"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AFMResponses",
+            dependencies: ["AFMBackends", "AFMCore", "AFMJSON"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AFMDaemon",
+            dependencies: ["AFMResponses", "AFMBackends", "AFMHTTP", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(name: "afmd", dependencies: ["AFMDaemon"], swiftSettings: swiftSettings),
+
+        // Backend plugins.
+        .target(
+            name: "AFMScriptedBackend",
+            dependencies: ["CAFMBackendABI"],
+            path: "Plugins/scripted",
+            exclude: ["scripted.json"],
+            swiftSettings: swiftSettings
+        ),
+
+        // Tests.
+        .target(
+            name: "AFMTestSupport",
+            dependencies: ["AFMJSON", "AFMSystem"],
+            path: "Tests/AFMTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "AFMJSONTests", dependencies: ["AFMJSON"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "AFMHTTPTests",
+            dependencies: ["AFMHTTP", "AFMSystem", "AFMLogging", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AFMBackendsTests",
+            dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMLogging", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AFMResponsesTests",
+            dependencies: ["AFMResponses", "AFMBackends", "AFMJSON", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AFMDaemonTests",
+            dependencies: ["AFMDaemon", "AFMJSON", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,1 @@
+@main struct AFMD { static func main() {} }

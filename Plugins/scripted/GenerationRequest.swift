@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// The parts of a generation request document the scripted backend uses.
+///
+/// ```json
+/// {"request_version":1,"response_id":"resp_1","model":"scripted-demo","system":["Be brief."],
+///  "input":[{"type":"message","role":"user","content":[{"type":"text","text":"Hello"}]}],
+///  "tools":[],"tool_choice":{"mode":"auto"},"parallel_tool_calls":true,"max_output_tokens":1024,
+///  "temperature":null,"top_p":null,"reasoning_effort":null,"stream":true}
+/// ```
+///
+/// Everything else in the document is accepted unread (and recorded verbatim).
+struct GenerationRequest: Sendable, Hashable {
+    /// The only `request_version` this backend reads.
+    static let version = 1
+
+    /// The requested model id.
+    var model: String
+    /// The text of the last `message` item with role `user` (its text parts concatenated), or "".
+    var lastUserText: String
+    /// UTF-8 bytes of all input text: every `system` string and every text part of every `message` item.
+    var inputTextBytes: Int
+    /// `max_output_tokens`, or nil when absent or null (then the model's budget applies).
+    var maxOutputTokens: Int?
+
+    /// The input size in tokens by the scripted rule: ceil(bytes / 4).
+    var inputTokens: Int { inputTextBytes / 4 + (inputTextBytes % 4 == 0 ? 0 : 1) }
+
+    /// Validates a parsed request document.
+    ///
+    /// - Throws: `AFM_ERR_INCOMPATIBLE` for another `request_version`; `AFM_ERR_INVALID_REQUEST` when a field the
+    ///   backend reads has the wrong type.
+    init(parsing object: [String: Any]) throws(BackendError) {
+        guard let version = JSON.int(object["request_version"]) else {
+            throw .invalidRequest("generation request: request_version must be an integer")
+        }
+        guard version == Self.version else {
+            throw .incompatible(
+                "generation request has request_version \(version); the scripted backend reads version \(Self.version)")
+        }
+        guard let model = JSON.string(object["model"]) else {
+            throw .invalidRequest("generation request: model must be a string")
+        }
+        var bytes = 0
+        if !JSON.isNullOrMissing(object["system"]) {
+            guard let system = JSON.array(object["system"]) else {
+                throw .invalidRequest("generation request: system must be an array of strings")
+            }
+            for (index, item) in system.enumerated() {
+                guard let text = JSON.string(item) else {
+                    throw .invalidRequest("generation request: system[\(index)] must be a string")
+                }
+                bytes += text.utf8.count
+            }
+        }
+        var lastUserText = ""
+        if !JSON.isNullOrMissing(object["input"]) {
+            guard let input = JSON.array(object["input"]) else {
+                throw .invalidRequest("generation request: input must be an array of items")
+            }
+            for (index, raw) in input.enumerated() {
+                guard let item = JSON.object(raw) else {
+                    throw .invalidRequest("generation request: input[\(index)] must be an object")
+                }
+                guard JSON.string(item["type"]) == "message" else { continue }
+                let text = try Self.messageText(item["content"], at: "input[\(index)].content")
+                bytes += text.utf8.count
+                if JSON.string(item["role"]) == "user" { lastUserText = text }
+            }
+        }
+        var maxOutputTokens: Int?
+        if !JSON.isNullOrMissing(object["max_output_tokens"]) {
+            guard let value = JSON.int(object["max_output_tokens"]), value >= 0 else {
+                throw .invalidRequest("generation request: max_output_tokens must be a non-negative integer or null")
+            }
+            maxOutputTokens = value
+        }
+        self.model = model
+        self.lastUserText = lastUserText
+        self.inputTextBytes = bytes
+        self.maxOutputTokens = maxOutputTokens
+    }
+
+    /// The concatenated `text` parts of a message's `content` (a plain string is accepted as one text part).
+    private static func messageText(_ content: Any?, at path: String) throws(BackendError) -> String {
+        if JSON.isNullOrMissing(content) { return "" }
+        if let text = JSON.string(content) { return text }
+        guard let parts = JSON.array(content) else {
+            throw .invalidRequest("generation request: \(path) must be an array of parts")
+        }
+        var text = ""
+        for (index, raw) in parts.enumerated() {
+            guard let part = JSON.object(raw) else {
+                throw .invalidRequest("generation request: \(path)[\(index)] must be an object")
+            }
+            guard JSON.string(part["type"]) == "text" else { continue }
+            guard let piece = JSON.string(part["text"]) else {
+                throw .invalidRequest("generation request: \(path)[\(index)].text must be a string")
+            }
+            text += piece
+        }
+        return text
+    }
+}

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import Synchronization
+
+/// The JSONL file the scripted backend appends a record to for everything the host does to it.
+///
+/// Each record is one line, `{"event":…,"request_id":…,"time_unix_ns":…,…}`, appended with a single `write(2)` on
+/// an `O_APPEND` descriptor while holding the log's lock, so lines never interleave and their order in the file is
+/// the order of their timestamps. Tests read the file to assert exactly what the host sent and when.
+///
+/// - Important: The lock is held across the `write(2)` on purpose (unlike the usual "no I/O under a lock" rule):
+///   taking the timestamp and writing under one lock is what keeps the file ordered by time.
+final class RecordLog: Sendable {
+    /// A field of a record: its key and its value, already JSON-encoded.
+    typealias Field = (key: String, json: String)
+
+    /// The open descriptor, or -1 when there is no record file or it was closed.
+    private let descriptor: Mutex<Int32>
+
+    /// A log that records nothing.
+    init() {
+        descriptor = Mutex(-1)
+    }
+
+    /// Opens (creating if needed) the record file for appending.
+    ///
+    /// - Throws: `AFM_ERR_INVALID_REQUEST` naming the path and the system error when it cannot be opened.
+    init(path: String) throws(BackendError) {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw .invalidRequest("RecordFile \(path): cannot open for appending (\(String(cString: strerror(errno))))")
+        }
+        descriptor = Mutex(fd)
+    }
+
+    /// Appends one record: `event`, then `request_id` if given, then `time_unix_ns`, then `fields`.
+    func append(_ event: String, requestID: UInt64? = nil, _ fields: [Field] = []) {
+        descriptor.withLock { fd in
+            guard fd >= 0 else { return }
+            var line = "{\"event\":" + JSON.quote(event)
+            if let requestID { line += ",\"request_id\":\(requestID)" }
+            line += ",\"time_unix_ns\":\(Self.nowUnixNanoseconds())"
+            for field in fields { line += "," + JSON.quote(field.key) + ":" + field.json }
+            line += "}\n"
+            var bytes = Array(line.utf8)
+            bytes.withUnsafeMutableBytes { buffer in
+                var offset = 0
+                // One write(2) for the whole line; the loop only runs again after EINTR or a short write.
+                while offset < buffer.count, let base = buffer.baseAddress {
+                    let written = write(fd, base + offset, buffer.count - offset)
+                    if written < 0 {
+                        if errno == EINTR { continue }
+                        return
+                    }
+                    offset += written
+                }
+            }
+        }
+    }
+
+    /// Closes the file; later appends are dropped.
+    func close() {
+        descriptor.withLock { fd in
+            if fd >= 0 { _ = Foundation.close(fd) }
+            fd = -1
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Nanoseconds since the Unix epoch from `CLOCK_REALTIME`.
+    static func nowUnixNanoseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+}

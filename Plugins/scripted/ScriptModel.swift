@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// One model a script serves: its id, budgets, capabilities and the steps that make up every answer.
+struct ScriptModel: Sendable, Hashable {
+    /// What the model can do, as listed in the describe document.
+    struct Capabilities: Sendable, Hashable {
+        var streaming = true
+        var tools = true
+        var vision = false
+        var reasoning = false
+        var reasoningOptional = true
+
+        /// The JSON keys, in describe-document order, with their values.
+        var fields: [(key: String, value: Bool)] {
+            [
+                ("streaming", streaming), ("tools", tools), ("vision", vision), ("reasoning", reasoning),
+                ("reasoning_optional", reasoningOptional),
+            ]
+        }
+    }
+
+    /// The model id clients put in `model`.
+    var id: String
+    /// The context window in tokens.
+    var contextTokens: Int
+    /// The input budget (3/4 of the context unless the script says otherwise).
+    var maxInputTokens: Int
+    /// The output budget (1/4 of the context unless the script says otherwise).
+    var maxOutputTokens: Int
+    /// What the model can do.
+    var capabilities: Capabilities
+    /// The answer, played for every request.
+    var steps: [ScriptStep]
+
+    /// The largest context a script may declare (keeps budget arithmetic far from overflow).
+    static let maximumContextTokens = 1 << 40
+
+    /// Creates a model whose budgets default to 3/4 and 1/4 of `contextTokens`.
+    init(
+        id: String, contextTokens: Int, maxInputTokens: Int? = nil, maxOutputTokens: Int? = nil,
+        capabilities: Capabilities = Capabilities(), steps: [ScriptStep]
+    ) {
+        self.id = id
+        self.contextTokens = contextTokens
+        self.maxInputTokens = maxInputTokens ?? contextTokens * 3 / 4
+        self.maxOutputTokens = maxOutputTokens ?? contextTokens / 4
+        self.capabilities = capabilities
+        self.steps = steps
+    }
+
+    /// The built-in model served when no `Script` setting is given: it echoes the last user text word by word.
+    static func demo(contextTokens: Int) -> ScriptModel {
+        ScriptModel(id: "scripted-demo", contextTokens: contextTokens, steps: [.echo])
+    }
+
+    /// Parses `models[i]` of a script file.
+    ///
+    /// - Parameters:
+    ///   - value: The model object.
+    ///   - path: Its location, e.g. `models[0]`.
+    ///   - defaultContextTokens: The context used when the model names none (the `ContextTokens` setting).
+    init(parsing value: Any, at path: String, defaultContextTokens: Int) throws(ScriptStep.ParseError) {
+        guard let object = JSON.object(value) else {
+            throw ScriptStep.ParseError(path: path, problem: "a model must be a JSON object")
+        }
+        let allowed: Set = [
+            "id", "context_tokens", "max_input_tokens", "max_output_tokens", "capabilities", "steps", "comment",
+        ]
+        if let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) {
+            throw ScriptStep.ParseError(path: path, problem: "unknown key \"\(unknown)\"")
+        }
+        guard let id = JSON.string(object["id"]), !id.isEmpty else {
+            throw ScriptStep.ParseError(path: path + ".id", problem: "must be a non-empty string")
+        }
+        let context = try Self.tokens(object["context_tokens"], at: path + ".context_tokens") ?? defaultContextTokens
+        let maxInput = try Self.tokens(object["max_input_tokens"], at: path + ".max_input_tokens")
+        let maxOutput = try Self.tokens(object["max_output_tokens"], at: path + ".max_output_tokens")
+        var capabilities = Capabilities()
+        if let raw = object["capabilities"], !JSON.isNullOrMissing(raw) {
+            guard let flags = JSON.object(raw) else {
+                throw ScriptStep.ParseError(path: path + ".capabilities", problem: "must be an object of booleans")
+            }
+            for (key, flag) in flags where key != "comment" {
+                let here = "\(path).capabilities.\(key)"
+                guard let flag = JSON.bool(flag) else {
+                    throw ScriptStep.ParseError(path: here, problem: "must be true or false")
+                }
+                switch key {
+                case "streaming": capabilities.streaming = flag
+                case "tools": capabilities.tools = flag
+                case "vision": capabilities.vision = flag
+                case "reasoning": capabilities.reasoning = flag
+                case "reasoning_optional": capabilities.reasoningOptional = flag
+                default: throw ScriptStep.ParseError(path: here, problem: "unknown capability")
+                }
+            }
+        }
+        let steps =
+            JSON.isNullOrMissing(object["steps"]) ? [] : try ScriptStep.parseList(object["steps"], at: path + ".steps")
+        self.init(
+            id: id, contextTokens: context, maxInputTokens: maxInput, maxOutputTokens: maxOutput,
+            capabilities: capabilities, steps: steps)
+    }
+
+    /// A token count field: absent/null → nil, else an integer from 1 to `maximumContextTokens`.
+    private static func tokens(_ value: Any?, at path: String) throws(ScriptStep.ParseError) -> Int? {
+        if JSON.isNullOrMissing(value) { return nil }
+        guard let tokens = JSON.int(value), (1...maximumContextTokens).contains(tokens) else {
+            throw ScriptStep.ParseError(path: path, problem: "must be an integer from 1 to \(maximumContextTokens)")
+        }
+        return tokens
+    }
+}

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+import CAFMBackendABI
+import Dispatch
+import Foundation
+import Synchronization
+
+/// One instance of the scripted backend: a script, a record log and the generations running on their threads.
+///
+/// The C entry points (`ScriptedBackend+EntryPoints.swift`) own the instance through `Unmanaged`: `create()`
+/// retains it and `destroy()` joins every thread and releases it.
+///
+/// ```
+/// generate ─► validate ─► register ─► record "generate" ─► Thread ─► StepPlayer.run ─► unregister ─► leave group
+/// cancel   ─► record "cancel" ─► Generation.cancel (wakes any delay or hang)
+/// destroy  ─► cancel all ─► wait for the thread group ─► record "destroy" ─► close the record file
+/// ```
+final class ScriptedInstance: Sendable {
+    /// The settings from the config document.
+    let config: BackendConfig
+    /// The models served.
+    let script: Script
+    /// The host's logging table.
+    let host: HostAPI
+    /// The record file (or a log that drops everything).
+    let records: RecordLog
+
+    private struct State {
+        var running: [UInt64: Generation] = [:]
+        var destroyed = false
+    }
+
+    private let state = Mutex(State())
+    /// Entered before a generation thread starts, left as the very last thing it does; `destroy()` waits on it.
+    private let threads = DispatchGroup()
+
+    /// Creates an instance from a config document.
+    ///
+    /// - Throws: `BackendError` for a bad config, an unreadable or malformed script, or an unopenable record file.
+    init(host: HostAPI, configJSON: Data) throws(BackendError) {
+        let config = try BackendConfig(parsing: configJSON)
+        let script: Script
+        if let path = config.scriptPath {
+            script = try Script(contentsOf: path, defaultContextTokens: config.contextTokens)
+        } else {
+            script = Script.demo(contextTokens: config.contextTokens)
+        }
+        let records = try config.recordPath.map { path throws(BackendError) in try RecordLog(path: path) } ?? RecordLog()
+        self.config = config
+        self.script = script
+        self.host = host
+        self.records = records
+        records.append("create", [("config", config.documentJSON)])
+        host.log(
+            AFM_LOG_INFO,
+            "scripted instance \(config.instance): \(script.models.count) model(s) (\(script.models.map(\.id).joined(separator: ", ")))"
+                + (config.scriptPath.map { " from \($0)" } ?? ", built-in demo"))
+    }
+
+    // MARK: - Describe
+
+    /// The describe document: every model of the script with its budgets and capabilities.
+    func describeDocument() -> String {
+        var json = "{\"describe_version\":1,\"backend\":\"scripted\",\"version\":"
+        json += JSON.quote(config.version ?? ScriptedBackend.version)
+        json += ",\"available\":true,\"reason\":null,\"reason_code\":null,\"models\":["
+        json += script.models.map { model in
+            var entry = "{\"id\":" + JSON.quote(model.id)
+            entry += ",\"context_tokens\":\(model.contextTokens)"
+            entry += ",\"max_input_tokens\":\(model.maxInputTokens)"
+            entry += ",\"max_output_tokens\":\(model.maxOutputTokens)"
+            entry += ",\"capabilities\":{"
+            entry += model.capabilities.fields.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
+            return entry + "}}"
+        }.joined(separator: ",")
+        return json + "]}"
+    }
+
+    // MARK: - Generate
+
+    /// Validates a request and starts its generation on a new thread.
+    ///
+    /// - Throws: `AFM_ERR_INVALID_REQUEST` for malformed JSON, a bad sink or a request id already running;
+    ///   `AFM_ERR_MODEL_UNAVAILABLE` for a model the script lacks; `AFM_ERR_CONTEXT_LENGTH_EXCEEDED` when the input
+    ///   is over the model's input budget. Nothing is emitted then.
+    func generate(requestID: UInt64, requestJSON: Data, sink rawSink: UnsafePointer<afm_event_sink>?)
+        throws(BackendError)
+    {
+        let document: [String: Any]
+        do {
+            document = try JSON.object(from: requestJSON)
+        } catch {
+            let refusal = BackendError.invalidRequest("generation request: \(error.message)")
+            records.append(
+                "generate", requestID: requestID,
+                [
+                    ("accepted", "false"), ("error", "\"invalid_request\""), ("request", "null"),
+                    ("request_text", JSON.quote(String(decoding: requestJSON, as: UTF8.self))),
+                ])
+            throw refusal
+        }
+        let requestRecord = JSON.serialize(document)
+        do {
+            let generation = try prepare(requestID: requestID, document: document, sink: rawSink)
+            records.append("generate", requestID: requestID, [("accepted", "true"), ("request", requestRecord)])
+            start(generation)
+        } catch {
+            records.append(
+                "generate", requestID: requestID,
+                [
+                    ("accepted", "false"), ("error", JSON.quote(ErrorCodeName.name(ofError: error.code))),
+                    ("request", requestRecord),
+                ])
+            throw error
+        }
+    }
+
+    /// Checks a parsed request and registers its generation (not yet started).
+    private func prepare(requestID: UInt64, document: [String: Any], sink rawSink: UnsafePointer<afm_event_sink>?)
+        throws(BackendError) -> Generation
+    {
+        guard let sink = EventSink(rawSink) else {
+            throw .invalidRequest("generate: the event sink is NULL, too small or has no emit function")
+        }
+        let request = try GenerationRequest(parsing: document)
+        guard let model = script.model(withID: request.model) else {
+            let served = script.models.map { "\"\($0.id)\"" }.joined(separator: ", ")
+            throw .modelUnavailable("model \"\(request.model)\" is not served by the scripted backend (models: \(served))")
+        }
+        guard request.inputTokens <= model.maxInputTokens else {
+            throw BackendError(
+                AFM_ERR_CONTEXT_LENGTH_EXCEEDED,
+                "input is \(request.inputTokens) tokens; model \"\(model.id)\" accepts at most \(model.maxInputTokens)")
+        }
+        let generation = Generation(requestID: requestID, request: request, model: model, sink: sink)
+        let refusal: BackendError? = state.withLock { state in
+            if state.destroyed { return .internal("generate called after destroy") }
+            if state.running[requestID] != nil { return .invalidRequest("request_id \(requestID) is already running") }
+            state.running[requestID] = generation
+            return nil
+        }
+        if let refusal { throw refusal }
+        return generation
+    }
+
+    /// Runs a registered generation on its own thread.
+    private func start(_ generation: Generation) {
+        threads.enter()
+        let thread = Thread { [self] in
+            var player = StepPlayer(generation: generation, records: records)
+            player.run()
+            _ = state.withLock { $0.running.removeValue(forKey: generation.requestID) }
+            threads.leave()
+        }
+        thread.name = "afm-scripted-\(generation.requestID)"
+        thread.start()
+    }
+
+    // MARK: - Cancel and destroy
+
+    /// Records the cancel and stops the generation, if it is running. Non-blocking and idempotent.
+    func cancel(requestID: UInt64) {
+        let generation = state.withLock { $0.running[requestID] }
+        records.append("cancel", requestID: requestID, [("running", generation == nil ? "false" : "true")])
+        generation?.cancel()
+    }
+
+    /// Joins every generation thread (cancelling any still running, which a well-behaved host never leaves), then
+    /// records `destroy` and closes the record file.
+    func destroy() {
+        let leftovers = state.withLock { state in
+            state.destroyed = true
+            return Array(state.running.values)
+        }
+        if !leftovers.isEmpty {
+            host.log(AFM_LOG_WARNING, "destroy with \(leftovers.count) generation(s) still running; cancelling them")
+        }
+        for generation in leftovers { generation.cancel() }
+        threads.wait()
+        records.append("destroy", [("leftover_generations", "\(leftovers.count)")])
+        records.close()
+    }
+
+    // MARK: - Extensions
+
+    /// `afm.tokenize/1`: the input tokens of a request by the same rule as usage (ceil(bytes / 4)).
+    func countInputTokens(requestJSON: Data) throws(BackendError) -> Int {
+        let document: [String: Any]
+        do {
+            document = try JSON.object(from: requestJSON)
+        } catch {
+            throw .invalidRequest("generation request: \(error.message)")
+        }
+        let request = try GenerationRequest(parsing: document)
+        guard script.model(withID: request.model) != nil else {
+            throw .modelUnavailable("model \"\(request.model)\" is not served by the scripted backend")
+        }
+        return request.inputTokens
+    }
+}

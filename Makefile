@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+# AFM: two commands matter. `make run` sets up a fresh Debian 12 machine (apt packages, builds) and serves the
+# gateway on 127.0.0.1:11535; `make test` does the same set-up and runs every test.
+
+SHELL        := /bin/bash
+SWIFT        ?= swift
+CONFIG       ?= debug
+# Warnings are errors everywhere, so CI and developers see the same build.
+SWIFTFLAGS   := -c $(CONFIG) -Xswiftc -warnings-as-errors
+BIN          := .build/$(CONFIG)
+STAGE        := .build/afm
+LISTEN       ?= 127.0.0.1:11535
+
+.PHONY: all bootstrap build stage run test bench-http clean help
+
+all: build
+
+help:
+	@echo "make run         set up, build, and serve afmd on $(LISTEN) (scripted demo backend)"
+	@echo "make test        set up, build, and run every test"
+	@echo "make bench-http  compare afmd with nginx under wrk (release build); see docs/PERFORMANCE.md"
+	@echo "make clean       remove build outputs"
+
+bootstrap:
+	@scripts/bootstrap
+
+build: bootstrap
+	$(SWIFT) build $(SWIFTFLAGS)
+	@scripts/stage-backends $(BIN) $(STAGE)/backends
+
+# The staged backend directory: every plugin's .so next to its manifest, as installed under /usr/lib/afm/backends.
+stage: build
+
+run: build
+	@mkdir -p $(STAGE)/root
+	@printf '[Backend.scripted]\nScript=%s\n' "$(CURDIR)/share/afm/demo-script.json" > $(STAGE)/root/afmd.conf
+	@echo "afmd: serving the scripted demo backend on http://$(LISTEN) (Ctrl-C stops it)"
+	@echo "try:  curl -N http://$(LISTEN)/v1/responses -H 'Content-Type: application/json' -d '{\"model\":\"scripted-demo\",\"input\":\"Hello there\",\"stream\":true}'"
+	exec $(BIN)/afmd --listen $(LISTEN) --config-root $(STAGE)/root --backend-dir $(STAGE)/backends
+
+test: build
+	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) $(SWIFT) test $(SWIFTFLAGS)
+
+bench-http: bootstrap
+	scripts/bench-http
+
+clean:
+	rm -rf .build

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+
+/// What a backend generation serves, parsed from its describe document (docs/backend-abi.md, "Describe").
+public struct BackendDescription: Sendable, Hashable {
+    /// One model a backend serves.
+    public struct Model: Sendable, Hashable {
+        public var id: String
+        public var contextTokens: Int
+        public var maxInputTokens: Int
+        public var maxOutputTokens: Int
+        public var capabilities: Capabilities
+    }
+
+    /// What a model can do; the Responses layer refuses requests that need more.
+    public struct Capabilities: Sendable, Hashable {
+        public var streaming: Bool
+        public var tools: Bool
+        public var vision: Bool
+        public var reasoning: Bool
+        /// Whether reasoning can be turned off (`reasoning.effort: "none"`).
+        public var reasoningOptional: Bool
+
+        /// The capabilities as the JSON object `/status` and `/v1/models` show.
+        public var json: JSONValue {
+            [
+                "streaming": .bool(streaming), "tools": .bool(tools), "vision": .bool(vision),
+                "reasoning": .bool(reasoning), "reasoning_optional": .bool(reasoningOptional),
+            ]
+        }
+    }
+
+    public var backend: String
+    public var version: String
+    public var available: Bool
+    public var reason: String?
+    public var reasonCode: String?
+    public var models: [Model]
+
+    /// Parses a describe document.
+    ///
+    /// - Throws: a message saying which field is wrong.
+    public init(document bytes: [UInt8]) throws(DescribeError) {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes)
+        } catch {
+            throw DescribeError(message: "describe document is not valid JSON: \(error.message)")
+        }
+        guard let root = value.objectValue else { throw DescribeError(message: "describe document must be an object") }
+        guard root["describe_version"]?.numberValue?.intValue == 1 else {
+            throw DescribeError(message: "describe_version must be 1")
+        }
+        backend = root["backend"]?.stringValue ?? ""
+        version = root["version"]?.stringValue ?? "unknown"
+        available = root["available"]?.boolValue ?? true
+        reason = root["reason"]?.stringValue
+        reasonCode = root["reason_code"]?.stringValue
+        guard let modelList = root["models"]?.arrayValue else {
+            throw DescribeError(message: "describe document has no 'models' array")
+        }
+        var models: [Model] = []
+        for (index, entry) in modelList.enumerated() {
+            guard let id = entry["id"]?.stringValue, !id.isEmpty else {
+                throw DescribeError(message: "models[\(index)].id must be a non-empty string")
+            }
+            let context = entry["context_tokens"]?.numberValue?.intValue ?? 4096
+            guard context > 0 else { throw DescribeError(message: "models[\(index)].context_tokens must be positive") }
+            let maxInput = entry["max_input_tokens"]?.numberValue?.intValue ?? context * 3 / 4
+            let maxOutput = entry["max_output_tokens"]?.numberValue?.intValue ?? context - maxInput
+            guard maxInput > 0, maxOutput > 0 else {
+                throw DescribeError(message: "models[\(index)] budgets must be positive")
+            }
+            let caps = entry["capabilities"]
+            models.append(
+                Model(
+                    id: id, contextTokens: context, maxInputTokens: maxInput, maxOutputTokens: maxOutput,
+                    capabilities: Capabilities(
+                        streaming: caps?["streaming"]?.boolValue ?? true,
+                        tools: caps?["tools"]?.boolValue ?? false,
+                        vision: caps?["vision"]?.boolValue ?? false,
+                        reasoning: caps?["reasoning"]?.boolValue ?? false,
+                        reasoningOptional: caps?["reasoning_optional"]?.boolValue ?? true
+                    )))
+        }
+        self.models = models
+    }
+}
+
+/// A describe document that the host cannot use.
+public struct DescribeError: Error, Sendable, Hashable {
+    public var message: String
+}

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMCore
+
+/// Token counts a backend reported. `nil` means the backend did not say.
+public struct BackendUsage: Sendable, Hashable {
+    public var inputTokens: Int?
+    public var outputTokens: Int?
+    public var reasoningTokens: Int?
+    public var cachedTokens: Int?
+
+    public init(inputTokens: Int? = nil, outputTokens: Int? = nil, reasoningTokens: Int? = nil, cachedTokens: Int? = nil) {
+        self.inputTokens = inputTokens
+        self.outputTokens = outputTokens
+        self.reasoningTokens = reasoningTokens
+        self.cachedTokens = cachedTokens
+    }
+}
+
+/// Why a generation ended normally.
+public enum FinishReason: String, Sendable, Hashable {
+    case stop
+    case length
+    case toolCalls = "tool_calls"
+    case cancelled
+
+    init(abiValue: Int32) {
+        switch abiValue {
+        case 1: self = .length
+        case 2: self = .toolCalls
+        case 3: self = .cancelled
+        default: self = .stop
+        }
+    }
+}
+
+/// One event of a generation, copied out of the C event during `emit`.
+public enum BackendEvent: Sendable, Hashable {
+    case textDelta(String)
+    case toolCallBegin(index: Int, name: String, callID: String)
+    case toolCallArguments(index: Int, delta: String)
+    case toolCallEnd(index: Int)
+    case reasoningText(String)
+    case reasoningState([UInt8])
+    case usage(BackendUsage)
+    /// Terminal: the generation finished.
+    case done(FinishReason)
+    /// Terminal: the generation failed.
+    case failed(AFMErrorCode, message: String)
+
+    /// Whether this event ends the generation.
+    public var isTerminal: Bool {
+        switch self {
+        case .done, .failed: true
+        default: false
+        }
+    }
+}

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMCore
+import Synchronization
+
+/// A claim on one backend generation for one request.
+///
+/// While a lease is held its generation is not destroyed, even after a reload switched new traffic elsewhere.
+/// Starting a generation hands the lease to the stream, which releases it on its terminal event; a lease that
+/// is never started must be released by its holder (and is, at the latest, when it is deinitialized).
+public final class BackendLease: Sendable {
+    /// The generation the request runs on.
+    public let generation: BackendGeneration
+    /// The model the request asked for, as the generation describes it.
+    public let model: BackendDescription.Model
+    private let released = Atomic<Bool>(false)
+    private let limits: GenerationLimits
+
+    init(generation: BackendGeneration, model: BackendDescription.Model, limits: GenerationLimits) {
+        self.generation = generation
+        self.model = model
+        self.limits = limits
+    }
+
+    deinit { release() }
+
+    /// Starts the generation for a request document (docs/backend-abi.md); the lease now belongs to the stream.
+    ///
+    /// - Throws: `AFMError` with the backend's code when it refuses the request synchronously.
+    public func start(requestDocument: [UInt8]) throws(AFMError) -> GenerationStream {
+        try generation.start(requestDocument: requestDocument, lease: self, limits: limits)
+    }
+
+    /// Counts the request's input tokens with the backend's tokenizer, when it offers one.
+    public func countInputTokens(requestDocument: [UInt8]) -> Int? {
+        generation.countInputTokens(requestDocument: requestDocument)
+    }
+
+    /// Gives the lease back. Idempotent.
+    public func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        generation.release()
+    }
+}
+
+/// Per-request limits the host enforces on a backend.
+public struct GenerationLimits: Sendable, Hashable {
+    /// A backend silent for this long (no event at all) has its generation failed with `timeout`.
+    public var silenceLimit: Duration
+    /// A backend that has not ended a cancelled generation after this long is cut off.
+    public var cancelGrace: Duration
+
+    public init(silenceLimit: Duration = .seconds(300), cancelGrace: Duration = .seconds(5)) {
+        self.silenceLimit = silenceLimit
+        self.cancelGrace = cancelGrace
+    }
+}

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMCore
+import AFMJSON
+import AFMLogging
+import Foundation
+import Synchronization
+
+/// Every backend the daemon hosts, by id, with its active generation and the ones still draining.
+///
+/// ```
+///  lease(model) ──► model index ──► active generation ──► inflight += 1 ──► stream ──terminal──► inflight -= 1
+///  reload(id)   ──► load/reuse library ──► create + describe (warm) ──► switch active ──► old one drains
+/// ```
+///
+/// The request path (`lease`) takes one short lock; loading and reloading run off the cooperative pool on each
+/// generation's control queue. Any reload failure keeps the active generation and records why.
+public final class BackendRegistry: Sendable {
+    /// What the registry loads and how it treats requests.
+    public struct Configuration: Sendable {
+        /// Where `<id>.json` manifests and their libraries are.
+        public var backendDirectory: String
+        /// Where generation-unique copies of libraries are written before `dlopen`.
+        public var copyDirectory: String
+        /// Parent of each backend's private state directory (`<stateDirectory>/<id>`).
+        public var stateDirectory: String
+        /// Settings per backend id, passed to `create` in the config document.
+        public var settings: [String: [String: String]]
+        /// Backend ids that are not loaded even though a manifest exists.
+        public var disabled: Set<String>
+        /// Watchdog limits for every generation.
+        public var limits: GenerationLimits
+        /// How long an old generation may keep serving its requests after a reload before they are cancelled.
+        public var drainTimeout: Duration
+
+        public init(
+            backendDirectory: String, copyDirectory: String, stateDirectory: String,
+            settings: [String: [String: String]] = [:], disabled: Set<String> = [],
+            limits: GenerationLimits = .init(), drainTimeout: Duration = .seconds(120)
+        ) {
+            self.backendDirectory = backendDirectory
+            self.copyDirectory = copyDirectory
+            self.stateDirectory = stateDirectory
+            self.settings = settings
+            self.disabled = disabled
+            self.limits = limits
+            self.drainTimeout = drainTimeout
+        }
+    }
+
+    struct Slot {
+        var manifestPath: String
+        var manifest: BackendManifest?
+        var library: BackendLibrary?
+        var active: BackendGeneration?
+        var draining: [BackendGeneration] = []
+        var lastError: BackendLoadError?
+        var generationsBuilt: UInt64 = 0
+        var reloading = false
+    }
+
+    struct State {
+        var configuration: Configuration
+        var order: [String] = []
+        var slots: [String: Slot] = [:]
+        var modelIndex: [String: BackendGeneration] = [:]
+    }
+
+    private let state: Mutex<State>
+    private let logger: Logger
+
+    public init(configuration: Configuration, logger: Logger) {
+        self.state = Mutex(State(configuration: configuration))
+        self.logger = logger
+    }
+
+    // MARK: - Loading
+
+    /// Discovers the manifests in the backend directory and loads every enabled backend. Failures are recorded
+    /// per backend (visible in `statuses()`), never thrown: one broken backend must not stop the others.
+    public func loadAll() async {
+        let configuration = state.withLock { $0.configuration }
+        // A fresh start owns the copy directory: copies left by an earlier process are garbage.
+        try? FileManager.default.removeItem(atPath: configuration.copyDirectory)
+        let paths: [String]
+        do {
+            paths = try BackendManifest.manifestPaths(in: configuration.backendDirectory)
+        } catch {
+            logger.error("cannot scan backends", ["error": error.description])
+            return
+        }
+        var ids: [String] = []
+        for path in paths {
+            let id: String
+            do {
+                id = try BackendManifest(contentsOf: path).id
+            } catch {
+                logger.error("skipping backend manifest", ["error": error.description])
+                continue
+            }
+            let added = state.withLock { state -> Bool in
+                guard state.slots[id] == nil else { return false }
+                state.order.append(id)
+                state.slots[id] = Slot(manifestPath: path)
+                return true
+            }
+            guard added else {
+                logger.error("duplicate backend id; keeping the first manifest", ["backend": id, "manifest": path])
+                continue
+            }
+            if configuration.disabled.contains(id) {
+                logger.info("backend disabled by configuration", ["backend": id])
+                continue
+            }
+            ids.append(id)
+        }
+        for id in ids {
+            do {
+                _ = try await reload(id)
+            } catch {
+                logger.error("backend failed to load", ["backend": id, "error": error.description])
+            }
+        }
+    }
+
+    /// Builds, warms and switches to a new generation of one backend.
+    ///
+    /// A new library copy is loaded only when the `.so` changed on disk; otherwise a new instance is created in
+    /// the library already loaded. On any failure the active generation stays active and the error is recorded.
+    ///
+    /// - Returns: the new generation number.
+    /// - Throws: `BackendLoadError` saying why; the previous generation (if any) keeps serving.
+    @discardableResult
+    public func reload(_ id: String) async throws(BackendLoadError) -> UInt64 {
+        let start = state.withLock { state -> Result<(Slot, Configuration, UInt64), BackendLoadError> in
+            guard var slot = state.slots[id] else {
+                return .failure(BackendLoadError(path: id, "no backend '\(id)' is installed", reason: "not_configured"))
+            }
+            guard !slot.reloading else {
+                return .failure(BackendLoadError(path: slot.manifestPath, "a reload of '\(id)' is already in progress", reason: "busy"))
+            }
+            slot.reloading = true
+            slot.generationsBuilt += 1
+            state.slots[id] = slot
+            return .success((slot, state.configuration, slot.generationsBuilt))
+        }
+        let (slot, configuration, number) = try start.get()
+
+        let outcome = await build(id: id, slot: slot, configuration: configuration, number: number)
+        switch outcome {
+        case .failure(let error):
+            state.withLock { state in
+                state.slots[id]?.reloading = false
+                state.slots[id]?.lastError = error
+            }
+            logger.error(
+                "reload failed; the previous generation keeps serving",
+                ["backend": id, "generation": String(number), "error": error.description])
+            throw error
+        case .success(let (manifest, library, generation)):
+            let old = state.withLock { state -> BackendGeneration? in
+                var slot = state.slots[id]!  // Safety: slots are never removed.
+                let old = slot.active
+                slot.manifest = manifest
+                slot.library = library
+                slot.active = generation
+                slot.lastError = nil
+                slot.reloading = false
+                if let old { slot.draining.append(old) }
+                slot.draining.removeAll { $0.snapshot.phase == .retired }
+                state.slots[id] = slot
+                state.rebuildModelIndex(logger: logger)
+                return old
+            }
+            old?.beginDrain(deadline: configuration.drainTimeout)
+            logger.info(
+                "backend generation active",
+                [
+                    "backend": id, "generation": String(number), "version": generation.description.version,
+                    "models": generation.description.models.map(\.id).joined(separator: ","),
+                ])
+            return number
+        }
+    }
+
+    private func build(
+        id: String, slot: Slot, configuration: Configuration, number: UInt64
+    ) async -> Result<(BackendManifest, BackendLibrary, BackendGeneration), BackendLoadError> {
+        do throws(BackendLoadError) {
+            let manifest = try BackendManifest(contentsOf: slot.manifestPath)
+            guard manifest.id == id else {
+                throw BackendLoadError(path: slot.manifestPath, "manifest id changed from '\(id)' to '\(manifest.id)'")
+            }
+            let library: BackendLibrary
+            if let loaded = slot.library, loaded.isUnchanged(atPath: manifest.libraryPath) {
+                library = loaded
+            } else {
+                // dlopen and negotiation may take a while (relocations, constructors): keep them off the pool.
+                let logger = self.logger
+                library = try await runOffPool { () throws(BackendLoadError) -> BackendLibrary in
+                    try BackendLibrary(
+                        manifest: manifest, copyDirectory: configuration.copyDirectory, uniqueName: "\(id)-g\(number)",
+                        logger: logger)
+                }
+            }
+            let document = Self.configDocument(id: id, number: number, configuration: configuration)
+            let generation = try await BackendGeneration.make(
+                library: library, number: number, configDocument: document, logger: logger.with("backend", id))
+            return .success((manifest, library, generation))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    static func configDocument(id: String, number: UInt64, configuration: Configuration) -> [UInt8] {
+        var settings = JSONObject()
+        for (key, value) in (configuration.settings[id] ?? [:]).sorted(by: { $0.key < $1.key }) {
+            settings[key] = .string(value)
+        }
+        let document: JSONValue = [
+            "config_version": 1,
+            "backend": .string(id),
+            "instance": .string("\(id)#\(number)"),
+            "generation": .number(JSONNumber(Int(number))),
+            "state_dir": .string((configuration.stateDirectory as NSString).appendingPathComponent(id)),
+            "settings": .object(settings),
+        ]
+        return document.encoded()
+    }
+
+    /// Replaces the settings used by later reloads (the running generations are unaffected).
+    public func updateConfiguration(_ update: @Sendable (inout Configuration) -> Void) {
+        state.withLock { update(&$0.configuration) }
+    }
+
+    // MARK: - Requests
+
+    /// Leases the active generation serving `model`.
+    ///
+    /// - Throws: `AFMError` 404 `model_not_found` for an unknown id, 503 `model_unavailable` when its backend
+    ///   says it is unavailable.
+    public func lease(model: String) throws(AFMError) -> BackendLease {
+        for _ in 0..<8 {
+            let (generation, limits) = state.withLock { ($0.modelIndex[model], $0.configuration.limits) }
+            guard let generation else {
+                throw AFMError(
+                    .invalidRequest, "The model '\(model)' does not exist or is not served by any loaded backend.",
+                    param: "model", publicCode: "model_not_found", httpStatus: 404)
+            }
+            guard generation.description.available else {
+                let reason = generation.description.reason ?? "the backend reports it is unavailable"
+                throw AFMError(.modelUnavailable, "The model '\(model)' is unavailable: \(reason)", param: "model")
+            }
+            // Safety of the retry: a reload may switch the index between the lookup and the acquire; a draining
+            // generation refuses, and the next lookup finds its successor.
+            if generation.acquire(), let described = generation.description.models.first(where: { $0.id == model }) {
+                return BackendLease(generation: generation, model: described, limits: limits)
+            }
+        }
+        throw AFMError(.busy, "The backend for '\(model)' is switching generations; retry.", retryAfterSeconds: 1)
+    }
+
+    // MARK: - Status
+
+    /// The status of every discovered backend, in discovery order.
+    public func statuses() -> [BackendStatus] {
+        state.withLock { state in
+            state.order.compactMap { id -> BackendStatus? in
+                guard let slot = state.slots[id] else { return nil }
+                let disabled = state.configuration.disabled.contains(id)
+                return BackendStatus(id: id, slot: slot, disabled: disabled)
+            }
+        }
+    }
+
+    /// Every model served by an active generation, in backend order.
+    public func models() -> [(model: BackendDescription.Model, backend: String, available: Bool)] {
+        state.withLock { state in
+            var seen = Set<String>()
+            var result: [(BackendDescription.Model, String, Bool)] = []
+            for id in state.order {
+                guard let generation = state.slots[id]?.active else { continue }
+                for model in generation.description.models where seen.insert(model.id).inserted {
+                    result.append((model, id, generation.description.available))
+                }
+            }
+            return result
+        }
+    }
+
+    /// Stops routing to every generation and waits up to `deadline` for their requests to end; the rest are
+    /// cancelled. Used by graceful shutdown.
+    public func drainAll(deadline: Duration) async {
+        let generations = state.withLock { state -> [BackendGeneration] in
+            let all = state.slots.values.flatMap { slot in (slot.active.map { [$0] } ?? []) + slot.draining }
+            for id in state.order { state.slots[id]?.active = nil }
+            state.modelIndex = [:]
+            return all
+        }
+        for generation in generations { generation.beginDrain(deadline: deadline) }
+        let clock = ContinuousClock()
+        let end = clock.now + deadline + .seconds(1)
+        while clock.now < end, generations.contains(where: { $0.snapshot.phase != .retired }) {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        for generation in generations { await generation.waitForControlQueue() }
+    }
+}
+
+extension BackendRegistry.State {
+    mutating func rebuildModelIndex(logger: Logger) {
+        var index: [String: BackendGeneration] = [:]
+        for id in order {
+            guard let generation = slots[id]?.active else { continue }
+            for model in generation.description.models {
+                if let existing = index[model.id] {
+                    if existing.backendID != id {
+                        logger.warning(
+                            "model id served by two backends; the first wins",
+                            ["model": model.id, "kept": existing.backendID, "ignored": id])
+                    }
+                    continue
+                }
+                index[model.id] = generation
+            }
+        }
+        modelIndex = index
+    }
+}
+
+/// Runs blocking work on a Dispatch thread instead of the cooperative pool.
+func runOffPool<T: Sendable>(_ work: @escaping @Sendable () throws(BackendLoadError) -> T) async throws(BackendLoadError) -> T {
+    let result: Result<T, BackendLoadError> = await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            do throws(BackendLoadError) {
+                continuation.resume(returning: .success(try work()))
+            } catch {
+                continuation.resume(returning: .failure(error))
+            }
+        }
+    }
+    return try result.get()
+}

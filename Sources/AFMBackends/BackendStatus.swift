@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+
+/// A point-in-time view of one backend, for `/status`, the admin socket and logs.
+public struct BackendStatus: Sendable {
+    /// `ready`, `unavailable` (loaded but says it cannot serve), `failed` (never loaded), `loading`, `disabled`.
+    public var state: String
+    public var id: String
+    public var reason: String?
+    public var reasonCode: String?
+    public var version: String?
+    public var hosting: String?
+    public var library: String?
+    public var generation: UInt64?
+    public var inflight: Int
+    public var completed: UInt64
+    /// Generations still finishing requests after a reload: (number, requests in flight).
+    public var draining: [(generation: UInt64, inflight: Int)]
+    public var models: [BackendDescription.Model]
+
+    init(id: String, slot: BackendRegistry.Slot, disabled: Bool) {
+        self.id = id
+        let active = slot.active
+        let snapshot = active?.snapshot
+        self.generation = active?.number
+        self.inflight = snapshot?.inflight ?? 0
+        self.completed = snapshot?.completed ?? 0
+        self.version = active?.description.version ?? slot.manifest?.version
+        self.hosting = slot.manifest?.hosting.rawValue
+        self.library = slot.library?.sourcePath ?? slot.manifest?.libraryPath
+        self.models = active?.description.models ?? []
+        self.draining = slot.draining.compactMap { generation in
+            let snapshot = generation.snapshot
+            return snapshot.phase == .retired ? nil : (generation.number, snapshot.inflight)
+        }
+        if disabled {
+            state = "disabled"
+            reason = "disabled in the configuration"
+            reasonCode = "disabled"
+        } else if let active {
+            if active.description.available {
+                state = "ready"
+                reason = slot.lastError.map { "last reload failed: \($0.message)" }
+                reasonCode = slot.lastError?.reason
+            } else {
+                state = "unavailable"
+                reason = active.description.reason ?? "the backend reports it is unavailable"
+                reasonCode = active.description.reasonCode ?? "unavailable"
+            }
+        } else if let error = slot.lastError {
+            state = "failed"
+            reason = error.description
+            reasonCode = error.reason
+        } else {
+            state = "loading"
+            reason = nil
+            reasonCode = nil
+        }
+    }
+
+    /// The JSON object `/status` shows for this backend.
+    public var json: JSONValue {
+        var object: JSONObject = [
+            "id": .string(id),
+            "state": .string(state),
+            "reason": reason.map(JSONValue.string) ?? .null,
+            "reason_code": reasonCode.map(JSONValue.string) ?? .null,
+            "version": version.map(JSONValue.string) ?? .null,
+            "hosting": hosting.map(JSONValue.string) ?? .null,
+            "generation": generation.map { .number(JSONNumber(Int($0))) } ?? .null,
+            "inflight": .number(JSONNumber(inflight)),
+            "completed": .number(JSONNumber(Int(completed))),
+        ]
+        object["draining"] = .array(
+            draining.map { ["generation": .number(JSONNumber(Int($0.generation))), "inflight": .number(JSONNumber($0.inflight))] })
+        object["models"] = .array(models.map { .string($0.id) })
+        return .object(object)
+    }
+}

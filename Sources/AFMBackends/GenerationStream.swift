@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMCore
+import Dispatch
+import Synchronization
+
+/// The events of one generation, from the backend's `emit` calls to an async consumer.
+///
+/// ```
+///  backend thread ──emit()──► [bounded buffer] ──next()──► Responses layer task ──► HTTP writer
+///        ▲  blocks while full                                 │ slow client: write() suspends
+///        └────────────── backpressure ◄──────────────────────-┘
+/// ```
+///
+/// - The buffer holds at most `capacity` events. A backend that emits into a full buffer waits inside `emit`
+///   until the consumer takes one, so a slow reader slows the backend instead of growing memory.
+/// - Exactly one terminal event is delivered. Anything the backend emits after its terminal event is ignored.
+/// - `cancel()` (client gone) makes every later `emit` return 1, wakes a blocked emitter, and asks the backend
+///   to stop; terminal and usage events are still accepted so usage of cancelled generations is counted.
+/// - The watchdog ends a generation whose backend goes silent (`expire`), synthesizing the terminal event.
+public final class GenerationStream: Sendable, AsyncSequence {
+    public typealias Element = BackendEvent
+
+    /// Process-unique id; also the `ctx` value of the C event sink.
+    public let id: UInt64
+    let capacity: Int
+    /// How long the backend may stay silent before the watchdog fails the generation with `timeout`.
+    let silenceLimit: Duration
+    /// How long the backend may take to end the generation after `cancel()`.
+    let cancelGrace: Duration
+    private let state: Mutex<State>
+    private let emitterWakeup = DispatchSemaphore(value: 0)
+    private let onCancel: @Sendable () -> Void
+    private let onTerminal: @Sendable (_ expired: Bool) -> Void
+
+    struct State {
+        var buffer: [BackendEvent] = []
+        var head = 0
+        var terminalReceived = false
+        var terminalDelivered = false
+        var cancelRequested = false
+        var cancelRequestedAt: ContinuousClock.Instant?
+        var expired = false
+        var emitterBlocked = false
+        var waiter: CheckedContinuation<BackendEvent?, Never>?
+        var lastActivity: ContinuousClock.Instant
+
+        var pending: Int { buffer.count - head }
+
+        mutating func pop() -> BackendEvent? {
+            guard head < buffer.count else { return nil }
+            let event = buffer[head]
+            head += 1
+            if head > 64 && head * 2 > buffer.count {
+                buffer.removeFirst(head)
+                head = 0
+            }
+            return event
+        }
+    }
+
+    init(
+        id: UInt64,
+        capacity: Int = 256,
+        silenceLimit: Duration,
+        cancelGrace: Duration,
+        onCancel: @escaping @Sendable () -> Void,
+        onTerminal: @escaping @Sendable (_ expired: Bool) -> Void
+    ) {
+        self.id = id
+        self.capacity = capacity
+        self.silenceLimit = silenceLimit
+        self.cancelGrace = cancelGrace
+        self.onCancel = onCancel
+        self.onTerminal = onTerminal
+        self.state = Mutex(State(lastActivity: .now))
+    }
+
+    // MARK: - Consumer side
+
+    /// The next event, or `nil` after the terminal event was delivered.
+    public func next() async -> BackendEvent? {
+        enum Step {
+            case event(BackendEvent?)
+            case wait
+        }
+        let (first, wake) = state.withLock { state -> (Step, Bool) in
+            if let event = state.pop() {
+                if event.isTerminal { state.terminalDelivered = true }
+                return (.event(event), state.releaseEmitterIfRoom(capacity: capacity))
+            }
+            return (state.terminalDelivered ? .event(nil) : .wait, false)
+        }
+        if wake { emitterWakeup.signal() }
+        if case .event(let event) = first { return event }
+
+        return await withCheckedContinuation { continuation in
+            let (immediate, wake) = state.withLock { state -> (Step, Bool) in
+                if let event = state.pop() {
+                    if event.isTerminal { state.terminalDelivered = true }
+                    return (.event(event), state.releaseEmitterIfRoom(capacity: capacity))
+                }
+                if state.terminalDelivered { return (.event(nil), false) }
+                state.waiter = continuation
+                return (.wait, false)
+            }
+            if wake { emitterWakeup.signal() }
+            if case .event(let event) = immediate { continuation.resume(returning: event) }
+        }
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let stream: GenerationStream
+        public mutating func next() async -> BackendEvent? { await stream.next() }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: self) }
+
+    /// Asks the backend to stop (client gone, deadline, drain). Idempotent. The stream still ends with a terminal
+    /// event: the backend's own, or the watchdog's after the cancel grace period.
+    public func cancel() {
+        let (first, wake) = state.withLock { state -> (Bool, Bool) in
+            guard !state.cancelRequested, !state.terminalReceived else { return (false, false) }
+            state.cancelRequested = true
+            state.cancelRequestedAt = .now
+            let wake = state.emitterBlocked
+            state.emitterBlocked = false
+            return (true, wake)
+        }
+        if wake { emitterWakeup.signal() }
+        if first { onCancel() }
+    }
+
+    /// Events buffered and not yet consumed (bounded by `capacity`).
+    var pendingCount: Int { state.withLock { $0.pending } }
+
+    /// Whether `cancel()` was called before the terminal event.
+    public var wasCancelled: Bool { state.withLock { $0.cancelRequested } }
+
+    // MARK: - Producer side (backend threads)
+
+    /// Accepts one event from the backend. Returns the value `emit` returns: 0 continue, 1 stop.
+    func receive(_ event: BackendEvent) -> Int32 {
+        var resume: CheckedContinuation<BackendEvent?, Never>?
+        var mustWait = false
+        let verdict = state.withLock { state -> Int32 in
+            if state.terminalReceived { return 1 }  // after the terminal event: ignored (ABI rule)
+            if state.cancelRequested && !event.isTerminal {
+                if case .usage = event {} else { return 1 }
+            }
+            state.lastActivity = .now
+            if event.isTerminal { state.terminalReceived = true }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                resume = waiter
+                if event.isTerminal { state.terminalDelivered = true }
+            } else {
+                state.buffer.append(event)
+                if !event.isTerminal && !state.cancelRequested && state.pending >= capacity {
+                    state.emitterBlocked = true
+                    mustWait = true
+                }
+            }
+            return state.cancelRequested ? 1 : 0
+        }
+        resume?.resume(returning: event)
+        if event.isTerminal {
+            onTerminal(false)
+            return verdict
+        }
+        if mustWait {
+            // Backpressure: wait until the consumer makes room or the request is cancelled.
+            emitterWakeup.wait()
+            return state.withLock { $0.cancelRequested ? 1 : 0 }
+        }
+        return verdict
+    }
+
+    // MARK: - Watchdog
+
+    /// What the watchdog should do with this stream now.
+    enum WatchdogVerdict {
+        case healthy
+        case expire(BackendEvent)
+    }
+
+    func watchdogCheck(now: ContinuousClock.Instant) -> WatchdogVerdict {
+        state.withLock { state in
+            guard !state.terminalReceived, !state.emitterBlocked else { return .healthy }
+            if let cancelledAt = state.cancelRequestedAt, now - cancelledAt > cancelGrace {
+                return .expire(.done(.cancelled))
+            }
+            if now - state.lastActivity > silenceLimit {
+                return .expire(
+                    .failed(.timeout, message: "the backend sent no event for \(silenceLimit.components.seconds) s and was cut off"))
+            }
+            return .healthy
+        }
+    }
+
+    /// Ends the stream with a synthesized terminal event; later backend events are ignored.
+    func expire(with terminal: BackendEvent) {
+        var resume: CheckedContinuation<BackendEvent?, Never>?
+        let (didExpire, wake) = state.withLock { state -> (Bool, Bool) in
+            guard !state.terminalReceived else { return (false, false) }
+            state.terminalReceived = true
+            state.expired = true
+            state.cancelRequested = true
+            let wake = state.emitterBlocked
+            state.emitterBlocked = false
+            if let waiter = state.waiter {
+                state.waiter = nil
+                state.terminalDelivered = true
+                resume = waiter
+            } else {
+                state.buffer.append(terminal)
+            }
+            return (true, wake)
+        }
+        guard didExpire else { return }
+        if wake { emitterWakeup.signal() }
+        resume?.resume(returning: terminal)
+        onCancel()
+        onTerminal(true)
+    }
+}
+
+extension GenerationStream.State {
+    /// Wakes a blocked emitter once the buffer is below capacity again. Returns whether to signal.
+    mutating func releaseEmitterIfRoom(capacity: Int) -> Bool {
+        guard emitterBlocked, pending < capacity else { return false }
+        emitterBlocked = false
+        return true
+    }
+}

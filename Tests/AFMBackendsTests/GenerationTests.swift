@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+@testable import AFMBackends
+import AFMCore
+import AFMTestSupport
+import Foundation
+import Testing
+
+/// The host's guarantees about a generation's event stream, shown with misbehaving fixture backends.
+@Suite struct GenerationTests {
+    @Test func watchdogCutsOffABackendThatNeverSendsItsTerminalEvent() async throws {
+        let harness = RegistryHarness(limits: GenerationLimits(silenceLimit: .milliseconds(500), cancelGrace: .milliseconds(500)))
+        try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-no-terminal")
+        let started = ContinuousClock.now
+        let events = await collect(try lease.start(requestDocument: requestDocument(model: "c-no-terminal")))
+        let elapsed = ContinuousClock.now - started
+        guard case .failed(let code, let message)? = events.last else {
+            Issue.record("expected a synthesized failure, got \(events)")
+            return
+        }
+        #expect(code == .timeout)
+        #expect(message.contains("cut off"))
+        #expect(elapsed < .seconds(5))
+        #expect(events.filter(\.isTerminal).count == 1)
+        // The lease was released: the generation has nothing in flight.
+        #expect(await eventually { harness.status("c-fixture")?.inflight == 0 })
+    }
+
+    @Test func eventsAfterTheTerminalEventAreIgnored() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+        for _ in 0..<3 {
+            let lease = try harness.registry.lease(model: "c-after-terminal")
+            let events = await collect(try lease.start(requestDocument: requestDocument(model: "c-after-terminal")))
+            #expect(text(of: events) == "hi")
+            #expect(events.filter(\.isTerminal) == [.done(.stop)])
+        }
+        // The backend is still healthy afterwards.
+        let lease = try harness.registry.lease(model: "c-echo")
+        #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "still fine")))) == "still fine")
+    }
+
+    @Test func backendErrorsArriveWithTheirCode() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-error")
+        let events = await collect(try lease.start(requestDocument: requestDocument(model: "c-error")))
+        #expect(events.last == .failed(.rateLimited, message: "fixture rate limit"))
+    }
+
+    @Test func cancelStopsTheBackendPromptly() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-slow")
+        let stream = try lease.start(requestDocument: requestDocument(model: "c-slow"))
+        var iterator = stream.makeAsyncIterator()
+        _ = await iterator.next()
+        let cancelledAt = ContinuousClock.now
+        stream.cancel()
+        var last: BackendEvent?
+        while let event = await iterator.next() { last = event }
+        #expect(last == .done(.cancelled))
+        #expect(ContinuousClock.now - cancelledAt < .milliseconds(500))
+    }
+
+    @Test func aSlowConsumerBlocksTheBackendInsteadOfGrowingTheBuffer() async throws {
+        let harness = RegistryHarness()
+        let script = try harness.writeScript(model: "flood", steps: #"[{"repeat":5000,"steps":[{"text":"x"}]}]"#)
+        try harness.directory.addScripted()
+        let registry = RegistryHarness(directory: harness.directory, settings: ["scripted": ["Script": script]])
+        await registry.registry.loadAll()
+        let lease = try registry.registry.lease(model: "flood")
+        let stream = try lease.start(requestDocument: requestDocument(model: "flood", maxOutputTokens: 100_000))
+        // Read nothing for a while: the backend fills the buffer and then must wait inside emit().
+        try await Task.sleep(for: .milliseconds(300))
+        let pending = stream.pendingCount
+        #expect(pending <= stream.capacity)
+        var count = 0
+        for await event in stream {
+            if case .textDelta = event { count += 1 }
+            #expect(stream.pendingCount <= stream.capacity)
+        }
+        #expect(count == 5000)
+    }
+}

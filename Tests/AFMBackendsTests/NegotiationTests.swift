@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMBackends
+import AFMCore
+import AFMTestSupport
+import Foundation
+import Testing
+
+/// ABI negotiation against real `.so` files: the plain-C fixture in its variants, and the Swift scripted backend.
+@Suite struct NegotiationTests {
+    @Test func loadsThePlainCBackend() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+        let status = try #require(harness.status("c-fixture"))
+        #expect(status.state == "ready")
+        #expect(status.generation == 1)
+        #expect(status.models.map(\.id).contains("c-echo"))
+        let lease = try harness.registry.lease(model: "c-echo")
+        let events = await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "one two three")))
+        #expect(text(of: events) == "one two three")
+        #expect(events.last == .done(.stop))
+    }
+
+    @Test func loadsTheSwiftScriptedBackend() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addScripted()
+        await harness.registry.loadAll()
+        let status = try #require(harness.status("scripted"))
+        #expect(status.state == "ready")
+        #expect(status.hosting == "in-process")
+        let lease = try harness.registry.lease(model: "scripted-demo")
+        let events = await collect(try lease.start(requestDocument: requestDocument(model: "scripted-demo", text: "echo me")))
+        #expect(text(of: events) == "echo me")
+    }
+
+    @Test func refusesAManifestForAnotherMajorWithoutLoadingIt() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(manifestABIMajor: 2)
+        await harness.registry.loadAll()
+        let status = try #require(harness.status("c-fixture"))
+        #expect(status.state == "failed")
+        #expect(status.reasonCode == "abi_mismatch")
+        let reason = try #require(status.reason)
+        #expect(reason.contains("c-fixture.json"))
+        #expect(reason.contains("ABI 2.x") && reason.contains("ABI 1.0"))
+        #expect(throws: AFMError.self) { try harness.registry.lease(model: "c-echo") }
+    }
+
+    @Test func refusesALibraryThatNegotiatesAnotherMajor() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(defines: ["FIXTURE_ABI_MAJOR=2"])
+        await harness.registry.loadAll()
+        let status = try #require(harness.status("c-fixture"))
+        #expect(status.state == "failed")
+        #expect(status.reasonCode == "abi_mismatch")
+        let reason = try #require(status.reason)
+        #expect(reason.contains("c-fixture.so"))
+        #expect(reason.contains("ABI 2.0") && reason.contains("ABI 1.0"))
+    }
+
+    @Test func refusesALibraryWithoutTheEntrySymbol() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(defines: ["FIXTURE_NO_ENTRY"])
+        await harness.registry.loadAll()
+        let status = try #require(harness.status("c-fixture"))
+        #expect(status.reasonCode == "missing_entry")
+        #expect(status.reason?.contains("afm_backend_negotiate") == true)
+        #expect(status.reason?.contains("c-fixture.so") == true)
+    }
+
+    @Test func refusesATooShortFunctionTable() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(defines: ["FIXTURE_SHORT_VTABLE"])
+        await harness.registry.loadAll()
+        let status = try #require(harness.status("c-fixture"))
+        #expect(status.reasonCode == "struct_too_short")
+        #expect(status.reason?.contains("shorter than ABI 1.0") == true)
+    }
+
+    @Test func reportsACreateFailure() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(defines: ["FIXTURE_CREATE_FAILS"])
+        await harness.registry.loadAll()
+        let status = try #require(harness.status("c-fixture"))
+        #expect(status.state == "failed")
+        #expect(status.reasonCode == "create_failed")
+        #expect(status.reason?.contains("fixture model file missing") == true)
+    }
+
+    @Test func oneBrokenBackendDoesNotStopTheOthers() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(id: "broken", defines: ["FIXTURE_NO_ENTRY"])
+        try harness.directory.addScripted()
+        await harness.registry.loadAll()
+        #expect(harness.status("broken")?.state == "failed")
+        #expect(harness.status("scripted")?.state == "ready")
+    }
+
+    @Test func loadsFromAGenerationUniqueCopy() async throws {
+        let harness = RegistryHarness()
+        let original = try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        #expect(maps.contains(harness.root + "/copies/c-fixture-g1.so"))
+        #expect(!maps.contains(original + "\n"))
+    }
+}

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+@testable import AFMBackends
+import AFMCore
+import AFMTestSupport
+import Foundation
+import Testing
+
+/// Generations and leases: reload switches new requests, in-flight ones finish where they started.
+@Suite struct ReloadTests {
+    @Test func reloadWhileStreamingFinishesTheStreamOnItsGeneration() async throws {
+        let base = RegistryHarness()
+        let script = try base.writeScript(model: "slow", steps: #"[{"repeat":20,"steps":[{"text":"a"},{"delay_ms":15}]}]"#)
+        let record = base.root + "/record.jsonl"
+        try base.directory.addScripted()
+        let harness = RegistryHarness(directory: base.directory, settings: ["scripted": ["Script": script, "RecordFile": record]])
+        await harness.registry.loadAll()
+
+        let first = try harness.registry.lease(model: "slow")
+        #expect(first.generation.number == 1)
+        let stream = try first.start(requestDocument: requestDocument(model: "slow"))
+        let consumer = Task { await collect(stream) }
+
+        let number = try await harness.registry.reload("scripted")
+        #expect(number == 2)
+        let second = try harness.registry.lease(model: "slow")
+        #expect(second.generation.number == 2)
+        second.release()
+
+        let status = try #require(harness.status("scripted"))
+        #expect(status.generation == 2)
+        #expect(status.draining.map(\.generation) == [1])
+
+        let events = await consumer.value
+        #expect(text(of: events) == String(repeating: "a", count: 20))
+        #expect(events.last == .done(.stop))
+        // The old generation retires (its instance is destroyed) once its last request ended.
+        #expect(await eventually { harness.status("scripted")?.draining.isEmpty == true })
+        #expect(await eventually { ((try? String(contentsOfFile: record, encoding: .utf8)) ?? "").contains(#""event":"destroy""#) })
+    }
+
+    @Test func aNewLibraryVersionIsLoadedFromANewCopy() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+        #expect(harness.status("c-fixture")?.version == "1.0.0")
+
+        try harness.directory.addCFixture(defines: [#"FIXTURE_VERSION="2.0.0""#])
+        try await harness.registry.reload("c-fixture")
+        let status = try #require(harness.status("c-fixture"))
+        #expect(status.version == "2.0.0")
+        #expect(status.generation == 2)
+        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        #expect(maps.contains(harness.root + "/copies/c-fixture-g2.so"))
+        let lease = try harness.registry.lease(model: "c-echo")
+        #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "v2")))) == "v2")
+    }
+
+    @Test func aFailedReloadKeepsTheActiveGeneration() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+
+        try harness.directory.addCFixture(defines: ["FIXTURE_NO_ENTRY"])
+        await #expect(throws: BackendLoadError.self) { try await harness.registry.reload("c-fixture") }
+        let status = try #require(harness.status("c-fixture"))
+        #expect(status.state == "ready")
+        #expect(status.generation == 1)
+        #expect(status.reasonCode == "missing_entry")
+        #expect(status.reason?.contains("last reload failed") == true)
+        let lease = try harness.registry.lease(model: "c-echo")
+        #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "old one")))) == "old one")
+    }
+
+    @Test func theDrainDeadlineCancelsWhatIsLeft() async throws {
+        let harness = RegistryHarness(drainTimeout: .milliseconds(300))
+        try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-slow")
+        let stream = try lease.start(requestDocument: requestDocument(model: "c-slow"))
+        let consumer = Task { await collect(stream) }
+        try await harness.registry.reload("c-fixture")
+        let events = await consumer.value
+        #expect(events.last == .done(.cancelled))
+        #expect(await eventually { harness.status("c-fixture")?.draining.isEmpty == true })
+    }
+
+    @Test func unknownModelsAreNotFound() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture()
+        await harness.registry.loadAll()
+        do {
+            _ = try harness.registry.lease(model: "nope")
+            Issue.record("lease of an unknown model succeeded")
+        } catch {
+            #expect(error.httpStatus == 404)
+            #expect(error.publicCode == "model_not_found")
+        }
+    }
+}

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMBackends
+import AFMCore
+import AFMJSON
+import AFMResponses
+import Testing
+
+/// The SSE lifecycle of reference/responses-api.md §1.7–1.10, fed backend events directly.
+@Suite struct ResponseBuilderTests {
+    func builder(_ body: String = #"{"model":"m","input":"hi"}"#, cap: Int = 100) throws -> ResponseBuilder {
+        ResponseBuilder(
+            responseID: "resp_1", request: try ResponsesRequest(body: Array(body.utf8)), model: "m", maxOutputTokens: cap,
+            estimatedInputTokens: 3, createdAt: 1_760_000_000)
+    }
+
+    func run(_ events: [BackendEvent], builder: inout ResponseBuilder) -> [JSONValue] {
+        var out = builder.start()
+        for event in events { out += builder.consume(event, now: 1_760_000_001) }
+        return out
+    }
+
+    @Test func plainTextFollowsTheExactLifecycle() throws {
+        var builder = try builder()
+        let events = run(
+            [.textDelta("Hel"), .textDelta("lo!"), .usage(BackendUsage(inputTokens: 9, outputTokens: 2)), .done(.stop)],
+            builder: &builder)
+        #expect(
+            events.map { $0["type"]!.stringValue! } == [
+                "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+                "response.output_text.delta", "response.output_text.delta", "response.output_text.done",
+                "response.content_part.done", "response.output_item.done", "response.completed",
+            ])
+        #expect(events.map { $0["sequence_number"]!.numberValue!.intValue! } == Array(0..<10))
+        #expect(events[0]["response"]?["status"] == "in_progress")
+        #expect(events[6]["text"] == "Hello!")
+        let final = try #require(events.last?["response"])
+        #expect(final["status"] == "completed")
+        #expect(final["output"]?[0]?["content"]?[0]?["text"] == "Hello!")
+        #expect(final["output"]?[0]?["content"]?[0]?["annotations"] == [])
+        let usage = try #require(final["usage"])
+        #expect(usage["input_tokens"] == 9)
+        #expect(usage["output_tokens"] == 2)
+        #expect(usage["total_tokens"] == 11)
+        #expect(usage["input_tokens_details"]?["cached_tokens"] == 0)
+        #expect(usage["output_tokens_details"]?["reasoning_tokens"] == 0)
+        // No event ever carries a top-level "error" key with a value.
+        #expect(events.allSatisfy { $0["error"] == nil || $0["error"] == .null || $0["type"] != "error" })
+    }
+
+    @Test func theResponseObjectHasEveryFieldOpenResponsesRequires() throws {
+        var builder = try builder()
+        _ = run([.textDelta("x"), .done(.stop)], builder: &builder)
+        let object = try #require(builder.responseObject().objectValue)
+        let required = [
+            "id", "object", "created_at", "completed_at", "status", "incomplete_details", "model", "previous_response_id",
+            "instructions", "output", "error", "tools", "tool_choice", "truncation", "parallel_tool_calls", "text", "top_p",
+            "presence_penalty", "frequency_penalty", "top_logprobs", "temperature", "reasoning", "user", "usage",
+            "max_output_tokens", "max_tool_calls", "store", "background", "service_tier", "metadata", "safety_identifier",
+            "prompt_cache_key",
+        ]
+        for key in required { #expect(object[key] != nil, "missing \(key)") }
+    }
+
+    @Test func hittingTheCapEndsIncomplete() throws {
+        var builder = try builder()
+        let events = run([.textDelta("a"), .done(.length)], builder: &builder)
+        let last = try #require(events.last)
+        #expect(last["type"] == "response.incomplete")
+        #expect(last["response"]?["incomplete_details"]?["reason"] == "max_output_tokens")
+        #expect(last["response"]?["output"]?[0]?["status"] == "incomplete")
+    }
+
+    @Test func aBackendErrorIsAnErrorEventThenResponseFailed() throws {
+        var builder = try builder()
+        let events = run([.textDelta("a"), .failed(.rateLimited, message: "slow down")], builder: &builder)
+        let types = events.suffix(2).map { $0["type"]!.stringValue! }
+        #expect(types == ["error", "response.failed"])
+        let error = events[events.count - 2]
+        #expect(error["code"] == "rate_limited")
+        #expect(error["message"] == "slow down")
+        #expect(error["error"] == nil)
+        #expect(events.last?["response"]?["status"] == "failed")
+        #expect(events.last?["response"]?["error"]?["code"] == "rate_limited")
+    }
+
+    @Test func functionCallsUseDistinctItemAndCallIDs() throws {
+        var builder = try builder()
+        let events = run(
+            [
+                .toolCallBegin(index: 0, name: "get_weather", callID: "call_abc"), .toolCallArguments(index: 0, delta: #"{"city":"#),
+                .toolCallArguments(index: 0, delta: #""SF"}"#), .toolCallEnd(index: 0), .done(.toolCalls),
+            ], builder: &builder)
+        #expect(
+            events.map { $0["type"]!.stringValue! } == [
+                "response.created", "response.in_progress", "response.output_item.added", "response.function_call_arguments.delta",
+                "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+                "response.completed",
+            ])
+        let item = try #require(events[6]["item"])
+        #expect(item["call_id"] == "call_abc")
+        #expect(item["id"]?.stringValue?.hasPrefix("fc_") == true)
+        #expect(item["arguments"] == #"{"city":"SF"}"#)
+        #expect(events[3]["item_id"] == item["id"])
+        #expect(events.last?["response"]?["status"] == "completed")
+    }
+
+    @Test func theOutputCapIsEchoed() throws {
+        var builder = try builder(cap: 77)
+        _ = run([.done(.stop)], builder: &builder)
+        #expect(builder.responseObject()["max_output_tokens"] == 77)
+    }
+}

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+
+/// A real `afmd` process for a test: started on port 0, its port read from its log, stopped with SIGTERM.
+public final class DaemonProcess {
+    public let process = Process()
+    public let root: String
+    public let logPath: String
+    public private(set) var port = 0
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Starts `afmd --listen 127.0.0.1:0 --config-root ROOT --backend-dir DIR` with `config` as ROOT/afmd.conf.
+    public init(backendDirectory: String, config: String = "", extraArguments: [String] = []) throws {
+        root = TestPaths.makeTemporaryDirectory("afmd-root")
+        logPath = root + "/afmd.log"
+        try config.write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: TestPaths.afmd)
+        process.arguments = ["--listen", "127.0.0.1:0", "--config-root", root, "--backend-dir", backendDirectory] + extraArguments
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            let log = self.log
+            if let range = log.range(of: "listening on 127.0.0.1:") {
+                let digits = log[range.upperBound...].prefix { $0.isNumber }
+                port = Int(digits) ?? 0
+                return
+            }
+            if !process.isRunning { throw Failure(description: "afmd exited (\(process.terminationStatus)) during start:\n\(log)") }
+            usleep(20_000)
+        }
+        process.terminate()
+        throw Failure(description: "afmd did not log 'listening on' within 30 s:\n\(log)")
+    }
+
+    /// Everything afmd logged so far.
+    public var log: String {
+        (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+    }
+
+    /// Sends SIGTERM and waits for exit; returns the exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}

@@ -47,7 +47,9 @@ struct BackendConfig: Sendable {
         }
         guard version == Self.version else {
             throw .incompatible(
-                "backend config document has config_version \(version); the scripted backend reads version \(Self.version)")
+                "backend config document has config_version \(version); "
+                    + "the scripted backend reads version \(Self.version)"
+            )
         }
         var settings: [String: String] = [:]
         if let raw = object["settings"], !JSON.isNullOrMissing(raw) {
@@ -57,7 +59,9 @@ struct BackendConfig: Sendable {
             for key in dictionary.keys.sorted() {
                 guard Self.knownSettings.contains(key) else {
                     throw .invalidRequest(
-                        "unknown setting \"\(key)\" for the scripted backend (known: \(Self.knownSettings.joined(separator: ", ")))")
+                        "unknown setting \"\(key)\" for the scripted backend "
+                            + "(known: \(Self.knownSettings.joined(separator: ", ")))"
+                    )
                 }
                 guard let value = JSON.string(dictionary[key]) else {
                     throw .invalidRequest("setting \"\(key)\" must be a string")
@@ -71,7 +75,9 @@ struct BackendConfig: Sendable {
                 (1...ScriptModel.maximumContextTokens).contains(value)
             else {
                 throw .invalidRequest(
-                    "setting \"ContextTokens\" must be an integer from 1 to \(ScriptModel.maximumContextTokens), not \"\(text)\"")
+                    "setting \"ContextTokens\" must be an integer from 1 to \(ScriptModel.maximumContextTokens), "
+                        + "not \"\(text)\""
+                )
             }
             contextTokens = value
         }

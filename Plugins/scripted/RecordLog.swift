@@ -33,6 +33,9 @@ final class RecordLog: Sendable {
         descriptor = Mutex(fd)
     }
 
+    /// False when there is no record file (callers skip building expensive fields).
+    var isEnabled: Bool { descriptor.withLock { $0 >= 0 } }
+
     /// Appends one record: `event`, then `request_id` if given, then `time_unix_ns`, then `fields`.
     func append(_ event: String, requestID: UInt64? = nil, _ fields: [Field] = []) {
         descriptor.withLock { fd in

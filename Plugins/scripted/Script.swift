@@ -34,7 +34,9 @@ struct Script: Sendable, Hashable {
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
         } catch {
-            let reason = (error as NSError).localizedDescription
+            // Foundation's message ("The file doesn't exist.") hides errno; access(2) names the real reason.
+            let reason =
+                access(path, R_OK) == 0 ? (error as NSError).localizedDescription : String(cString: strerror(errno))
             throw .modelUnavailable("script \(path): cannot read the file (\(reason))")
         }
         let object: [String: Any]
@@ -68,7 +70,8 @@ struct Script: Sendable, Hashable {
         var models: [ScriptModel] = []
         var seen: Set<String> = []
         for (index, item) in items.enumerated() {
-            let model = try ScriptModel(parsing: item, at: "models[\(index)]", defaultContextTokens: defaultContextTokens)
+            let model = try ScriptModel(
+                parsing: item, at: "models[\(index)]", defaultContextTokens: defaultContextTokens)
             guard seen.insert(model.id).inserted else {
                 throw ScriptStep.ParseError(path: "models[\(index)].id", problem: "duplicate model id \"\(model.id)\"")
             }

@@ -42,8 +42,9 @@ struct ScriptModel: Sendable, Hashable {
     ) {
         self.id = id
         self.contextTokens = contextTokens
-        self.maxInputTokens = maxInputTokens ?? contextTokens * 3 / 4
-        self.maxOutputTokens = maxOutputTokens ?? contextTokens / 4
+        // At least 1 each: the host refuses a describe document with an empty budget.
+        self.maxInputTokens = maxInputTokens ?? max(1, contextTokens * 3 / 4)
+        self.maxOutputTokens = maxOutputTokens ?? max(1, contextTokens / 4)
         self.capabilities = capabilities
         self.steps = steps
     }

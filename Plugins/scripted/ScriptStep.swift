@@ -186,13 +186,15 @@ indirect enum ScriptStep: Sendable, Hashable {
         try checkKeys(object, allowed: ["name", "call_id", "arguments", "chunks"], at: path)
         let name = try string(object["name"], at: path + ".name")
         guard !name.isEmpty else { throw ParseError(path: path + ".name", problem: "must not be empty") }
-        let callID = JSON.isNullOrMissing(object["call_id"]) ? nil : try string(object["call_id"], at: path + ".call_id")
+        let callID =
+            JSON.isNullOrMissing(object["call_id"]) ? nil : try string(object["call_id"], at: path + ".call_id")
         let arguments =
             JSON.isNullOrMissing(object["arguments"]) ? "{}" : try string(object["arguments"], at: path + ".arguments")
         var chunks = 1
         if !JSON.isNullOrMissing(object["chunks"]) {
             guard let value = JSON.int(object["chunks"]), (1...Limits.maximumChunks).contains(value) else {
-                throw ParseError(path: path + ".chunks", problem: "must be an integer from 1 to \(Limits.maximumChunks)")
+                throw ParseError(
+                    path: path + ".chunks", problem: "must be an integer from 1 to \(Limits.maximumChunks)")
             }
             chunks = value
         }

@@ -7,72 +7,88 @@ import Foundation
 /// Nothing here traps on input: NULL pointers, oversized spans and malformed documents all become
 /// `AFM_ERR_INVALID_REQUEST` (or another `AFM_ERR_*`) with a message.
 extension ScriptedBackend {
-    /// `create`: parses the config, loads the script, opens the record file.
-    static let create:
+    // MARK: - The C signatures of the slots (afm_backend.h)
+
+    typealias CreateFunction =
         @convention(c) (
-            UnsafePointer<afm_host_api>?, afm_str, UnsafeMutablePointer<OpaquePointer?>?, UnsafeMutablePointer<afm_error>?
-        ) -> afm_status = { host, config, out, errorOut in
-            guard let out else { return BackendError.invalidRequest("create: out is NULL").report(into: errorOut) }
-            guard let bytes = data(config) else {
-                return BackendError.invalidRequest("create: the config span is invalid").report(into: errorOut)
-            }
-            do throws(BackendError) {
-                let instance = try ScriptedInstance(host: HostAPI(host), configJSON: bytes)
-                out.pointee = OpaquePointer(Unmanaged.passRetained(instance).toOpaque())
-                return AFM_OK
-            } catch {
-                HostAPI(host).log(AFM_LOG_ERROR, "scripted: create failed: \(error.message)")
-                return error.report(into: errorOut)
-            }
-        }
-
-    /// `describe`: writes the describe document.
-    static let describe:
-        @convention(c) (OpaquePointer?, UnsafePointer<afm_writer>?, UnsafeMutablePointer<afm_error>?) -> afm_status = {
-            pointer, writer, errorOut in
-            guard let instance = instance(pointer) else {
-                return BackendError.invalidRequest("describe: instance is NULL").report(into: errorOut)
-            }
-            guard let writer, Int(writer.pointee.struct_size) >= MemoryLayout<afm_writer>.size,
-                let write = writer.pointee.write
-            else {
-                return BackendError.invalidRequest("describe: the writer is NULL, too small or has no write function")
-                    .report(into: errorOut)
-            }
-            var document = instance.describeDocument()
-            document.withUTF8 { bytes in
-                let data = bytes.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
-                write(writer.pointee.ctx, afm_str(data: data, size: UInt64(bytes.count)))
-            }
-            return AFM_OK
-        }
-
-    /// `generate`: validates the request and starts its thread; returns at once.
-    static let generate:
+            UnsafePointer<afm_host_api>?, afm_str, UnsafeMutablePointer<OpaquePointer?>?,
+            UnsafeMutablePointer<afm_error>?
+        ) -> afm_status
+    typealias DescribeFunction =
+        @convention(c) (
+            OpaquePointer?, UnsafePointer<afm_writer>?, UnsafeMutablePointer<afm_error>?
+        ) -> afm_status
+    typealias GenerateFunction =
         @convention(c) (
             OpaquePointer?, UInt64, afm_str, UnsafePointer<afm_event_sink>?, UnsafeMutablePointer<afm_error>?
-        ) -> afm_status = { pointer, requestID, request, sink, errorOut in
-            guard let instance = instance(pointer) else {
-                return BackendError.invalidRequest("generate: instance is NULL").report(into: errorOut)
-            }
-            guard let bytes = data(request) else {
-                return BackendError.invalidRequest("generate: the request span is invalid").report(into: errorOut)
-            }
-            do throws(BackendError) {
-                try instance.generate(requestID: requestID, requestJSON: bytes, sink: sink)
-                return AFM_OK
-            } catch {
-                return error.report(into: errorOut)
-            }
+        ) -> afm_status
+    typealias CancelFunction = @convention(c) (OpaquePointer?, UInt64) -> Void
+    typealias DestroyFunction = @convention(c) (OpaquePointer?) -> Void
+    typealias GetExtensionFunction = @convention(c) (OpaquePointer?, UnsafePointer<CChar>?) -> UnsafeRawPointer?
+    typealias CountInputTokensFunction =
+        @convention(c) (
+            OpaquePointer?, afm_str, UnsafeMutablePointer<Int64>?, UnsafeMutablePointer<afm_error>?
+        ) -> afm_status
+
+    // MARK: - The slots
+
+    /// `create`: parses the config, loads the script, opens the record file.
+    static let create: CreateFunction = { host, config, out, errorOut in
+        guard let out else { return BackendError.invalidRequest("create: out is NULL").report(into: errorOut) }
+        guard let bytes = data(config) else {
+            return BackendError.invalidRequest("create: the config span is invalid").report(into: errorOut)
         }
+        do throws(BackendError) {
+            let instance = try ScriptedInstance(host: HostAPI(host), configJSON: bytes)
+            out.pointee = OpaquePointer(Unmanaged.passRetained(instance).toOpaque())
+            return AFM_OK
+        } catch {
+            return error.report(into: errorOut)
+        }
+    }
+
+    /// `describe`: writes the describe document.
+    static let describe: DescribeFunction = { pointer, writer, errorOut in
+        guard let instance = instance(pointer) else {
+            return BackendError.invalidRequest("describe: instance is NULL").report(into: errorOut)
+        }
+        guard let writer, Int(writer.pointee.struct_size) >= MemoryLayout<afm_writer>.size,
+            let write = writer.pointee.write
+        else {
+            return BackendError.invalidRequest("describe: the writer is NULL, too small or has no write function")
+                .report(into: errorOut)
+        }
+        var document = instance.describeDocument()
+        document.withUTF8 { bytes in
+            let data = bytes.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
+            write(writer.pointee.ctx, afm_str(data: data, size: UInt64(bytes.count)))
+        }
+        return AFM_OK
+    }
+
+    /// `generate`: validates the request and starts its thread; returns at once.
+    static let generate: GenerateFunction = { pointer, requestID, request, sink, errorOut in
+        guard let instance = instance(pointer) else {
+            return BackendError.invalidRequest("generate: instance is NULL").report(into: errorOut)
+        }
+        guard let bytes = data(request) else {
+            return BackendError.invalidRequest("generate: the request span is invalid").report(into: errorOut)
+        }
+        do throws(BackendError) {
+            try instance.generate(requestID: requestID, requestJSON: bytes, sink: sink)
+            return AFM_OK
+        } catch {
+            return error.report(into: errorOut)
+        }
+    }
 
     /// `cancel`: asks a running generation to stop; harmless for unknown ids.
-    static let cancel: @convention(c) (OpaquePointer?, UInt64) -> Void = { pointer, requestID in
+    static let cancel: CancelFunction = { pointer, requestID in
         instance(pointer)?.cancel(requestID: requestID)
     }
 
     /// `destroy`: joins every generation thread and releases the instance.
-    static let destroy: @convention(c) (OpaquePointer?) -> Void = { pointer in
+    static let destroy: DestroyFunction = { pointer in
         guard let pointer else { return }
         let unmanaged = Unmanaged<ScriptedInstance>.fromOpaque(UnsafeRawPointer(pointer))
         unmanaged.takeUnretainedValue().destroy()
@@ -80,30 +96,28 @@ extension ScriptedBackend {
     }
 
     /// `get_extension`: `afm.tokenize/1`, else NULL.
-    static let getExtension: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?) -> UnsafeRawPointer? = {
-        _, id in
+    static let getExtension: GetExtensionFunction = { _, id in
         guard let id, String(cString: id) == AFM_EXT_TOKENIZE else { return nil }
         return UnsafeRawPointer(StaticTables.shared.tokenize)
     }
 
     /// `afm.tokenize/1` `count_input_tokens`.
-    static let countInputTokens:
-        @convention(c) (OpaquePointer?, afm_str, UnsafeMutablePointer<Int64>?, UnsafeMutablePointer<afm_error>?) ->
-        afm_status = { pointer, request, tokens, errorOut in
-            guard let instance = instance(pointer), let tokens else {
-                return BackendError.invalidRequest("count_input_tokens: instance or out_tokens is NULL")
-                    .report(into: errorOut)
-            }
-            guard let bytes = data(request) else {
-                return BackendError.invalidRequest("count_input_tokens: the request span is invalid").report(into: errorOut)
-            }
-            do throws(BackendError) {
-                tokens.pointee = Int64(try instance.countInputTokens(requestJSON: bytes))
-                return AFM_OK
-            } catch {
-                return error.report(into: errorOut)
-            }
+    static let countInputTokens: CountInputTokensFunction = { pointer, request, tokens, errorOut in
+        guard let instance = instance(pointer), let tokens else {
+            return BackendError.invalidRequest("count_input_tokens: instance or out_tokens is NULL")
+                .report(into: errorOut)
         }
+        guard let bytes = data(request) else {
+            return BackendError.invalidRequest("count_input_tokens: the request span is invalid").report(
+                into: errorOut)
+        }
+        do throws(BackendError) {
+            tokens.pointee = Int64(try instance.countInputTokens(requestJSON: bytes))
+            return AFM_OK
+        } catch {
+            return error.report(into: errorOut)
+        }
+    }
 
     // MARK: - Helpers
 

@@ -10,7 +10,7 @@ import Synchronization
 /// retains it and `destroy()` joins every thread and releases it.
 ///
 /// ```
-/// generate ─► validate ─► register ─► record "generate" ─► Thread ─► StepPlayer.run ─► unregister ─► leave group
+/// generate ─► validate ─► register ─► record "generate" ─► Thread ─► StepPlayer.run ─► unregister ─► leave
 /// cancel   ─► record "cancel" ─► Generation.cancel (wakes any delay or hang)
 /// destroy  ─► cancel all ─► wait for the thread group ─► record "destroy" ─► close the record file
 /// ```
@@ -44,16 +44,16 @@ final class ScriptedInstance: Sendable {
         } else {
             script = Script.demo(contextTokens: config.contextTokens)
         }
-        let records = try config.recordPath.map { path throws(BackendError) in try RecordLog(path: path) } ?? RecordLog()
+        let records =
+            try config.recordPath.map { path throws(BackendError) in try RecordLog(path: path) } ?? RecordLog()
         self.config = config
         self.script = script
         self.host = host
         self.records = records
         records.append("create", [("config", config.documentJSON)])
-        host.log(
-            AFM_LOG_INFO,
-            "scripted instance \(config.instance): \(script.models.count) model(s) (\(script.models.map(\.id).joined(separator: ", ")))"
-                + (config.scriptPath.map { " from \($0)" } ?? ", built-in demo"))
+        let modelList = script.models.map(\.id).joined(separator: ", ")
+        let source = config.scriptPath.map { "from \($0)" } ?? "built-in demo"
+        host.log(AFM_LOG_INFO, "scripted instance \(config.instance): models \(modelList) (\(source))")
     }
 
     // MARK: - Describe
@@ -98,7 +98,7 @@ final class ScriptedInstance: Sendable {
                 ])
             throw refusal
         }
-        let requestRecord = JSON.serialize(document)
+        let requestRecord = records.isEnabled ? JSON.serialize(document) : "null"
         do {
             let generation = try prepare(requestID: requestID, document: document, sink: rawSink)
             records.append("generate", requestID: requestID, [("accepted", "true"), ("request", requestRecord)])
@@ -124,7 +124,8 @@ final class ScriptedInstance: Sendable {
         let request = try GenerationRequest(parsing: document)
         guard let model = script.model(withID: request.model) else {
             let served = script.models.map { "\"\($0.id)\"" }.joined(separator: ", ")
-            throw .modelUnavailable("model \"\(request.model)\" is not served by the scripted backend (models: \(served))")
+            throw .modelUnavailable(
+                "model \"\(request.model)\" is not served by the scripted backend (models: \(served))")
         }
         guard request.inputTokens <= model.maxInputTokens else {
             throw BackendError(

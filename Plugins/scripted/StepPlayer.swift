@@ -4,7 +4,7 @@ import CAFMBackendABI
 /// Plays a model's steps for one generation on that generation's thread, turning them into events.
 ///
 /// ```
-///  steps ──► play ──► outcome ──► USAGE (unless a usage step ran) ──► DONE | ERROR ──► after_terminal steps
+///  steps ─► play ─► outcome ─► USAGE (unless a usage step ran) ─► DONE | ERROR ─► after_terminal steps
 ///              │ cancel() or emit() ≠ 0 between steps ──► DONE/CANCELLED
 ///              │ max_output_tokens TEXT_DELTAs sent   ──► DONE/LENGTH
 ///              └ no_terminal                           ──► (nothing: the thread just ends)
@@ -112,8 +112,10 @@ struct StepPlayer {
     /// One TEXT_DELTA (one output token), honouring max_output_tokens.
     private mutating func sendText(_ text: String) -> Outcome? {
         if outputTokens >= maxOutputTokens { return .done(AFM_FINISH_LENGTH) }
-        if let stop = send(AFM_EVENT_TEXT_DELTA, text: text) { return stop }
+        // The host copied the event even when it answers "stop", so it counts as output either way.
+        let stop = send(AFM_EVENT_TEXT_DELTA, text: text)
         outputTokens += 1
+        if let stop { return stop }
         return outputTokens >= maxOutputTokens ? .done(AFM_FINISH_LENGTH) : nil
     }
 
@@ -179,7 +181,9 @@ struct StepPlayer {
             switch step {
             case .text(let text): sink.emit(AFM_EVENT_TEXT_DELTA, text: text)
             case .echo:
-                for word in Self.words(of: generation.request.lastUserText) { sink.emit(AFM_EVENT_TEXT_DELTA, text: word) }
+                for word in Self.words(of: generation.request.lastUserText) {
+                    sink.emit(AFM_EVENT_TEXT_DELTA, text: word)
+                }
             case .delay(let milliseconds): generation.sleep(milliseconds: milliseconds)
             case .repeated(let count, let inner):
                 for _ in 0..<count where !generation.isCancelled { playAfterTerminal(inner) }

@@ -100,7 +100,8 @@ import Testing
         let harness = RegistryHarness()
         let original = try harness.directory.addCFixture()
         await harness.registry.loadAll()
-        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        #expect(harness.status("c-fixture")?.state == "ready", "\(String(describing: harness.status("c-fixture")?.reason))")
+        let maps = readProcFile("/proc/self/maps")
         #expect(maps.contains(harness.root + "/copies/c-fixture-g1.so"))
         #expect(!maps.contains(original + "\n"))
     }

@@ -49,7 +49,7 @@ import Testing
         let status = try #require(harness.status("c-fixture"))
         #expect(status.version == "2.0.0")
         #expect(status.generation == 2)
-        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let maps = readProcFile("/proc/self/maps")
         #expect(maps.contains(harness.root + "/copies/c-fixture-g2.so"))
         let lease = try harness.registry.lease(model: "c-echo")
         #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "v2")))) == "v2")

@@ -32,3 +32,10 @@ public enum TestPaths {
         return path
     }
 }
+
+/// Reads a /proc file completely. (/proc files report size 0, and a size-based read can stop early.)
+public func readProcFile(_ path: String) -> String {
+    guard let handle = FileHandle(forReadingAtPath: path) else { return "" }
+    defer { try? handle.close() }
+    return String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+}

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMTestSupport
+import Foundation
+
+/// A real afmd with the real scripted backend and a script written for the test.
+struct DaemonHarness {
+    let directory = BackendDirectoryBuilder()
+    let daemon: DaemonProcess
+    let record: String
+    var port: Int { daemon.port }
+
+    /// Starts afmd serving `models` (id → steps JSON) through the scripted backend, plus the plain C fixture.
+    init(models: [String: String] = [:], config: String = "", withCFixture: Bool = false) throws {
+        try directory.addScripted()
+        if withCFixture { try directory.addCFixture() }
+        let scratch = TestPaths.makeTemporaryDirectory("afm-daemon-test")
+        record = scratch + "/record.jsonl"
+        var settings = "[Backend.scripted]\nRecordFile=\(record)\n"
+        if !models.isEmpty {
+            let entries = models.sorted { $0.key < $1.key }.map { id, steps in
+                #"{"id":"\#(id)","context_tokens":4096,"capabilities":{"streaming":true,"tools":true,"vision":false,"reasoning":false},"steps":\#(steps)}"#
+            }
+            let script = #"{"script_version":1,"models":[\#(entries.joined(separator: ","))]}"#
+            try script.write(toFile: scratch + "/script.json", atomically: true, encoding: .utf8)
+            settings += "Script=\(scratch)/script.json\n"
+        }
+        daemon = try DaemonProcess(backendDirectory: directory.path, config: settings + config)
+    }
+
+    func client() throws -> TestHTTPClient { try TestHTTPClient(port: port) }
+
+    /// Records the scripted backend wrote so far, parsed.
+    func records() -> [JSONValue] {
+        let text = (try? String(contentsOfFile: record, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+    }
+}
+
+func responsesBody(model: String, input: String = "hello", stream: Bool = false, extra: String = "") -> String {
+    #"{"model":"\#(model)","input":"\#(input)","stream":\#(stream)\#(extra)}"#
+}
+
+func nowUnixNanoseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+}
+
+/// Polls until `condition` holds or `seconds` pass.
+func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let end = Date().addingTimeInterval(seconds)
+    while Date() < end {
+        if condition() { return true }
+        usleep(5_000)
+    }
+    return condition()
+}

@@ -2,6 +2,10 @@
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The JSONL file the scripted backend appends a record to for everything the host does to it.
 ///
 /// Each record is one line, `{"event":…,"request_id":…,"time_unix_ns":…,…}`, appended with a single `write(2)` on
@@ -38,19 +42,20 @@ final class RecordLog: Sendable {
 
     /// Appends one record: `event`, then `request_id` if given, then `time_unix_ns`, then `fields`.
     func append(_ event: String, requestID: UInt64? = nil, _ fields: [Field] = []) {
+        // Everything but the timestamp is built outside the lock.
+        var head = "{\"event\":" + JSON.quote(event)
+        if let requestID { head += ",\"request_id\":\(requestID)" }
+        var tail = ""
+        for field in fields { tail += "," + JSON.quote(field.key) + ":" + field.json }
+        tail += "}\n"
         descriptor.withLock { fd in
             guard fd >= 0 else { return }
-            var line = "{\"event\":" + JSON.quote(event)
-            if let requestID { line += ",\"request_id\":\(requestID)" }
-            line += ",\"time_unix_ns\":\(Self.nowUnixNanoseconds())"
-            for field in fields { line += "," + JSON.quote(field.key) + ":" + field.json }
-            line += "}\n"
-            var bytes = Array(line.utf8)
-            bytes.withUnsafeMutableBytes { buffer in
+            var line = head + ",\"time_unix_ns\":\(Self.nowUnixNanoseconds())" + tail
+            line.withUTF8 { bytes in
                 var offset = 0
                 // One write(2) for the whole line; the loop only runs again after EINTR or a short write.
-                while offset < buffer.count, let base = buffer.baseAddress {
-                    let written = write(fd, base + offset, buffer.count - offset)
+                while offset < bytes.count, let base = bytes.baseAddress {
+                    let written = write(fd, base + offset, bytes.count - offset)
                     if written < 0 {
                         if errno == EINTR { continue }
                         return
@@ -64,7 +69,7 @@ final class RecordLog: Sendable {
     /// Closes the file; later appends are dropped.
     func close() {
         descriptor.withLock { fd in
-            if fd >= 0 { _ = Foundation.close(fd) }
+            if fd >= 0 { _ = Self.systemClose(fd) }
             fd = -1
         }
     }
@@ -72,6 +77,9 @@ final class RecordLog: Sendable {
     deinit {
         close()
     }
+
+    /// `close(2)`, which the method `close()` shadows inside this type.
+    private static let systemClose: @Sendable (Int32) -> Int32 = { Glibc.close($0) }
 
     /// Nanoseconds since the Unix epoch from `CLOCK_REALTIME`.
     static func nowUnixNanoseconds() -> Int64 {

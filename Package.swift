@@ -30,6 +30,11 @@ let package = Package(
         .target(name: "AFMJSON", swiftSettings: swiftSettings),
         .target(name: "AFMSystem", swiftSettings: swiftSettings),
         .target(name: "AFMCore", dependencies: ["AFMJSON", "AFMLogging"], swiftSettings: swiftSettings),
+        // libcrypto (Debian libssl-dev), used only for AES-256-GCM sealing of reasoning state.
+        .systemLibrary(name: "CLibCrypto", path: "Sources/CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(name: "AFMSchema", dependencies: ["AFMJSON"], swiftSettings: swiftSettings),
+        .target(name: "AFMImages", swiftSettings: swiftSettings),
+        .target(name: "AFMSealing", dependencies: ["CLibCrypto"], swiftSettings: swiftSettings),
         .target(
             name: "AFMHTTP",
             dependencies: ["AFMSystem", "AFMLogging"],
@@ -42,7 +47,7 @@ let package = Package(
         ),
         .target(
             name: "AFMResponses",
-            dependencies: ["AFMBackends", "AFMCore", "AFMJSON"],
+            dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMSchema", "AFMImages", "AFMSealing"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -69,6 +74,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "AFMJSONTests", dependencies: ["AFMJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "AFMSchemaTests", dependencies: ["AFMSchema", "AFMJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "AFMImagesTests", dependencies: ["AFMImages"], swiftSettings: swiftSettings),
+        .testTarget(name: "AFMSealingTests", dependencies: ["AFMSealing"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AFMHTTPTests",
             dependencies: ["AFMHTTP", "AFMSystem", "AFMLogging", "AFMTestSupport"],

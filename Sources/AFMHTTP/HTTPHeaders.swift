@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// An ordered list of HTTP header fields, looked up case-insensitively.
+///
+/// Order and repeated names are kept exactly as received (or added), because some fields (`Set-Cookie`,
+/// `Vary`) repeat and intermediaries must not reorder them. Lookups compare names ASCII-case-insensitively
+/// without allocating.
+public struct HTTPHeaders: Sendable, Sequence, Equatable, ExpressibleByDictionaryLiteral, CustomStringConvertible {
+    /// One field: its name as written, and its value with surrounding whitespace removed.
+    public typealias Element = (name: String, value: String)
+
+    private var fields: [Element]
+
+    /// Creates an empty header list.
+    public init() { fields = [] }
+
+    /// Creates a header list from `(name, value)` pairs, in order.
+    public init(_ pairs: [(String, String)]) {
+        fields = pairs.map { (name: $0.0, value: $0.1) }
+    }
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        fields = elements.map { (name: $0.0, value: $0.1) }
+    }
+
+    /// The number of fields (repeated names count separately).
+    public var count: Int { fields.count }
+
+    /// Whether there are no fields.
+    public var isEmpty: Bool { fields.isEmpty }
+
+    /// The value of the first field called `name` (case-insensitive), or `nil`.
+    public subscript(name: String) -> String? {
+        for field in fields where Self.namesEqual(field.name, name) { return field.value }
+        return nil
+    }
+
+    /// Every value of fields called `name` (case-insensitive), in order.
+    public func values(for name: String) -> [String] {
+        fields.compactMap { Self.namesEqual($0.name, name) ? $0.value : nil }
+    }
+
+    /// Whether a field called `name` (case-insensitive) is present.
+    public func contains(name: String) -> Bool {
+        fields.contains { Self.namesEqual($0.name, name) }
+    }
+
+    /// Appends a field, keeping any existing fields with the same name.
+    public mutating func add(name: String, value: String) {
+        fields.append((name: name, value: value))
+    }
+
+    /// Replaces the first field called `name` in place and removes the others, or appends when there is none.
+    public mutating func replaceOrAdd(name: String, value: String) {
+        guard let first = fields.firstIndex(where: { Self.namesEqual($0.name, name) }) else {
+            fields.append((name: name, value: value))
+            return
+        }
+        fields[first] = (name: name, value: value)
+        var index = fields.count - 1
+        while index > first {
+            if Self.namesEqual(fields[index].name, name) { fields.remove(at: index) }
+            index -= 1
+        }
+    }
+
+    /// Removes every field called `name` (case-insensitive).
+    public mutating func remove(name: String) {
+        fields.removeAll { Self.namesEqual($0.name, name) }
+    }
+
+    public func makeIterator() -> IndexingIterator<[Element]> { fields.makeIterator() }
+
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        lhs.fields.count == rhs.fields.count
+            && zip(lhs.fields, rhs.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    public var description: String {
+        "[" + fields.map { "\($0.name): \($0.value)" }.joined(separator: ", ") + "]"
+    }
+
+    /// ASCII case-insensitive comparison of two field names, without allocating.
+    static func namesEqual(_ lhs: String, _ rhs: String) -> Bool {
+        let left = lhs.utf8
+        let right = rhs.utf8
+        guard left.count == right.count else { return false }
+        for (a, b) in zip(left, right) where a != b {
+            guard ASCII.lowercased(a) == ASCII.lowercased(b) else { return false }
+        }
+        return true
+    }
+}

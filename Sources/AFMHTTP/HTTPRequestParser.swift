@@ -1,0 +1,655 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// Why the parser rejected a request: the status to answer with and the error-envelope code and message.
+struct HTTPParseError: Error, Equatable, Sendable {
+    var status: Int
+    var code: String
+    var message: String
+
+    static func badRequest(_ message: String) -> HTTPParseError {
+        HTTPParseError(status: 400, code: "invalid_request", message: message)
+    }
+
+    static let headersTooLarge = HTTPParseError(
+        status: 431, code: "headers_too_large", message: "The request line and headers exceed the size limit.")
+    static let bodyTooLarge = HTTPParseError(
+        status: 413, code: "request_too_large", message: "The request body exceeds the size limit.")
+    static func notImplemented(_ message: String) -> HTTPParseError {
+        HTTPParseError(status: 501, code: "not_implemented", message: message)
+    }
+    static let versionNotSupported = HTTPParseError(
+        status: 505, code: "http_version_not_supported", message: "Only HTTP/1.0 and HTTP/1.1 are supported.")
+    static let expectationFailed = HTTPParseError(
+        status: 417, code: "expectation_failed", message: "Only the 100-continue expectation is supported.")
+}
+
+/// How the body of a request is delimited.
+enum HTTPBodyFraming: Equatable, Sendable {
+    case none
+    case length(Int)
+    case chunked
+}
+
+/// A parsed request line and header block, before the body.
+struct HTTPRequestHead: Sendable {
+    var method: String
+    var target: String
+    var path: String
+    var query: String?
+    var version: HTTPVersion
+    var headers: HTTPHeaders
+    /// Whether the connection may stay open after the response (HTTP/1.1 unless `Connection: close`; HTTP/1.0
+    /// only with `Connection: keep-alive`).
+    var keepAlive: Bool
+    var framing: HTTPBodyFraming
+    /// `Expect: 100-continue` on an HTTP/1.1 request.
+    var expectContinue: Bool
+}
+
+/// A request whose body has been read completely.
+struct HTTPParsedRequest: Sendable {
+    var head: HTTPRequestHead
+    var body: [UInt8]
+}
+
+/// An incremental HTTP/1.1 request parser: a value-type state machine fed bytes, producing requests.
+///
+/// Bytes go in with ``feed(_:)``; ``next()`` returns the next complete request, an interim "send 100
+/// Continue" signal, a protocol error, or "need more data". It does no I/O, so it is tested directly.
+///
+/// ```
+///  head ──(no body)──────────────────────────────► request ─┐
+///   │ ──(Content-Length)──► length body ──────────► request ─┤──► head (next pipelined request)
+///   │ ──(chunked)──► size line ⇄ data ⇄ data CRLF          │
+///   │                   └─(0)──► trailers ──(empty)► request ─┘
+///   └──(any violation)──► failed (the connection answers 4xx/5xx and closes)
+/// ```
+///
+/// Strictness, and its deliberate exceptions:
+/// - Bare LF is accepted as a line ending (RFC 9112 §2.2 allows it); a CR anywhere else is rejected.
+/// - Empty lines before a request line are skipped (RFC 9112 §2.2: clients may send an extra CRLF after a body).
+/// - Rejected with 400: a bad method token, a missing or malformed version (HTTP/0.9-style `GET /`), more than
+///   single spaces in the request line, control characters in the target, a field line without a colon,
+///   whitespace before the colon, invalid field-name characters, control characters in a value, obs-fold,
+///   missing or repeated `Host` on HTTP/1.1, invalid or conflicting `Content-Length`, `Content-Length`
+///   together with `Transfer-Encoding`, `Transfer-Encoding` on HTTP/1.0, `chunked` repeated or not last,
+///   malformed chunk lines.
+/// - 431 when the request line and headers exceed `maxHeaderBytes` (also for chunked trailers).
+/// - 413 when `Content-Length` (or the running total of chunk sizes) exceeds `maxBodyBytes`, decided from the
+///   declared sizes before the body is read.
+/// - 501 for a transfer coding other than `chunked` (`gzip, chunked`): valid HTTP that this server does not
+///   implement. 505 for a major version other than 1. 417 for an `Expect` other than `100-continue`.
+/// - Chunk extensions and trailer fields are checked for control characters and otherwise ignored.
+struct HTTPRequestParser {
+    /// Size limits applied while parsing.
+    struct Limits: Sendable {
+        var maxHeaderBytes: Int
+        var maxBodyBytes: Int
+    }
+
+    /// What ``next()`` found.
+    enum Event {
+        /// Nothing complete yet; feed more bytes.
+        case needMoreData
+        /// The head of a request with `Expect: 100-continue` and an acceptable body size arrived, and no body
+        /// bytes yet: send `100 Continue`, then call ``next()`` again.
+        case expectContinue
+        /// A complete request.
+        case request(HTTPParsedRequest)
+        /// The input is invalid; the parser is now failed and must not be used further.
+        case error(HTTPParseError)
+    }
+
+    private enum Phase {
+        case head
+        case lengthBody
+        case chunkSize
+        case chunkData
+        case chunkDataEnd
+        case trailers
+        case failed
+    }
+
+    /// The longest chunk-size line (size, extensions) accepted.
+    static let maxChunkLineBytes = 4096
+
+    let limits: Limits
+    private var buffer: [UInt8] = []
+    /// Bytes before this index are consumed.
+    private var readIndex = 0
+    /// Where the search for the end of the header block resumes (avoids rescanning slow senders' bytes).
+    private var scanIndex = 0
+    private var phase = Phase.head
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    /// Bytes of the Content-Length body or of the current chunk still to come.
+    private var remaining = 0
+    private var trailerBytes = 0
+
+    init(limits: Limits) { self.limits = limits }
+
+    /// Bytes received but not yet consumed by a complete request.
+    var bufferedByteCount: Int { buffer.count - readIndex }
+
+    /// Whether part of a request (head bytes or body) has been received.
+    var hasPartialRequest: Bool { phase != .head || readIndex < buffer.count }
+
+    /// Whether the parser is in the failed state.
+    var isFailed: Bool { phase == .failed }
+
+    // MARK: - Input
+
+    /// Appends received bytes.
+    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        guard !bytes.isEmpty, phase != .failed else { return }
+        var input = bytes
+        if readIndex == buffer.count {
+            if !buffer.isEmpty {
+                // Everything buffered was consumed: start over instead of growing (keeps big bodies from
+                // leaving a big buffer behind, and indexes small).
+                buffer.removeAll(keepingCapacity: buffer.capacity <= 64 * 1024)
+                readIndex = 0
+                scanIndex = 0
+            }
+            if (phase == .lengthBody || phase == .chunkData) && remaining > 0 {
+                // Body bytes go straight into the body, skipping the intermediate buffer copy.
+                let take = min(remaining, input.count)
+                body.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[0..<take]))
+                remaining -= take
+                input = UnsafeRawBufferPointer(rebasing: input[take...])
+                if input.isEmpty { return }
+            }
+        } else if readIndex >= 64 * 1024 {
+            buffer.removeSubrange(0..<readIndex)
+            scanIndex -= readIndex
+            readIndex = 0
+        }
+        buffer.append(contentsOf: input)
+    }
+
+    /// Convenience for tests: appends the bytes of an array.
+    mutating func feed(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { feed($0) }
+    }
+
+    // MARK: - Parsing
+
+    /// Advances the state machine as far as the buffered bytes allow.
+    mutating func next() -> Event {
+        while true {
+            switch phase {
+            case .failed:
+                return .needMoreData
+            case .head:
+                switch parseHead() {
+                case .needMoreData:
+                    return .needMoreData
+                case .error(let error):
+                    return fail(error)
+                case .head(let parsed):
+                    head = parsed
+                    switch parsed.framing {
+                    case .none:
+                        return complete()
+                    case .length(let length):
+                        if length > limits.maxBodyBytes { return fail(.bodyTooLarge) }
+                        remaining = length
+                        body = []
+                        body.reserveCapacity(length)
+                        phase = .lengthBody
+                    case .chunked:
+                        body = []
+                        phase = .chunkSize
+                    }
+                    if parsed.expectContinue && readIndex == buffer.count { return .expectContinue }
+                }
+            case .lengthBody:
+                consumeBody()
+                if remaining > 0 { return .needMoreData }
+                return complete()
+            case .chunkSize:
+                switch readLine(limit: Self.maxChunkLineBytes) {
+                case .needMoreData:
+                    return .needMoreData
+                case .tooLong:
+                    return fail(.badRequest("A chunk-size line is too long."))
+                case .line(let start, let end):
+                    switch parseChunkSize(start: start, end: end) {
+                    case .failure(let error):
+                        return fail(error)
+                    case .success(0):
+                        trailerBytes = 0
+                        phase = .trailers
+                    case .success(let size):
+                        if size > limits.maxBodyBytes - body.count { return fail(.bodyTooLarge) }
+                        remaining = size
+                        phase = .chunkData
+                    }
+                }
+            case .chunkData:
+                consumeBody()
+                if remaining > 0 { return .needMoreData }
+                phase = .chunkDataEnd
+            case .chunkDataEnd:
+                let available = buffer.count - readIndex
+                if available == 0 { return .needMoreData }
+                if buffer[readIndex] == ASCII.lf {
+                    readIndex += 1
+                } else if buffer[readIndex] == ASCII.cr {
+                    if available < 2 { return .needMoreData }
+                    guard buffer[readIndex + 1] == ASCII.lf else {
+                        return fail(.badRequest("Chunk data is not followed by CRLF."))
+                    }
+                    readIndex += 2
+                } else {
+                    return fail(.badRequest("Chunk data is longer than its declared size."))
+                }
+                phase = .chunkSize
+            case .trailers:
+                let limit = limits.maxHeaderBytes - trailerBytes
+                switch readLine(limit: max(limit, 0)) {
+                case .needMoreData:
+                    return .needMoreData
+                case .tooLong:
+                    return fail(.headersTooLarge)
+                case .line(let start, let end):
+                    if start == end { return complete() }
+                    trailerBytes += end - start + 2
+                    if trailerBytes > limits.maxHeaderBytes { return fail(.headersTooLarge) }
+                    // Trailer fields are tolerated and dropped: none of them matters to this server.
+                    let valid = buffer.withUnsafeBufferPointer { bytes in
+                        !ASCII.isWhitespace(bytes[start]) && (start..<end).allSatisfy { ASCII.isFieldValueByte(bytes[$0]) }
+                    }
+                    if !valid { return fail(.badRequest("Invalid trailer field.")) }
+                }
+            }
+        }
+    }
+
+    private mutating func fail(_ error: HTTPParseError) -> Event {
+        phase = .failed
+        head = nil
+        body = []
+        return .error(error)
+    }
+
+    private mutating func complete() -> Event {
+        // The force unwrap is safe: every path into complete() sets `head` first.
+        let request = HTTPParsedRequest(head: head!, body: body)
+        head = nil
+        body = []
+        phase = .head
+        scanIndex = readIndex
+        return .request(request)
+    }
+
+    private mutating func consumeBody() {
+        let take = min(remaining, buffer.count - readIndex)
+        guard take > 0 else { return }
+        body.append(contentsOf: buffer[readIndex..<(readIndex + take)])
+        readIndex += take
+        remaining -= take
+    }
+
+    private enum LineResult {
+        case needMoreData
+        case tooLong
+        /// The line's content range, without the LF or a CR right before it.
+        case line(start: Int, end: Int)
+    }
+
+    /// Finds the next line at `readIndex` and consumes it including its line ending.
+    private mutating func readLine(limit: Int) -> LineResult {
+        let start = readIndex
+        let count = buffer.count
+        let found: Int? = buffer.withUnsafeBufferPointer { bytes in
+            var index = start
+            let stop = min(count, start + limit + 2)
+            while index < stop {
+                if bytes[index] == ASCII.lf { return index }
+                index += 1
+            }
+            return nil
+        }
+        guard let lf = found else {
+            return count - start > limit + 1 ? .tooLong : .needMoreData
+        }
+        readIndex = lf + 1
+        let end = lf > start && buffer[lf - 1] == ASCII.cr ? lf - 1 : lf
+        if end - start > limit { return .tooLong }
+        return .line(start: start, end: end)
+    }
+
+    private func parseChunkSize(start: Int, end: Int) -> Result<Int, HTTPParseError> {
+        buffer.withUnsafeBufferPointer { bytes in
+            var index = start
+            var size = 0
+            while index < end, let digit = ASCII.hexValue(bytes[index]) {
+                if size > (Int.max >> 4) { return .failure(.bodyTooLarge) }
+                size = size << 4 | digit
+                index += 1
+            }
+            if index == start { return .failure(.badRequest("Invalid chunk size.")) }
+            // chunk-ext: BWS ";" … — tolerated, but only printable characters.
+            while index < end && ASCII.isWhitespace(bytes[index]) { index += 1 }
+            if index < end {
+                guard bytes[index] == ASCII.semicolon else { return .failure(.badRequest("Invalid chunk size.")) }
+                while index < end {
+                    guard ASCII.isFieldValueByte(bytes[index]) else {
+                        return .failure(.badRequest("Invalid chunk extension."))
+                    }
+                    index += 1
+                }
+            }
+            return .success(size)
+        }
+    }
+
+    // MARK: - Head
+
+    private enum HeadResult {
+        case needMoreData
+        case head(HTTPRequestHead)
+        case error(HTTPParseError)
+    }
+
+    private mutating func parseHead() -> HeadResult {
+        let limits = self.limits
+        var readIndex = self.readIndex
+        var scanIndex = self.scanIndex
+        let result: HeadResult = buffer.withUnsafeBufferPointer { bytes in
+            let count = bytes.count
+            // Skip empty lines before the request line.
+            while readIndex < count {
+                if bytes[readIndex] == ASCII.lf {
+                    readIndex += 1
+                } else if bytes[readIndex] == ASCII.cr && readIndex + 1 < count && bytes[readIndex + 1] == ASCII.lf {
+                    readIndex += 2
+                } else {
+                    break
+                }
+            }
+            scanIndex = max(scanIndex, readIndex)
+            // Find the empty line that ends the header block.
+            var end: Int?
+            var index = scanIndex
+            while index < count {
+                if bytes[index] == ASCII.lf && index > readIndex {
+                    if index + 1 < count && bytes[index + 1] == ASCII.lf {
+                        end = index + 2
+                        break
+                    }
+                    if index + 2 < count && bytes[index + 1] == ASCII.cr && bytes[index + 2] == ASCII.lf {
+                        end = index + 3
+                        break
+                    }
+                    if index + 2 >= count {
+                        break  // Can't tell yet whether an empty line follows: rescan from this LF.
+                    }
+                }
+                index += 1
+            }
+            scanIndex = index
+            guard let end else {
+                return count - readIndex > limits.maxHeaderBytes ? .error(.headersTooLarge) : .needMoreData
+            }
+            if end - readIndex > limits.maxHeaderBytes { return .error(.headersTooLarge) }
+            let result = Self.parseHeadBlock(bytes, start: readIndex, end: end)
+            readIndex = end
+            return result
+        }
+        self.readIndex = readIndex
+        self.scanIndex = scanIndex
+        return result
+    }
+
+    /// Parses a complete header block `bytes[start..<end]`, which ends with an empty line.
+    private static func parseHeadBlock(_ bytes: UnsafeBufferPointer<UInt8>, start: Int, end: Int) -> HeadResult {
+        // Split into lines; `lineEnd` excludes the LF and a CR just before it.
+        var lineStart = start
+        func nextLine() -> (Int, Int)? {
+            guard lineStart < end else { return nil }
+            var lf = lineStart
+            while bytes[lf] != ASCII.lf { lf += 1 }
+            let lineEnd = lf > lineStart && bytes[lf - 1] == ASCII.cr ? lf - 1 : lf
+            let line = (lineStart, lineEnd)
+            lineStart = lf + 1
+            return line
+        }
+        // The force unwrap is safe: the block holds at least the request line and the empty line.
+        let (requestStart, requestEnd) = nextLine()!
+        let requestLine: RequestLine
+        switch parseRequestLine(bytes, start: requestStart, end: requestEnd) {
+        case .success(let line): requestLine = line
+        case .failure(let error): return .error(error)
+        }
+
+        var headers = HTTPHeaders()
+        var contentLength: Int?
+        var contentLengthInvalid = false
+        var transferEncoding = TransferCodings()
+        var sawTransferEncoding = false
+        var connectionClose = false
+        var connectionKeepAlive = false
+        var hostCount = 0
+        var expectContinue = false
+        var expectOther = false
+
+        while let (fieldStart, fieldEnd) = nextLine() {
+            if fieldStart == fieldEnd { break }  // The empty line.
+            if ASCII.isWhitespace(bytes[fieldStart]) {
+                return .error(.badRequest("Obsolete line folding is not allowed."))
+            }
+            var colon = fieldStart
+            while colon < fieldEnd && ASCII.isToken(bytes[colon]) { colon += 1 }
+            guard colon < fieldEnd, bytes[colon] == ASCII.colon, colon > fieldStart else {
+                if colon < fieldEnd && ASCII.isWhitespace(bytes[colon]) {
+                    return .error(.badRequest("Whitespace between a header name and the colon is not allowed."))
+                }
+                return .error(.badRequest("Invalid header line."))
+            }
+            var valueStart = colon + 1
+            var valueEnd = fieldEnd
+            while valueStart < valueEnd && ASCII.isWhitespace(bytes[valueStart]) { valueStart += 1 }
+            while valueEnd > valueStart && ASCII.isWhitespace(bytes[valueEnd - 1]) { valueEnd -= 1 }
+            for index in valueStart..<valueEnd where !ASCII.isFieldValueByte(bytes[index]) {
+                return .error(.badRequest("Invalid character in a header value."))
+            }
+            let name = UnsafeBufferPointer(rebasing: bytes[fieldStart..<colon])
+            let value = UnsafeBufferPointer(rebasing: bytes[valueStart..<valueEnd])
+
+            switch name.count {
+            case 4 where ASCII.equalsIgnoringCase(name, "host"):
+                hostCount += 1
+            case 6 where ASCII.equalsIgnoringCase(name, "expect"):
+                if ASCII.equalsIgnoringCase(value, "100-continue") { expectContinue = true } else { expectOther = true }
+            case 10 where ASCII.equalsIgnoringCase(name, "connection"):
+                forEachListElement(value) { element in
+                    if ASCII.equalsIgnoringCase(element, "close") { connectionClose = true }
+                    if ASCII.equalsIgnoringCase(element, "keep-alive") { connectionKeepAlive = true }
+                }
+            case 14 where ASCII.equalsIgnoringCase(name, "content-length"):
+                var sawElement = false
+                forEachListElement(value) { element in
+                    sawElement = true
+                    guard let parsed = parseDecimal(element) else {
+                        contentLengthInvalid = true
+                        return
+                    }
+                    if let existing = contentLength, existing != parsed { contentLengthInvalid = true }
+                    contentLength = parsed
+                }
+                if !sawElement { contentLengthInvalid = true }
+            case 17 where ASCII.equalsIgnoringCase(name, "transfer-encoding"):
+                sawTransferEncoding = true
+                forEachListElement(value) { transferEncoding.add($0) }
+            default:
+                break
+            }
+            headers.add(
+                name: String(decoding: name, as: UTF8.self),
+                value: String(decoding: value, as: UTF8.self))
+        }
+
+        let version = requestLine.version
+        let isHTTP11 = version.minor >= 1
+        if isHTTP11 && hostCount == 0 { return .error(.badRequest("HTTP/1.1 requests must have a Host header.")) }
+        if hostCount > 1 { return .error(.badRequest("A request must not have more than one Host header.")) }
+        if contentLengthInvalid { return .error(.badRequest("Invalid Content-Length header.")) }
+
+        var framing = HTTPBodyFraming.none
+        if sawTransferEncoding {
+            if !isHTTP11 { return .error(.badRequest("Transfer-Encoding is not allowed in HTTP/1.0 requests.")) }
+            if contentLength != nil {
+                return .error(.badRequest("A request must not have both Content-Length and Transfer-Encoding."))
+            }
+            switch transferEncoding.verdict() {
+            case .success: framing = .chunked
+            case .failure(let error): return .error(error)
+            }
+        } else if let contentLength, contentLength > 0 {
+            framing = .length(contentLength)
+        }
+        if isHTTP11 && expectOther { return .error(.expectationFailed) }
+
+        let keepAlive = isHTTP11 ? !connectionClose : connectionKeepAlive && !connectionClose
+        let split = HTTPRequest.splitTarget(bytes: UnsafeBufferPointer(rebasing: bytes[requestLine.target]))
+        return .head(
+            HTTPRequestHead(
+                method: requestLine.method,
+                target: String(decoding: UnsafeBufferPointer(rebasing: bytes[requestLine.target]), as: UTF8.self),
+                path: split.path,
+                query: split.query,
+                version: version,
+                headers: headers,
+                keepAlive: keepAlive,
+                framing: framing,
+                expectContinue: isHTTP11 && expectContinue && framing != .none
+            ))
+    }
+
+    private struct RequestLine {
+        var method: String
+        var target: Range<Int>
+        var version: HTTPVersion
+    }
+
+    private static func parseRequestLine(_ bytes: UnsafeBufferPointer<UInt8>, start: Int, end: Int)
+        -> Result<RequestLine, HTTPParseError>
+    {
+        var index = start
+        while index < end && ASCII.isToken(bytes[index]) { index += 1 }
+        guard index > start, index < end, bytes[index] == ASCII.space else {
+            return .failure(.badRequest("Invalid request method."))
+        }
+        let method = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        index += 1
+        let targetStart = index
+        while index < end && bytes[index] > ASCII.space && bytes[index] != 0x7F { index += 1 }
+        let targetEnd = index
+        guard targetEnd > targetStart else { return .failure(.badRequest("Invalid request target.")) }
+        guard index < end else { return .failure(.badRequest("The request line has no HTTP version.")) }
+        guard bytes[index] == ASCII.space else { return .failure(.badRequest("Invalid request target.")) }
+        index += 1
+
+        // HTTP-version = "HTTP/" DIGIT "." DIGIT, and nothing after it.
+        let versionBytes = UnsafeBufferPointer(rebasing: bytes[index..<end])
+        guard versionBytes.count == 8,
+            versionBytes[0] == UInt8(ascii: "H"), versionBytes[1] == UInt8(ascii: "T"),
+            versionBytes[2] == UInt8(ascii: "T"), versionBytes[3] == UInt8(ascii: "P"),
+            versionBytes[4] == ASCII.slash, versionBytes[6] == UInt8(ascii: "."),
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(versionBytes[5]),
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(versionBytes[7])
+        else {
+            return .failure(.badRequest("Invalid HTTP version."))
+        }
+        let version = HTTPVersion(
+            major: Int(versionBytes[5] - UInt8(ascii: "0")), minor: Int(versionBytes[7] - UInt8(ascii: "0")))
+        guard version.major == 1 else { return .failure(.versionNotSupported) }
+
+        // origin-form (/path), asterisk-form (*), or absolute-form (http://host/path).
+        let target = UnsafeBufferPointer(rebasing: bytes[targetStart..<targetEnd])
+        let valid: Bool
+        if target[0] == ASCII.slash {
+            valid = true
+        } else if target.count == 1 && target[0] == UInt8(ascii: "*") {
+            valid = method == "OPTIONS"
+        } else {
+            valid = hasHTTPScheme(target)
+        }
+        guard valid else { return .failure(.badRequest("Invalid request target.")) }
+        return .success(RequestLine(method: method, target: targetStart..<targetEnd, version: version))
+    }
+
+    private static func hasHTTPScheme(_ target: UnsafeBufferPointer<UInt8>) -> Bool {
+        for scheme: StaticString in ["http://", "https://"] {
+            let length = scheme.utf8CodeUnitCount
+            if target.count > length,
+                ASCII.equalsIgnoringCase(UnsafeBufferPointer(rebasing: target[0..<length]), scheme)
+            {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// Calls `body` with each non-empty element of a comma-separated list, trimmed of whitespace.
+    private static func forEachListElement(
+        _ value: UnsafeBufferPointer<UInt8>,
+        _ body: (UnsafeBufferPointer<UInt8>) -> Void
+    ) {
+        var start = 0
+        while start <= value.count {
+            var end = start
+            while end < value.count && value[end] != ASCII.comma { end += 1 }
+            var elementStart = start
+            var elementEnd = end
+            while elementStart < elementEnd && ASCII.isWhitespace(value[elementStart]) { elementStart += 1 }
+            while elementEnd > elementStart && ASCII.isWhitespace(value[elementEnd - 1]) { elementEnd -= 1 }
+            if elementEnd > elementStart { body(UnsafeBufferPointer(rebasing: value[elementStart..<elementEnd])) }
+            start = end + 1
+        }
+    }
+
+    /// Parses `1*DIGIT`; values beyond `Int.max` saturate (and are then rejected as too large, not malformed).
+    private static func parseDecimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard !bytes.isEmpty else { return nil }
+        var value = 0
+        for byte in bytes {
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
+            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times10.addingReportingOverflow(Int(byte - UInt8(ascii: "0")))
+            value = overflow1 || overflow2 ? Int.max : sum
+        }
+        return value
+    }
+
+    /// Accumulates `Transfer-Encoding` codings across field lines and judges them.
+    private struct TransferCodings {
+        var chunkedCount = 0
+        var lastIsChunked = false
+        var hasOther = false
+        var isEmpty = true
+
+        mutating func add(_ coding: UnsafeBufferPointer<UInt8>) {
+            isEmpty = false
+            if ASCII.equalsIgnoringCase(coding, "chunked") {
+                chunkedCount += 1
+                lastIsChunked = true
+            } else {
+                hasOther = true
+                lastIsChunked = false
+            }
+        }
+
+        func verdict() -> Result<Void, HTTPParseError> {
+            if isEmpty { return .failure(.badRequest("Empty Transfer-Encoding header.")) }
+            if chunkedCount > 1 { return .failure(.badRequest("chunked must be applied only once.")) }
+            if chunkedCount == 1 && !lastIsChunked {
+                return .failure(.badRequest("chunked must be the final transfer coding."))
+            }
+            if hasOther { return .failure(.notImplemented("Only the chunked transfer coding is supported.")) }
+            return .success(())
+        }
+    }
+}

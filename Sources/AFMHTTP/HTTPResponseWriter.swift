@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// Sends the response to one request. Handed to the handler; every method is safe to call from any task.
+///
+/// Use either ``respond(_:body:)`` once, or ``startStream(_:)``, any number of ``write(_:)`` and then
+/// ``finishStream()``. The writer is valid until the handler returns; after that every call throws
+/// `.invalidState`. When the client disconnects, the handler's task is cancelled and calls throw
+/// `.connectionClosed`.
+///
+/// Bytes are written to the socket directly from the calling task when it can take them (no hop to the
+/// event loop); the rest is queued and flushed by the loop when the socket drains.
+public final class HTTPResponseWriter: Sendable {
+    let connection: HTTPConnection
+    let sequence: UInt64
+    let version: HTTPVersion
+    let isHead: Bool
+
+    init(connection: HTTPConnection, sequence: UInt64, version: HTTPVersion, isHead: Bool) {
+        self.connection = connection
+        self.sequence = sequence
+        self.version = version
+        self.isHead = isHead
+    }
+
+    /// Sends a complete response.
+    ///
+    /// The server adds `Content-Length`, `Date`, `Server` (unless configured off) and `Connection` as needed;
+    /// for HEAD requests the body is not sent, and 204/304 responses carry neither body nor length.
+    /// - Throws: `.connectionClosed` when the client is gone; `.invalidState` when a response was already
+    ///   started or the head is invalid.
+    public func respond(_ head: HTTPResponseHead, body: [UInt8]) async throws(HTTPWriteError) {
+        try connection.respond(sequence: sequence, version: version, isHead: isHead, head: head, body: body)
+    }
+
+    /// Starts a streamed response: `Transfer-Encoding: chunked` for HTTP/1.1, a close-delimited body for
+    /// HTTP/1.0 (the connection then closes after the stream).
+    public func startStream(_ head: HTTPResponseHead) async throws(HTTPWriteError) {
+        try connection.startStream(sequence: sequence, version: version, isHead: isHead, head: head)
+    }
+
+    /// Writes one piece of a streamed body (as one chunk). Empty pieces are ignored.
+    ///
+    /// Suspends while the connection's unsent output is above the configured high watermark and resumes when
+    /// it drains below the low watermark, so a slow reader never makes the server buffer without bound.
+    /// - Throws: `.connectionClosed` when the peer is gone, the connection was closed, or the task was
+    ///   cancelled while waiting; `.invalidState` without a started stream.
+    public func write(_ bytes: [UInt8]) async throws(HTTPWriteError) {
+        if try connection.writeStreamPiece(sequence: sequence, bytes) {
+            guard await connection.waitForDrain() else { throw .connectionClosed }
+        }
+    }
+
+    /// Ends a streamed body (sends the last chunk).
+    public func finishStream() async throws(HTTPWriteError) {
+        try connection.finishStream(sequence: sequence)
+    }
+
+    /// Whether nothing more can be sent: the client disconnected, the connection was closed, the server took
+    /// over the response (processing deadline), or the handler already returned.
+    public var isClosed: Bool { connection.isClosed(sequence: sequence) }
+
+    /// Bytes this connection has queued in user space that the kernel has not accepted yet.
+    public var bufferedByteCount: Int { connection.queuedByteCount }
+
+    /// The largest ``bufferedByteCount`` this connection has had, for diagnostics and backpressure tests.
+    public var peakBufferedByteCount: Int { connection.peakQueuedByteCount }
+}
+
+/// Handles one request. It runs in its own task, which the server cancels when the client disconnects, the
+/// processing deadline passes, or the server stops.
+public typealias HTTPHandler = @Sendable (HTTPRequest, HTTPResponseWriter) async -> Void

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+
+extension HTTPServer {
+    /// Limits, timeouts and threading of an ``HTTPServer``. Every field has a production default.
+    public struct Configuration: Sendable {
+        /// The largest request line plus header block, in bytes. Larger → 431 and close. Default: 64 KiB.
+        public var maxHeaderBytes = 64 * 1024
+        /// The largest request body, in bytes. A larger `Content-Length` → 413 before reading the body; a
+        /// chunked body → 413 as soon as its declared chunk sizes cross the limit. Default: 16 MiB.
+        public var maxBodyBytes = 16 * 1024 * 1024
+        /// How long a connection may take to deliver a complete request (head and body), counted from its
+        /// first byte, or from accept / the end of the previous response while nothing arrived.
+        ///
+        /// On expiry: 408 with an error body, then close — except for an idle keep-alive connection that has
+        /// already served a request and has no partial request, which is closed silently (a 408 there could
+        /// race with a request the client is just sending). Default: 30 s.
+        public var requestHeaderTimeout: Duration = .seconds(30)
+        /// How long a handler may run. On expiry its task is cancelled; if it had not started a response the
+        /// server answers 504 (`timeout`), otherwise the connection is closed. Default: 300 s.
+        public var processingDeadline: Duration = .seconds(300)
+        /// Streaming `write` suspends while more than this many bytes are queued. Default: 256 KiB.
+        public var outboundHighWatermark = 256 * 1024
+        /// …and resumes once fewer than this many are queued. Default: 64 KiB.
+        public var outboundLowWatermark = 64 * 1024
+        /// Epoll threads. Connections are spread round-robin; one is plenty for a loopback gateway.
+        /// Default: 1.
+        public var ioThreadCount = 1
+        /// The `Server` field value, or `nil` to send none. Default: `afmd`.
+        public var serverName: String? = "afmd"
+        /// A connection with queued output that makes no progress for this long is closed (a client that
+        /// stopped reading). Default: 60 s.
+        public var sendTimeout: Duration = .seconds(60)
+        /// After the last response on a closing connection, how long to keep reading and discarding input
+        /// before closing, so unread request bytes do not turn the close into a reset that destroys the
+        /// response in flight. Ends earlier when the client closes. Default: 2 s.
+        public var lingerTimeout: Duration = .seconds(2)
+
+        /// The defaults.
+        public init() {}
+    }
+}

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMLogging
+import AFMSystem
+import Synchronization
+
+/// An HTTP/1.1 server on non-blocking sockets and epoll, running each request's handler in its own task.
+///
+/// ```
+///  accept (loop 0) ──► loop N: read ─► parse (limits) ─► Task { handler(request, writer) }
+///                                                          │ respond / startStream / write
+///                      loop N: EPOLLOUT flush ◄── queue ◄──┘ (direct send when the socket takes it)
+///  client EOF/RST ─► loop N ─► cancel the handler task      timeouts: ~100 ms sweep on each loop
+/// ```
+///
+/// - Keep-alive (HTTP/1.1 default, `Connection: close` honoured, HTTP/1.0 only with `keep-alive`) and
+///   pipelining: the next request is parsed only after the current handler returned, so answers keep order.
+/// - Bodies are read fully before the handler runs (`Content-Length` or chunked); `Expect: 100-continue`
+///   gets `100 Continue` when the declared size is acceptable, 413 at once when not.
+/// - Every error the server answers itself uses the JSON envelope of ``HTTPErrorBody``.
+/// - A client disconnect (EOF, reset, `EPOLLRDHUP`) cancels the running handler at once. A client that
+///   half-closes after sending its request is treated as gone too: the gateway cancels work for clients
+///   that left, and no HTTP client in use half-closes.
+public final class HTTPServer: Sendable {
+    private struct State {
+        var core: HTTPServerCore?
+        var starting = false
+        var listener: FileDescriptor?
+        var listenerShutDown = false
+        var localPort: Int?
+    }
+
+    private let configuration: Configuration
+    private let logger: Logger
+    private let handler: HTTPHandler
+    private let state = Mutex(State())
+
+    /// Creates a server; nothing is bound until ``start(host:port:)``.
+    public init(configuration: Configuration = .init(), logger: Logger, handler: @escaping HTTPHandler) {
+        precondition(
+            configuration.outboundLowWatermark <= configuration.outboundHighWatermark,
+            "the low watermark must not exceed the high watermark")
+        self.configuration = configuration
+        self.logger = logger
+        self.handler = handler
+    }
+
+    deinit { stopListening() }
+
+    /// Binds and starts serving. Returns the bound port (useful with port 0).
+    ///
+    /// `host` is an IPv4 or IPv6 literal or `localhost` (127.0.0.1).
+    /// - Throws: ``HTTPServerError``, for example "cannot listen on 127.0.0.1:11535: Address already in use".
+    @discardableResult
+    public func start(host: String, port: Int) throws -> Int {
+        try state.withLock { (state) throws(HTTPServerError) in
+            guard state.core == nil, !state.starting else { throw .alreadyRunning }
+            state.starting = true
+        }
+        do {
+            let (core, listener, boundPort) = try makeRunningCore(host: host, port: port)
+            state.withLock { state in
+                state.core = core
+                state.listener = listener
+                state.listenerShutDown = false
+                state.localPort = boundPort
+                state.starting = false
+            }
+            logger.info("HTTP server listening", ["address": "\(host):\(boundPort)"])
+            return boundPort
+        } catch {
+            state.withLock { $0.starting = false }
+            throw error
+        }
+    }
+
+    private func makeRunningCore(host: String, port: Int) throws(HTTPServerError)
+        -> (HTTPServerCore, FileDescriptor, Int)
+    {
+        guard let address = SocketAddress(host: host, port: port) else {
+            throw .invalidAddress(host: host, port: port)
+        }
+        let listener: FileDescriptor
+        let boundPort: Int
+        do {
+            listener = try FileDescriptor.makeTCPListener(address: address)
+        } catch {
+            throw .cannotListen(host: host, port: port, reason: "\(error.errno)")
+        }
+        do {
+            boundPort = try listener.localAddress().port
+        } catch {
+            listener.close()
+            throw .cannotListen(host: host, port: port, reason: "\(error.errno)")
+        }
+        let core: HTTPServerCore
+        do {
+            core = try HTTPServerCore(configuration: configuration, logger: logger, handler: handler)
+        } catch {
+            listener.close()
+            throw .startFailed("\(error)")
+        }
+        for (index, loop) in core.loops.enumerated() {
+            do {
+                try loop.start(core: core, listener: index == 0 ? listener : nil)
+            } catch {
+                for started in core.loops[..<index] { started.post(.stop) }
+                if index == 0 { listener.close() } else { listener.shutdown(.both) }
+                throw .startFailed("\(error)")
+            }
+        }
+        return (core, listener, boundPort)
+    }
+
+    /// The bound port while running, else `nil`.
+    public var localPort: Int? { state.withLock { $0.core == nil ? nil : $0.localPort } }
+
+    /// Connections currently open (including ones finishing their last response).
+    public var activeConnectionCount: Int {
+        state.withLock { $0.core }?.connectionCount ?? 0
+    }
+
+    /// Stops accepting: new connection attempts are refused from now on. Idempotent.
+    private func stopAccepting() {
+        // The listener descriptor stays open until loop 0 ends (after `.stop`), so shutting it down here can
+        // never hit a reused descriptor number. Shutdown makes the kernel refuse new connections at once.
+        let listener = state.withLock { state -> FileDescriptor? in
+            guard !state.listenerShutDown, let listener = state.listener else { return nil }
+            state.listenerShutDown = true
+            return listener
+        }
+        listener?.shutdown(.both)
+    }
+
+    /// Closes the listening socket and every accepted socket at once; running handler tasks are cancelled.
+    ///
+    /// Clients see end-of-file immediately and new connections are refused when this returns. The event
+    /// threads finish asynchronously. The server can be started again with ``start(host:port:)``.
+    public func stopListening() {
+        stopAccepting()
+        let core = state.withLock { state -> HTTPServerCore? in
+            let core = state.core
+            state.core = nil
+            state.listener = nil
+            return core
+        }
+        guard let core else { return }
+        for connection in core.connections { connection.abort() }
+        for loop in core.loops { loop.post(.stop) }
+        logger.info("HTTP server stopped")
+    }
+
+    /// Shuts down gracefully: stops accepting, lets in-flight requests finish (keep-alive connections close
+    /// after their current response, idle ones at once), waits up to `deadline`, then closes everything as
+    /// ``stopListening()`` does. Returns when done.
+    public func shutdown(deadline: Duration) async {
+        guard let core = state.withLock({ $0.core }) else { return }
+        stopAccepting()
+        core.beginDraining()
+        for loop in core.loops { loop.post(.drain) }
+        let clock = ContinuousClock()
+        let end = clock.now.advanced(by: deadline)
+        while clock.now < end {
+            if core.connections.allSatisfy(\.isSettled) { break }
+            do {
+                try await Task.sleep(for: .milliseconds(10))
+            } catch {
+                break  // Cancelled: escalate to closing everything now.
+            }
+        }
+        stopListening()
+    }
+}

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMLogging
+import AFMSystem
+import Synchronization
+
+/// What one running instance of a server shares between its loops and connections.
+///
+/// A new core is made by every `start()`, so a restarted server never mixes with the previous run's loops.
+final class HTTPServerCore: Sendable {
+    /// Timeouts converted to monotonic nanoseconds once.
+    struct Timeouts: Sendable {
+        var requestHeader: UInt64
+        var processing: UInt64
+        var send: UInt64
+        var linger: UInt64
+    }
+
+    let configuration: HTTPServer.Configuration
+    let logger: Logger
+    let handler: HTTPHandler
+    let limits: HTTPRequestParser.Limits
+    let timeouts: Timeouts
+    let dateCache = HTTPDateCache()
+    let loops: [HTTPEventLoop]
+    private let nextID = Atomic<UInt64>(0)
+    private let nextLoop = Atomic<Int>(0)
+    private let draining = Atomic<Bool>(false)
+    private let registry = Mutex<[UInt64: HTTPConnection]>([:])
+
+    init(configuration: HTTPServer.Configuration, logger: Logger, handler: @escaping HTTPHandler) throws(SystemCallError) {
+        self.configuration = configuration
+        self.logger = logger
+        self.handler = handler
+        limits = HTTPRequestParser.Limits(
+            maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes)
+        timeouts = Timeouts(
+            requestHeader: Self.nanoseconds(configuration.requestHeaderTimeout),
+            processing: Self.nanoseconds(configuration.processingDeadline),
+            send: Self.nanoseconds(configuration.sendTimeout),
+            linger: Self.nanoseconds(configuration.lingerTimeout))
+        var loops: [HTTPEventLoop] = []
+        for index in 0..<max(1, configuration.ioThreadCount) {
+            loops.append(try HTTPEventLoop(index: index))
+        }
+        self.loops = loops
+    }
+
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+
+    /// Whether a graceful shutdown is in progress (new responses say `Connection: close`).
+    var isDraining: Bool { draining.load(ordering: .relaxed) }
+
+    func beginDraining() { draining.store(true, ordering: .relaxed) }
+
+    /// Creates and registers a connection, assigning it to a loop round-robin.
+    func makeConnection(descriptor: FileDescriptor, remoteAddress: String) -> HTTPConnection {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        let loopIndex = nextLoop.add(1, ordering: .relaxed).newValue % loops.count
+        let connection = HTTPConnection(
+            id: id, descriptor: descriptor, remoteAddress: remoteAddress, core: self, loop: loops[loopIndex])
+        registry.withLock { $0[id] = connection }
+        return connection
+    }
+
+    func unregister(_ connection: HTTPConnection) {
+        _ = registry.withLock { $0.removeValue(forKey: connection.id) }
+    }
+
+    var connectionCount: Int { registry.withLock { $0.count } }
+
+    /// Every registered connection (a snapshot).
+    var connections: [HTTPConnection] { registry.withLock { Array($0.values) } }
+}

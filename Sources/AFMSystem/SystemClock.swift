@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+@preconcurrency import Glibc
+
+/// Cheap clock readings for timers and protocol dates (vDSO `clock_gettime`, no allocation).
+public enum SystemClock {
+    /// Nanoseconds on the monotonic clock: only differences are meaningful; unaffected by wall-clock changes.
+    /// The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
+    public static func monotonicNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+    }
+
+    /// Whole seconds since the Unix epoch on the wall clock (for `Date` headers and logs).
+    /// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`.
+    public static func unixSeconds() -> Int {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int(now.tv_sec)
+    }
+}

@@ -37,7 +37,7 @@ indirect enum ScriptStep: Sendable, Hashable {
     struct ToolCall: Sendable, Hashable {
         /// The function name (`TOOL_CALL_BEGIN.name`).
         var name: String
-        /// The call id (`TOOL_CALL_BEGIN.text`); nil means "call_<index+1>".
+        /// The call id (`TOOL_CALL_BEGIN.text`); nil means "call_<request_id>_<index>".
         var callID: String?
         /// The JSON arguments text, streamed in `chunks` pieces.
         var arguments: String

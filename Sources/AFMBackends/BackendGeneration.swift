@@ -212,6 +212,7 @@ public final class BackendGeneration: Sendable {
             let message = error.messageString
             throw AFMError(code, message.isEmpty ? "the backend refused the request (\(code.rawValue))" : message)
         }
+        stream.armCancel()
         return stream
     }
 

@@ -40,6 +40,10 @@ public final class GenerationStream: Sendable, AsyncSequence {
         var cancelRequested = false
         var cancelRequestedAt: ContinuousClock.Instant?
         var expired = false
+        /// False until `generate` returned: a cancel before that is held back and delivered by `armCancel()`,
+        /// because a backend may not know the request id yet (the ABI forbids cancel before generate returns).
+        var cancelArmed = false
+        var cancelPending = false
         var emitterBlocked = false
         var waiter: CheckedContinuation<BackendEvent?, Never>?
         var lastActivity: ContinuousClock.Instant
@@ -118,16 +122,28 @@ public final class GenerationStream: Sendable, AsyncSequence {
     /// Asks the backend to stop (client gone, deadline, drain). Idempotent. The stream still ends with a terminal
     /// event: the backend's own, or the watchdog's after the cancel grace period.
     public func cancel() {
-        let (first, wake) = state.withLock { state -> (Bool, Bool) in
+        let (callBackend, wake) = state.withLock { state -> (Bool, Bool) in
             guard !state.cancelRequested, !state.terminalReceived else { return (false, false) }
             state.cancelRequested = true
             state.cancelRequestedAt = .now
             let wake = state.emitterBlocked
             state.emitterBlocked = false
-            return (true, wake)
+            if !state.cancelArmed { state.cancelPending = true }
+            return (state.cancelArmed, wake)
         }
         if wake { emitterWakeup.signal() }
-        if first { onCancel() }
+        if callBackend { onCancel() }
+    }
+
+    /// Called once `generate` returned: from now on `cancel()` reaches the backend; a cancel that came earlier
+    /// is delivered now.
+    func armCancel() {
+        let deliver = state.withLock { state -> Bool in
+            state.cancelArmed = true
+            defer { state.cancelPending = false }
+            return state.cancelPending && !state.terminalReceived
+        }
+        if deliver { onCancel() }
     }
 
     /// Events buffered and not yet consumed (bounded by `capacity`).

@@ -9,7 +9,10 @@
  *   - AFM_ABI_MINOR changes for append-only additions: new fields at the end of a struct, new slots at the
  *     end of a table, new event types, new error codes. Nothing is ever reordered, removed or retyped.
  *   - Every struct starts with `uint32_t struct_size`. A reader checks that a field lies inside struct_size
- *     before reading it; a writer sets struct_size to sizeof() of the struct it was compiled against.
+ *     before reading it. A struct the callee fills in a caller-allocated buffer (afm_backend_info,
+ *     afm_error) carries the caller's size: the callee writes at most min(caller's struct_size, its own
+ *     sizeof) bytes and leaves struct_size as the caller set it. Structs a side allocates itself carry its
+ *     own sizeof().
  *   - Only fixed-width integers, pointers and the structs below cross the boundary: no C enums, no bool,
  *     no size_t. Enumerations are `#define`d int32_t constants.
  *   - Documents that can grow (backend config, generation request, describe) are UTF-8 JSON with a version
@@ -146,14 +149,15 @@ typedef struct afm_event {
     int32_t code;               /* DONE: AFM_FINISH_*; ERROR: AFM_ERR_*; else 0 */
     afm_str text;               /* see the event types */
     afm_str name;               /* TOOL_CALL_BEGIN: function name; else empty */
-    int64_t input_tokens;       /* USAGE (and optionally DONE/ERROR): -1 = unknown */
+    int64_t input_tokens;       /* USAGE only: cumulative counts; -1 = unknown. Ignored on other events. */
     int64_t output_tokens;
     int64_t reasoning_tokens;
     int64_t cached_tokens;
 } afm_event;
 
-/** The host's event sink for one generation. Host-owned; valid until emit() has returned for the
- *  terminal event of that generation. */
+/** The host's event sink for one generation. Host-owned. It stays readable, and emit() stays safe to call,
+ *  for at least 30 seconds after the terminal event of its generation; calls after the terminal event
+ *  return non-zero and their events are ignored. (A correct backend never makes them.) */
 typedef struct afm_event_sink {
     uint32_t struct_size;
     uint32_t reserved0;
@@ -207,7 +211,8 @@ typedef struct afm_backend_vtable {
                            const afm_event_sink *sink, afm_error *error);
 
     /** Asks a running generation to stop. [thread-safe] Idempotent, non-blocking, and harmless for an
-     *  unknown or finished request_id. The generation ends with DONE/AFM_FINISH_CANCELLED (or ERROR). */
+     *  unknown or finished request_id. The host calls it only after generate() returned AFM_OK for that
+     *  request_id. The generation ends with DONE/AFM_FINISH_CANCELLED. */
     void (*cancel)(afm_instance *instance, uint64_t request_id);
 
     /** Destroys the instance and frees its memory. [control-thread] Called only after every accepted

@@ -112,10 +112,24 @@ public struct ResponseBuilder: Sendable {
             }
         case .failed(let code, let message):
             completedAt = now
-            out += fail(AFMError(code, message))
+            backendFailure = (code, message)
+            out += fail(Self.clientFacing(code, message))
         }
         return out
     }
+
+    /// The error a client sees for a backend failure. Messages of server-side failures (5xx: internal,
+    /// tool_failed, incompatible) are replaced by a generic sentence, because they can carry paths or other
+    /// internals of the backend; the original is logged by the caller with the response id.
+    public static func clientFacing(_ code: AFMErrorCode, _ message: String) -> AFMError {
+        guard code.httpStatus >= 500, code != .timeout, code != .modelUnavailable, code != .busy else {
+            return AFMError(code, message)
+        }
+        return AFMError(code, "The backend failed while generating this response (\(code.rawValue)). The server log has details.")
+    }
+
+    /// The failure the backend reported, unscrubbed, for the log.
+    public private(set) var backendFailure: (code: AFMErrorCode, message: String)?
 
     private mutating func fail(_ error: AFMError) -> [JSONValue] {
         var out: [JSONValue] = []

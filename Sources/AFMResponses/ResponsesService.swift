@@ -62,6 +62,7 @@ public final class ResponsesService: Sendable {
         } onCancel: {
             stream.cancel()
         }
+        logFailure(builder)
         if case .failed(let error)? = builder.outcome {
             return (error.httpStatus, error.envelope, error)
         }
@@ -83,10 +84,16 @@ public final class ResponsesService: Sendable {
             } catch {
                 stream.cancel()
             }
+            logFailure(builder)
             return builder.outcome
         } onCancel: {
             stream.cancel()
         }
+    }
+
+    private func logFailure(_ builder: ResponseBuilder) {
+        guard let failure = builder.backendFailure else { return }
+        logger.warning("backend failed a generation", ["id": builder.responseID, "code": failure.code.rawValue, "backend_message": failure.message])
     }
 
     /// Encodes stream events as SSE frames: `event: <type>\ndata: <json>\n\n`. No `[DONE]` is ever sent.

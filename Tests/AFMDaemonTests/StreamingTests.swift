@@ -43,6 +43,10 @@ import Testing
         #expect(response.header("Content-Type")?.hasPrefix("text/event-stream") == true)
         #expect(!response.text.contains("[DONE]"))
         let transcript = Self.normalize(response.text)
+        if ProcessInfo.processInfo.environment["AFM_UPDATE_GOLDEN"] == "1" {
+            // Regenerate with AFM_UPDATE_GOLDEN=1 make test, then review the diff like code.
+            try transcript.write(toFile: TestPaths.root + "/Tests/Fixtures/golden/\(testCase.golden)", atomically: true, encoding: .utf8)
+        }
         let expected = try Self.golden(testCase.golden)
         #expect(transcript == expected, "transcript:\n\(transcript)")
         // Invariants that hold for every stream, golden file or not.

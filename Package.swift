@@ -56,6 +56,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "afmd", dependencies: ["AFMDaemon"], swiftSettings: swiftSettings),
+        // Operations plane: layered configuration and versioned settings (the control layer).
+        .target(
+            name: "AFMConfig",
+            dependencies: ["AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
 
         // Backend plugins.
         .target(
@@ -95,6 +101,18 @@ let package = Package(
         .testTarget(
             name: "AFMDaemonTests",
             dependencies: ["AFMDaemon", "AFMJSON", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // Rewrites the settings file in a loop until killed (the crash-safety test of SettingsStore).
+        .executableTarget(
+            name: "afm-atomic-writer",
+            dependencies: ["AFMConfig"],
+            path: "Tests/Fixtures/atomic-writer",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AFMConfigTests",
+            dependencies: ["AFMConfig", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// One key of the configuration schema: where it lives, its type, its compiled-in default and what it does.
+///
+/// The full table is ``ConfigSchema/keys``; `etc/afmd.conf` is generated from it (``ConfigSchema/renderDefaultFile()``).
+public struct ConfigKey: Sendable, Hashable, CustomStringConvertible {
+    /// The INI section, for example `Server`.
+    public var section: String
+    /// The key inside the section, for example `Listen`.
+    public var key: String
+    /// How values are validated and read.
+    public var type: ConfigValueType
+    /// The compiled-in default, as text (the lowest layer).
+    public var defaultValue: String
+    /// One line for `etc/afmd.conf` and `afmctl config show`.
+    public var summary: String
+
+    /// Creates a schema entry.
+    public init(section: String, key: String, type: ConfigValueType, defaultValue: String, summary: String) {
+        self.section = section
+        self.key = key
+        self.type = type
+        self.defaultValue = defaultValue
+        self.summary = summary
+    }
+
+    /// `Section.Key`, the name used by `afmctl config show`, `GetConfig` and error messages.
+    public var name: String { "\(section).\(key)" }
+
+    /// The environment variable that sets this key: `AFM_` + section + key in upper snake case
+    /// (`Server.ShutdownTimeoutSeconds` → `AFM_SERVER_SHUTDOWN_TIMEOUT_SECONDS`).
+    public var environmentVariable: String { "AFM_" + Self.snake(section) + "_" + Self.snake(key) }
+
+    /// The generic command-line flag for this key: `--section.key` in lower case (`--server.listen`).
+    public var commandLineFlag: String { "--" + name.lowercased() }
+
+    public var description: String { name }
+
+    static func snake(_ camel: String) -> String {
+        var result = ""
+        let characters = Array(camel)
+        for (index, character) in characters.enumerated() {
+            if character.isUppercase, index > 0,
+                characters[index - 1].isLowercase
+                    || (index + 1 < characters.count && characters[index + 1].isLowercase && characters[index - 1].isUppercase)
+            {
+                result.append("_")
+            }
+            result.append(character.uppercased())
+        }
+        return result
+    }
+}
+
+// MARK: - The keys
+
+extension ConfigKey {
+    /// `[Server] Listen`: the HTTP listen address.
+    public static let serverListen = ConfigKey(
+        section: "Server", key: "Listen", type: .listenAddress, defaultValue: "127.0.0.1:11535",
+        summary: "Address to serve HTTP on. Port 0 picks a free port (logged as \"listening on HOST:PORT\").")
+    /// `[Server] ShutdownTimeoutSeconds`.
+    public static let serverShutdownTimeout = ConfigKey(
+        section: "Server", key: "ShutdownTimeoutSeconds", type: .seconds(1...86_400), defaultValue: "30",
+        summary: "How long SIGTERM waits for in-flight responses before closing what is left.")
+    /// `[Server] RequestHeaderTimeoutSeconds`.
+    public static let serverRequestHeaderTimeout = ConfigKey(
+        section: "Server", key: "RequestHeaderTimeoutSeconds", type: .seconds(1...86_400), defaultValue: "30",
+        summary: "A connection that sends no complete request header within this time gets 408 and is closed.")
+    /// `[Server] ProcessingDeadlineSeconds`.
+    public static let serverProcessingDeadline = ConfigKey(
+        section: "Server", key: "ProcessingDeadlineSeconds", type: .seconds(1...86_400), defaultValue: "300",
+        summary: "A request still being processed after this time is cancelled (504, or the stream is closed).")
+    /// `[Backends] Directory`: empty means "next to the executable".
+    public static let backendsDirectory = ConfigKey(
+        section: "Backends", key: "Directory", type: .path, defaultValue: "",
+        summary: "Directory with backend manifests (<id>.json) and libraries (<id>.so). Empty: ../lib/afm/backends "
+            + "relative to the afmd executable (/usr/lib/afm/backends when installed).")
+    /// `[Backends] Disabled`.
+    public static let backendsDisabled = ConfigKey(
+        section: "Backends", key: "Disabled", type: .list, defaultValue: "",
+        summary: "Backend ids not to load, separated by commas or spaces.")
+    /// `[Backends] SilenceTimeoutSeconds`.
+    public static let backendsSilenceTimeout = ConfigKey(
+        section: "Backends", key: "SilenceTimeoutSeconds", type: .seconds(1...86_400), defaultValue: "300",
+        summary: "A backend that sends no event for this long has its generation failed with \"timeout\" (the watchdog).")
+    /// `[Backends] CancelGraceSeconds`.
+    public static let backendsCancelGrace = ConfigKey(
+        section: "Backends", key: "CancelGraceSeconds", type: .seconds(1...86_400), defaultValue: "5",
+        summary: "A backend must end a cancelled generation within this time, or it is cut off.")
+    /// `[Backends] DrainTimeoutSeconds`.
+    public static let backendsDrainTimeout = ConfigKey(
+        section: "Backends", key: "DrainTimeoutSeconds", type: .seconds(1...86_400), defaultValue: "120",
+        summary: "After a reload, the old generation may finish its requests for this long; the rest are then cancelled.")
+    /// `[Responses] CommonPrompt`.
+    public static let responsesCommonPrompt = ConfigKey(
+        section: "Responses", key: "CommonPrompt", type: .string, defaultValue: "",
+        summary: "Text prepended to the instructions of every request (\"\\n\" starts a new line); each request "
+            + "snapshots it when it starts. `afmctl prompt set` edits it.")
+    /// `[Admin] Socket`: empty means `<runtime dir>/admin.sock`.
+    public static let adminSocket = ConfigKey(
+        section: "Admin", key: "Socket", type: .path, defaultValue: "",
+        summary: "Path of the admin socket. Empty: admin.sock in the runtime directory (/run/afm/admin.sock, or "
+            + "$XDG_RUNTIME_DIR/afm/admin.sock for a user).")
+    /// `[Admin] OperatorGroups`.
+    public static let adminOperatorGroups = ConfigKey(
+        section: "Admin", key: "OperatorGroups", type: .list, defaultValue: "afm",
+        summary: "Members of these groups get the operator level on the admin socket (reload, listener start/stop).")
+    /// `[Cloud] Preference`.
+    public static let cloudPreference = ConfigKey(
+        section: "Cloud", key: "Preference", type: .boolean, defaultValue: "no",
+        summary: "Prefer the private-cloud backend when a request names no concrete model (yes or no).")
+}

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMSystem
+
+/// Where configuration, state and runtime files live, for one of three modes.
+///
+/// | mode | main file candidates | drop-in dirs (highest first) | state | runtime |
+/// |---|---|---|---|---|
+/// | system | `/etc/afm/afmd.conf`, `/usr/lib/afm/afmd.conf` | `/etc/afm/afmd.conf.d`, `/usr/lib/afm/afmd.conf.d` | `/var/lib/afm` (or `$STATE_DIRECTORY`) | `/run/afm` (or `$RUNTIME_DIRECTORY`) |
+/// | user | `$XDG_CONFIG_HOME/afm/afmd.conf` | `$XDG_CONFIG_HOME/afm/afmd.conf.d` | `$XDG_STATE_HOME/afm` | `$XDG_RUNTIME_DIR/afm` (or `/tmp/afm-UID`) |
+/// | `--config-root DIR` | `DIR/etc/afm/afmd.conf`, `DIR/usr/lib/afm/afmd.conf`, `DIR/afmd.conf` | `DIR/etc/afm/afmd.conf.d`, `DIR/usr/lib/afm/afmd.conf.d` | `DIR/var/lib/afm` | `DIR/run/afm` |
+///
+/// `DIR/afmd.conf` is the last candidate under `--config-root` so trees written before layering still work.
+/// `--config FILE` replaces the candidates with exactly that file (which must exist); drop-ins still apply.
+/// The control layer is `<state>/control.json`.
+public struct ConfigPaths: Sendable, Hashable {
+    /// Which layout these paths follow.
+    public enum Mode: Sendable, Hashable {
+        /// A packaged service (root, or started by systemd).
+        case system
+        /// A user running from a checkout (XDG directories).
+        case user
+        /// Everything under one directory (`--config-root`, tests).
+        case relocated(root: String)
+    }
+
+    /// The layout.
+    public var mode: Mode
+    /// Main-file candidates; the first that exists is read, the others are ignored.
+    public var mainFileCandidates: [String]
+    /// Directories holding `*.conf` drop-ins, highest priority first (a name here shadows the same name later).
+    public var dropInDirectories: [String]
+    /// The daemon's persistent state (the control layer, backend state).
+    public var stateDirectory: String
+    /// Sockets and per-boot files (the admin socket, backend copies).
+    public var runtimeDirectory: String
+    /// `--config FILE`: read exactly this main file instead of the candidates.
+    public var explicitMainFile: String?
+
+    /// Creates paths explicitly.
+    public init(
+        mode: Mode, mainFileCandidates: [String], dropInDirectories: [String], stateDirectory: String,
+        runtimeDirectory: String, explicitMainFile: String? = nil
+    ) {
+        self.mode = mode
+        self.mainFileCandidates = mainFileCandidates
+        self.dropInDirectories = dropInDirectories
+        self.stateDirectory = stateDirectory
+        self.runtimeDirectory = runtimeDirectory
+        self.explicitMainFile = explicitMainFile
+    }
+
+    /// The control-layer file: the versioned settings ``ServerSettings`` written by the admin socket.
+    public var controlFile: String { stateDirectory + "/control.json" }
+
+    /// The default admin socket path: `<runtime>/admin.sock`.
+    public var defaultAdminSocket: String { runtimeDirectory + "/admin.sock" }
+
+    /// The packaged-service layout; `$STATE_DIRECTORY`/`$RUNTIME_DIRECTORY` (set by systemd) win when present.
+    public static func system(environment: [String: String] = [:]) -> ConfigPaths {
+        ConfigPaths(
+            mode: .system,
+            mainFileCandidates: ["/etc/afm/afmd.conf", "/usr/lib/afm/afmd.conf"],
+            dropInDirectories: ["/etc/afm/afmd.conf.d", "/usr/lib/afm/afmd.conf.d"],
+            stateDirectory: firstPath(environment["STATE_DIRECTORY"]) ?? "/var/lib/afm",
+            runtimeDirectory: firstPath(environment["RUNTIME_DIRECTORY"]) ?? "/run/afm")
+    }
+
+    /// The XDG layout of a user running from a checkout.
+    public static func user(environment: [String: String], uid: UInt32 = UserDatabase.currentUserID) -> ConfigPaths {
+        let home = nonEmpty(environment["HOME"]) ?? "/tmp/afm-home-\(uid)"
+        let config = (nonEmpty(environment["XDG_CONFIG_HOME"]) ?? home + "/.config") + "/afm"
+        let state = (nonEmpty(environment["XDG_STATE_HOME"]) ?? home + "/.local/state") + "/afm"
+        let runtime = nonEmpty(environment["XDG_RUNTIME_DIR"]).map { $0 + "/afm" } ?? "/tmp/afm-\(uid)"
+        return ConfigPaths(
+            mode: .user, mainFileCandidates: [config + "/afmd.conf"], dropInDirectories: [config + "/afmd.conf.d"],
+            stateDirectory: state, runtimeDirectory: runtime)
+    }
+
+    /// Everything under `root` (`--config-root`), like `systemd-analyze --root`.
+    public static func relocated(under root: String) -> ConfigPaths {
+        let root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+        return ConfigPaths(
+            mode: .relocated(root: root),
+            mainFileCandidates: [root + "/etc/afm/afmd.conf", root + "/usr/lib/afm/afmd.conf", root + "/afmd.conf"],
+            dropInDirectories: [root + "/etc/afm/afmd.conf.d", root + "/usr/lib/afm/afmd.conf.d"],
+            stateDirectory: root + "/var/lib/afm", runtimeDirectory: root + "/run/afm")
+    }
+
+    /// Picks the layout the way `afmd` does: `--config-root` → relocated; root or a systemd service → system;
+    /// otherwise user. `configFile` (`--config FILE`) is kept as ``explicitMainFile``.
+    public static func resolve(
+        configRoot: String?, configFile: String?, environment: [String: String],
+        effectiveUID: UInt32 = UserDatabase.effectiveUserID
+    ) -> ConfigPaths {
+        var paths: ConfigPaths
+        if let configRoot, !configRoot.isEmpty {
+            paths = relocated(under: configRoot)
+        } else if effectiveUID == 0 || environment["INVOCATION_ID"] != nil || environment["STATE_DIRECTORY"] != nil {
+            paths = system(environment: environment)
+        } else {
+            paths = user(environment: environment, uid: effectiveUID)
+        }
+        paths.explicitMainFile = configFile
+        return paths
+    }
+
+    private static func nonEmpty(_ value: String?) -> String? {
+        guard let value, !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// systemd passes colon-separated lists when several directories are configured; the first is ours.
+    private static func firstPath(_ value: String?) -> String? {
+        nonEmpty(value).flatMap { $0.split(separator: ":").first.map(String.init) }
+    }
+}

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+@preconcurrency import Glibc
+
+/// Look-ups in the user and group database (`/etc/passwd`, `/etc/group`, NSS) and the identity of this process.
+public enum UserDatabase {
+    /// The real user id of this process. The corresponding C function is `getuid`.
+    public static var currentUserID: UInt32 { getuid() }
+
+    /// The effective user id of this process. The corresponding C function is `geteuid`.
+    public static var effectiveUserID: UInt32 { geteuid() }
+
+    /// The process id of this process. The corresponding C function is `getpid`.
+    public static var processID: Int32 { getpid() }
+
+    /// The id of group `name`, or `nil` when there is no such group. A decimal string is taken as an id.
+    /// The corresponding C function is `getgrnam_r`.
+    public static func groupID(named name: String) -> UInt32? {
+        if let number = UInt32(name) { return number }
+        var group = Glibc.group()
+        var result: UnsafeMutablePointer<Glibc.group>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        let status = getgrnam_r(name, &group, &buffer, buffer.count, &result)
+        guard status == 0, let found = result else { return nil }
+        return found.pointee.gr_gid
+    }
+
+    /// All groups of user `uid` (primary and supplementary), or `nil` when the user is unknown.
+    /// The corresponding C functions are `getpwuid_r` and `getgrouplist`.
+    public static func groups(ofUser uid: UInt32) -> [UInt32]? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, let user = result else { return nil }
+        let name = user.pointee.pw_name
+        let primary = user.pointee.pw_gid
+        var count: Int32 = 64
+        while true {
+            var groups = [gid_t](repeating: 0, count: Int(count))
+            let previous = count
+            if getgrouplist(name, primary, &groups, &count) >= 0 {
+                return Array(groups.prefix(Int(count)))
+            }
+            // getgrouplist sets `count` to the number needed when the buffer was too small.
+            if count <= previous { count = previous * 2 }
+        }
+    }
+
+    /// Whether file descriptor `fd` (0: stdin, 1: stdout, 2: stderr) is a terminal.
+    /// The corresponding C function is `isatty`.
+    public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+}

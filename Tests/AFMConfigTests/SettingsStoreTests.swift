@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMConfig
+import AFMJSON
+import AFMTestSupport
+import Foundation
+import Testing
+
+@Suite struct SettingsStoreTests {
+    @Test func editsAreSavedAsVersionOneAndReadBack() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.paths.controlFile
+        let store = try SettingsStore(path: path)
+        #expect(store.current == ServerSettings())
+        try store.set("host", to: "192.168.7.7")
+        try store.set("port", to: "8080")
+        try store.set("cloud", to: "yes")
+        let saved = try store.setCommonPrompt("Be brief.")
+        #expect(saved.revision == 4)
+        let json = try JSONParser.parse(try String(contentsOfFile: path, encoding: .utf8))
+        #expect(json["schema"]?.stringValue == "AFM.serverSettings.v1")
+        #expect(json["version"]?.numberValue?.intValue == 1)
+        #expect(json["host"]?.stringValue == "192.168.7.7")
+        #expect(json["port"]?.numberValue?.intValue == 8080)
+        #expect(json["privateCloudPreference"]?.boolValue == true)
+        #expect(json["commonPrompt"]?.stringValue == "Be brief.")
+        #expect(try SettingsStore(path: path).current == saved)
+        #expect(try tree.load().listen == HostPort(host: "192.168.7.7", port: 8080))
+    }
+
+    @Test(arguments: [
+        ("port", "0"), ("port", "65536"), ("port", "http"), ("host", "not a host"), ("host", "999.1.1.1"),
+        ("host", "example.com"), ("listen", "1.2.3.4"), ("listen", "1.2.3.4:0"), ("cloud", "perhaps"), ("colour", "red"),
+    ])
+    func invalidEditsNeverReplaceTheLastValidValue(name: String, value: String) throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.paths.controlFile
+        let store = try SettingsStore(path: path)
+        try store.set("listen", to: "127.0.0.1:9000")
+        let before = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(throws: SettingsError.self) { try store.set(name, to: value) }
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == before)
+        #expect(store.current.port == 9000)
+        #expect(store.current.host == "127.0.0.1")
+    }
+
+    @Test func invalidEditMessagesAreClear() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let store = try SettingsStore(path: tree.paths.controlFile)
+        let portError = try #require(throws: SettingsError.self) { try store.set("port", to: "99999") }
+        #expect(portError.description == "port: port must be between 1 and 65535, not 99999")
+        let hostError = try #require(throws: SettingsError.self) { try store.set("host", to: "bad host") }
+        #expect(hostError.description == "host: host must be an IPv4 or IPv6 address or localhost, not 'bad host'")
+    }
+
+    @Test func versionZeroIsMigratedOnRead() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.write("var/lib/afm/control.json", #"{"listen":"10.1.2.3:7000","cloud":"on","prompt":"Hi"}"#)
+        let store = try SettingsStore(path: path)
+        #expect(store.current.host == "10.1.2.3")
+        #expect(store.current.port == 7000)
+        #expect(store.current.privateCloudPreference == true)
+        #expect(store.current.commonPrompt == "Hi")
+        #expect(store.current.migratedFromVersion == 0)
+        // The loader sees the migrated values, and the next write stores version 1.
+        #expect(try tree.load().listen == HostPort(host: "10.1.2.3", port: 7000))
+        try store.set("port", to: "7001")
+        let json = try JSONParser.parse(try String(contentsOfFile: path, encoding: .utf8))
+        #expect(json["version"]?.numberValue?.intValue == 1)
+        #expect(json["listen"] == nil)
+        #expect(json["commonPrompt"]?.stringValue == "Hi")
+    }
+
+    @Test func newerVersionsAndCorruptFilesAreRefused() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.write("var/lib/afm/control.json", #"{"schema":"AFM.serverSettings.v1","version":2}"#)
+        #expect(throws: SettingsError.newerVersion(2)) { try SettingsStore(path: path) }
+        tree.write("var/lib/afm/control.json", #"{"version":1,"port":"x"}"#)
+        #expect(throws: SettingsError.self) { try SettingsStore(path: path) }
+        tree.write("var/lib/afm/control.json", "{trunc")
+        #expect(throws: SettingsError.self) { try SettingsStore(path: path) }
+    }
+
+    @Test func aLANHostWithoutItsInterfaceIsKeptAndTheBindFailureIsVisible() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let store = try SettingsStore(path: tree.paths.controlFile)
+        // 192.0.2.0/24 is TEST-NET-1: never configured on this machine, so a bind would fail.
+        try store.set("listen", to: "192.0.2.55:11535")
+        store.recordBindFailure(.init(address: "192.0.2.55:11535", reason: "bind: Cannot assign requested address"))
+        let reopened = try SettingsStore(path: tree.paths.controlFile)
+        #expect(reopened.current.host == "192.0.2.55")
+        #expect(store.statusJSON["bindFailure"]?["address"]?.stringValue == "192.0.2.55:11535")
+        #expect(store.statusJSON["settings"]?["host"]?.stringValue == "192.0.2.55")
+        store.recordBindFailure(nil)
+        #expect(store.statusJSON["bindFailure"] == .null)
+    }
+
+    @Test func promptRevisionGuardsConcurrentEdits() async throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let store = try SettingsStore(path: tree.paths.controlFile)
+        let first = try await store.setCommonPrompt("one")
+        _ = try await store.setCommonPrompt("two", ifRevision: first.revision)
+        await #expect(throws: SettingsError.revisionMismatch(expected: first.revision, actual: first.revision + 1)) {
+            try await store.setCommonPrompt("three", ifRevision: first.revision)
+        }
+        #expect(store.current.commonPrompt == "two")
+    }
+
+    @Test func concurrentEditsAreSerialized() async throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let store = try SettingsStore(path: tree.paths.controlFile)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<20 {
+                group.addTask { _ = try await store.set("port", to: String(2000 + index)) }
+            }
+            try await group.waitForAll()
+        }
+        #expect(store.current.revision == 20)
+        #expect(try SettingsStore(path: tree.paths.controlFile).current == store.current)
+    }
+
+    /// kill -9 during writes: a child process rewrites the file in a loop and is killed at random times,
+    /// 50 rounds; the file must always be one complete version.
+    @Test func killDuringWritesLeavesTheOldOrTheNewVersion() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.paths.controlFile
+        try SettingsStore(path: path).setCommonPrompt(String(repeating: "b", count: 65_536))
+        var lastRevision = 1
+        for _ in 0..<50 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: TestPaths.binDirectory + "/afm-atomic-writer")
+            process.arguments = [path]
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            usleep(UInt32.random(in: 5_000...60_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            #expect(process.terminationReason == .uncaughtSignal, "the writer must have been killed, not have failed")
+            let settings = try #require(try SettingsStore.read(path: path))
+            let prompt = try #require(settings.commonPrompt)
+            let expected = Character(UnicodeScalar(UInt8(97 + settings.revision % 26)))
+            #expect(prompt.count == 65_536)
+            #expect(prompt.allSatisfy { $0 == expected }, "torn file at revision \(settings.revision)")
+            #expect(settings.revision >= lastRevision)
+            lastRevision = settings.revision
+        }
+        #expect(lastRevision > 1, "the writer never completed a write")
+    }
+}

@@ -98,7 +98,11 @@ final class ScriptedInstance: Sendable {
                 ])
             throw refusal
         }
-        let requestRecord = records.isEnabled ? JSON.serialize(document) : "null"
+        // The record keeps the document's bytes as received (it just parsed, so it is valid JSON), so tests see
+        // the host's key order; raw newlines can only be whitespace between tokens and become spaces.
+        let requestRecord =
+            records.isEnabled
+            ? String(decoding: requestJSON.map { $0 == 0x0A || $0 == 0x0D ? 0x20 : $0 }, as: UTF8.self) : "null"
         do {
             let generation = try prepare(requestID: requestID, document: document, sink: rawSink)
             records.append("generate", requestID: requestID, [("accepted", "true"), ("request", requestRecord)])

@@ -48,8 +48,11 @@ struct APIHandler: Sendable {
             await sendError(writer, error)
             return
         }
+        var extra: [(String, String)] = started.warnings.map { ("x-afm-warning", Self.headerSafe($0)) }
+        if let dropped = started.truncatedTurns { extra.append(("x-afm-truncated-turns", String(dropped))) }
         if started.request.stream {
             var headers = HTTPHeaders()
+            for (name, value) in extra { headers.add(name: name, value: value) }
             headers.add(name: "Content-Type", value: "text/event-stream; charset=utf-8")
             headers.add(name: "Cache-Control", value: "no-cache")
             headers.add(name: "X-Accel-Buffering", value: "no")
@@ -67,7 +70,7 @@ struct APIHandler: Sendable {
             if let error {
                 await sendError(writer, error)
             } else {
-                await sendJSON(writer, status: status, body)
+                await sendJSON(writer, status: status, body, extra: extra)
             }
             log(started, error.map { .failed($0) } ?? .completed)
         }
@@ -82,6 +85,11 @@ struct APIHandler: Sendable {
         case nil: text = "client_gone"
         }
         logger.info("response", ["id": started.builder.responseID, "model": started.request.model, "backend": started.backendID, "outcome": text])
+    }
+
+    /// Header values are one line of visible ASCII; anything else in a warning is replaced.
+    static func headerSafe(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.prefix(400).map { $0.isASCII && $0.value >= 0x20 && $0.value != 0x7f ? $0 : "?" }))
     }
 
     private func modelList() -> JSONValue {

@@ -36,7 +36,8 @@ public final class Daemon: Sendable {
                 drainTimeout: configuration.drainTimeout),
             logger: logger.named("afmd.backends"))
         self.registry = registry
-        let service = ResponsesService(registry: registry, logger: logger.named("afmd.responses"))
+        let service = ResponsesService(
+            registry: registry, logger: logger.named("afmd.responses"), commonPrompt: configuration.commonPrompt)
         var http = HTTPServer.Configuration()
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
         http.processingDeadline = configuration.processingDeadline

@@ -30,6 +30,8 @@ public struct DaemonConfiguration: Sendable {
     public var requestHeaderTimeout: Duration = .seconds(30)
     public var processingDeadline: Duration = .seconds(300)
     public var backendSettings: [String: [String: String]] = [:]
+    /// Text prepended to the instructions of every request.
+    public var commonPrompt = ""
     public var stateDirectory: String = ""
     public var runtimeDirectory: String = ""
 
@@ -87,8 +89,8 @@ public struct DaemonConfiguration: Sendable {
             if line.hasPrefix("[") {
                 guard line.hasSuffix("]") else { throw fail("section header must end with ']'") }
                 section = String(line.dropFirst().dropLast())
-                guard ["Server", "Backends"].contains(section) || section.hasPrefix("Backend.") && section.count > 8 else {
-                    throw fail("unknown section [\(section)]; expected [Server], [Backends] or [Backend.<id>]")
+                guard ["Server", "Backends", "Responses"].contains(section) || section.hasPrefix("Backend.") && section.count > 8 else {
+                    throw fail("unknown section [\(section)]; expected [Server], [Backends], [Responses] or [Backend.<id>]")
                 }
                 continue
             }
@@ -110,6 +112,7 @@ public struct DaemonConfiguration: Sendable {
             case ("Server", "RequestHeaderTimeoutSeconds"): requestHeaderTimeout = try seconds()
             case ("Server", "ProcessingDeadlineSeconds"): processingDeadline = try seconds()
             case ("Backends", "Directory"): backendDirectory = value
+            case ("Responses", "CommonPrompt"): commonPrompt = value.replacingOccurrences(of: "\\n", with: "\n")
             case ("Backends", "Disabled"):
                 disabledBackends = Set(value.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init))
             case ("Backends", "SilenceTimeoutSeconds"): silenceTimeout = try seconds()

@@ -5,12 +5,20 @@ import AFMJSON
 
 /// Turns a generation's backend events into Responses API stream events and the final response object.
 ///
-/// The event order is `reference/responses-api.md` §1.7–1.8: `response.created` and `response.in_progress`
-/// first; each output item is `output_item.added` → (`content_part.added` → deltas → `output_text.done` →
-/// `content_part.done` for messages | argument deltas → `function_call_arguments.done` for calls) →
-/// `output_item.done`; then exactly one of `response.completed`, `response.incomplete` or (after an `error`
-/// event) `response.failed`. Every event carries an increasing `sequence_number`. The same state produces
-/// the non-streaming JSON body, so both paths always agree.
+/// The event order is `reference/responses-api.md` §1.7–1.10: `response.created` and `response.in_progress`
+/// first; a reasoning item (if the backend reasons) before the others; each item is `output_item.added` →
+/// its own events → `output_item.done`:
+///
+/// | item              | events between added and done                                                         |
+/// |-------------------|----------------------------------------------------------------------------------------|
+/// | reasoning         | `content_part.added` → `reasoning_text.delta`* → `reasoning_text.done` → `content_part.done` (only with visible text) |
+/// | message           | `content_part.added` → `output_text.delta`* → `output_text.done` → `content_part.done` |
+/// | function_call     | `function_call_arguments.delta`* → `function_call_arguments.done`                      |
+/// | custom_tool_call  | `custom_tool_call_input.delta` → `custom_tool_call_input.done`                         |
+///
+/// then exactly one of `response.completed`, `response.incomplete` or (after an `error` event)
+/// `response.failed`. Every event carries an increasing `sequence_number`. The same state produces the
+/// non-streaming JSON body, so both paths always agree.
 public struct ResponseBuilder: Sendable {
     /// The terminal state of a response.
     public enum Outcome: Sendable, Hashable {
@@ -19,9 +27,20 @@ public struct ResponseBuilder: Sendable {
         case failed(AFMError)
     }
 
-    enum Item: Sendable {
-        case message(id: String, text: String, open: Bool, incomplete: Bool)
-        case functionCall(id: String, callID: String, name: String, arguments: String, toolIndex: Int, open: Bool, incomplete: Bool)
+    struct OutputItem: Sendable {
+        enum Kind: Sendable { case message, functionCall, customToolCall, reasoning }
+        var kind: Kind
+        var id: String
+        var text = ""  // message text, call arguments, reasoning text
+        var callID = ""
+        var name = ""
+        var namespace: String?
+        var toolIndex = -1
+        var state: [UInt8] = []  // reasoning state, sealed when the item closes
+        var sealed: String?
+        var open = true
+        var incomplete = false
+        var hasTextPart = false
     }
 
     public let responseID: String
@@ -30,19 +49,27 @@ public struct ResponseBuilder: Sendable {
     let model: String
     let maxOutputTokens: Int
     let estimatedInputTokens: Int
+    let seal: @Sendable ([UInt8]) -> String
     private var sequence = 0
-    private var items: [Item] = []
+    private var items: [OutputItem] = []
     private var usage = BackendUsage()
     private var textDeltas = 0
+    private var callsStarted = 0
+    /// Tool-call indices the host dropped because `parallel_tool_calls` is false.
+    private var droppedToolIndices = Set<Int>()
     /// Set once the terminal event was seen.
     public private(set) var outcome: Outcome?
     public private(set) var completedAt: Int?
-    /// Whether any output item was started (a failure after output must be streamed, not turned into a 4xx/5xx).
+    /// The failure the backend reported, unscrubbed, for the log.
+    public private(set) var backendFailure: (code: AFMErrorCode, message: String)?
+    /// Whether any output item was started.
     public var hasOutput: Bool { !items.isEmpty }
 
+    /// - Parameter seal: turns a backend's opaque reasoning state into `encrypted_content` (the host's sealer,
+    ///   bound to the model id).
     public init(
         responseID: String, request: ResponsesRequest, model: String, maxOutputTokens: Int, estimatedInputTokens: Int,
-        createdAt: Int
+        createdAt: Int, seal: @escaping @Sendable ([UInt8]) -> String = { _ in "" }
     ) {
         self.responseID = responseID
         self.request = request
@@ -50,6 +77,7 @@ public struct ResponseBuilder: Sendable {
         self.maxOutputTokens = maxOutputTokens
         self.estimatedInputTokens = estimatedInputTokens
         self.createdAt = createdAt
+        self.seal = seal
     }
 
     // MARK: - Events
@@ -68,30 +96,54 @@ public struct ResponseBuilder: Sendable {
         case .textDelta(let text):
             guard !text.isEmpty else { return [] }
             textDeltas += 1
-            let index = openMessage(into: &out)
-            guard case .message(let id, let existing, _, _) = items[index] else { return out }
-            items[index] = .message(id: id, text: existing + text, open: true, incomplete: false)
+            let index = openItem(.message, into: &out)
+            items[index].text += text
             out.append(
                 event(
                     "response.output_text.delta",
-                    ["item_id": .string(id), "output_index": .number(JSONNumber(index)), "content_index": 0, "delta": .string(text), "logprobs": []]))
+                    ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text), "logprobs": []]))
+        case .reasoningText(let text):
+            guard !text.isEmpty else { return [] }
+            let index = openItem(.reasoning, into: &out)
+            if !items[index].hasTextPart {
+                items[index].hasTextPart = true
+                out.append(
+                    event(
+                        "response.content_part.added",
+                        ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": ""]]))
+            }
+            items[index].text += text
+            out.append(
+                event("response.reasoning_text.delta", ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text)]))
+        case .reasoningState(let bytes):
+            let index = openItem(.reasoning, into: &out)
+            items[index].state += bytes
         case .toolCallBegin(let toolIndex, let name, let callID):
-            closeOpenItems(into: &out, incomplete: false)
-            let id = ResponseID.make("fc")
-            let call = callID.isEmpty ? ResponseID.make("call") : callID
-            items.append(.functionCall(id: id, callID: call, name: name, arguments: "", toolIndex: toolIndex, open: true, incomplete: false))
-            out.append(event("response.output_item.added", ["output_index": .number(JSONNumber(items.count - 1)), "item": itemJSON(items.count - 1)]))
-        case .toolCallArguments(let toolIndex, let delta):
-            guard let index = openCall(toolIndex), case .functionCall(let id, let callID, let name, let arguments, _, _, _) = items[index] else {
+            // parallel_tool_calls: false → at most one call per response; later calls are dropped.
+            if !request.parallelToolCalls && callsStarted >= 1 {
+                droppedToolIndices.insert(toolIndex)
                 return []
             }
-            items[index] = .functionCall(id: id, callID: callID, name: name, arguments: arguments + delta, toolIndex: toolIndex, open: true, incomplete: false)
-            out.append(event("response.function_call_arguments.delta", ["item_id": .string(id), "output_index": .number(JSONNumber(index)), "delta": .string(delta)]))
+            callsStarted += 1
+            closeOpenItems(into: &out, incomplete: false)
+            let tool = request.toolSet.tool(named: name)
+            let custom = tool?.kind == .custom
+            var item = OutputItem(kind: custom ? .customToolCall : .functionCall, id: ResponseID.make(custom ? "ctc" : "fc"))
+            item.callID = callID.isEmpty ? ResponseID.make("call") : callID
+            item.name = name
+            item.namespace = tool?.namespace
+            item.toolIndex = toolIndex
+            items.append(item)
+            out.append(event("response.output_item.added", ["output_index": number(items.count - 1), "item": itemJSON(items.count - 1)]))
+        case .toolCallArguments(let toolIndex, let delta):
+            guard !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) else { return [] }
+            items[index].text += delta
+            if items[index].kind == .functionCall {
+                out.append(
+                    event("response.function_call_arguments.delta", ["item_id": .string(items[index].id), "output_index": number(index), "delta": .string(delta)]))
+            }
         case .toolCallEnd(let toolIndex):
-            if let index = openCall(toolIndex) { close(index, into: &out, incomplete: false) }
-        case .reasoningText, .reasoningState:
-            // Reasoning items are produced by the reasoning sealer (Responses issue); until then they are dropped.
-            return []
+            if !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) { close(index, into: &out, incomplete: false) }
         case .usage(let reported):
             usage = BackendUsage(
                 inputTokens: reported.inputTokens ?? usage.inputTokens, outputTokens: reported.outputTokens ?? usage.outputTokens,
@@ -120,16 +172,13 @@ public struct ResponseBuilder: Sendable {
 
     /// The error a client sees for a backend failure. Messages of server-side failures (5xx: internal,
     /// tool_failed, incompatible) are replaced by a generic sentence, because they can carry paths or other
-    /// internals of the backend; the original is logged by the caller with the response id.
+    /// internals of the backend; the original is logged with the response id.
     public static func clientFacing(_ code: AFMErrorCode, _ message: String) -> AFMError {
         guard code.httpStatus >= 500, code != .timeout, code != .modelUnavailable, code != .busy else {
             return AFMError(code, message)
         }
         return AFMError(code, "The backend failed while generating this response (\(code.rawValue)). The server log has details.")
     }
-
-    /// The failure the backend reported, unscrubbed, for the log.
-    public private(set) var backendFailure: (code: AFMErrorCode, message: String)?
 
     private mutating func fail(_ error: AFMError) -> [JSONValue] {
         var out: [JSONValue] = []
@@ -142,72 +191,102 @@ public struct ResponseBuilder: Sendable {
         return out
     }
 
-    private mutating func openMessage(into out: inout [JSONValue]) -> Int {
-        if let last = items.indices.last, case .message(_, _, true, _) = items[last] { return last }
+    /// The open item of `kind` at the end of the output, or a new one (closing whatever else is open).
+    private mutating func openItem(_ kind: OutputItem.Kind, into out: inout [JSONValue]) -> Int {
+        if let last = items.indices.last, items[last].open, items[last].kind == kind { return last }
         closeOpenItems(into: &out, incomplete: false)
-        let id = ResponseID.make("msg")
-        items.append(.message(id: id, text: "", open: true, incomplete: false))
+        items.append(OutputItem(kind: kind, id: ResponseID.make(kind == .message ? "msg" : "rs")))
         let index = items.count - 1
-        out.append(event("response.output_item.added", ["output_index": .number(JSONNumber(index)), "item": itemJSON(index)]))
-        out.append(
-            event(
-                "response.content_part.added",
-                ["item_id": .string(id), "output_index": .number(JSONNumber(index)), "content_index": 0, "part": ["type": "output_text", "text": "", "annotations": [], "logprobs": []]]))
+        out.append(event("response.output_item.added", ["output_index": number(index), "item": itemJSON(index)]))
+        if kind == .message {
+            items[index].hasTextPart = true
+            out.append(
+                event(
+                    "response.content_part.added",
+                    ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "part": ["type": "output_text", "text": "", "annotations": [], "logprobs": []]]))
+        }
         return index
     }
 
     private func openCall(_ toolIndex: Int) -> Int? {
-        items.indices.last { index in
-            if case .functionCall(_, _, _, _, toolIndex, true, _) = items[index] { return true }
-            return false
-        }
+        items.indices.last { items[$0].open && items[$0].toolIndex == toolIndex && (items[$0].kind == .functionCall || items[$0].kind == .customToolCall) }
     }
 
     private mutating func closeOpenItems(into out: inout [JSONValue], incomplete: Bool) {
-        for index in items.indices { close(index, into: &out, incomplete: incomplete) }
+        for index in items.indices where items[index].open { close(index, into: &out, incomplete: incomplete) }
     }
 
     private mutating func close(_ index: Int, into out: inout [JSONValue], incomplete: Bool) {
-        switch items[index] {
-        case .message(let id, let text, true, _):
-            items[index] = .message(id: id, text: text, open: false, incomplete: incomplete)
-            let part: JSONValue = ["type": "output_text", "text": .string(text), "annotations": [], "logprobs": []]
+        guard items[index].open else { return }
+        items[index].open = false
+        items[index].incomplete = incomplete
+        let item = items[index]
+        let id = JSONValue.string(item.id)
+        switch item.kind {
+        case .message:
+            out.append(event("response.output_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text), "logprobs": []]))
             out.append(
-                event("response.output_text.done", ["item_id": .string(id), "output_index": .number(JSONNumber(index)), "content_index": 0, "text": .string(text), "logprobs": []]))
-            out.append(event("response.content_part.done", ["item_id": .string(id), "output_index": .number(JSONNumber(index)), "content_index": 0, "part": part]))
-            out.append(event("response.output_item.done", ["output_index": .number(JSONNumber(index)), "item": itemJSON(index)]))
-        case .functionCall(let id, let callID, let name, let arguments, let toolIndex, true, _):
-            items[index] = .functionCall(id: id, callID: callID, name: name, arguments: arguments, toolIndex: toolIndex, open: false, incomplete: incomplete)
+                event(
+                    "response.content_part.done",
+                    ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "output_text", "text": .string(item.text), "annotations": [], "logprobs": []]]))
+        case .reasoning:
+            if !item.state.isEmpty { items[index].sealed = seal(item.state) }
+            if item.hasTextPart {
+                out.append(event("response.reasoning_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text)]))
+                out.append(
+                    event("response.content_part.done", ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": .string(item.text)]]))
+            }
+        case .functionCall:
             out.append(
-                event("response.function_call_arguments.done", ["item_id": .string(id), "output_index": .number(JSONNumber(index)), "name": .string(name), "arguments": .string(arguments)]))
-            out.append(event("response.output_item.done", ["output_index": .number(JSONNumber(index)), "item": itemJSON(index)]))
-        default:
-            return
+                event("response.function_call_arguments.done", ["item_id": id, "output_index": number(index), "name": .string(item.name), "arguments": .string(item.text)]))
+        case .customToolCall:
+            let input = Self.customInput(item.text)
+            out.append(event("response.custom_tool_call_input.delta", ["item_id": id, "output_index": number(index), "delta": .string(input)]))
+            out.append(event("response.custom_tool_call_input.done", ["item_id": id, "output_index": number(index), "input": .string(input)]))
         }
+        out.append(event("response.output_item.done", ["output_index": number(index), "item": itemJSON(index)]))
+    }
+
+    /// A custom tool's input: the model called it as a function with `{"input": …}`.
+    static func customInput(_ arguments: String) -> String {
+        (try? JSONParser.parse(arguments))?["input"]?.stringValue ?? arguments
     }
 
     private mutating func event(_ type: String, _ fields: JSONObject) -> JSONValue {
-        var object: JSONObject = ["type": .string(type), "sequence_number": .number(JSONNumber(sequence))]
+        var object: JSONObject = ["type": .string(type), "sequence_number": number(sequence)]
         for (key, value) in fields { object[key] = value }
         sequence += 1
         return .object(object)
     }
 
+    private func number(_ value: Int) -> JSONValue { .number(JSONNumber(value)) }
+
     // MARK: - Objects
 
     func itemJSON(_ index: Int) -> JSONValue {
-        switch items[index] {
-        case .message(let id, let text, let open, let incomplete):
-            let content: [JSONValue] = open ? [] : [["type": "output_text", "text": .string(text), "annotations": [], "logprobs": []]]
-            return [
-                "id": .string(id), "type": "message", "status": .string(open ? "in_progress" : incomplete ? "incomplete" : "completed"),
-                "role": "assistant", "content": .array(content),
+        let item = items[index]
+        let status: JSONValue = .string(item.open ? "in_progress" : item.incomplete ? "incomplete" : "completed")
+        switch item.kind {
+        case .message:
+            let content: [JSONValue] = item.open ? [] : [["type": "output_text", "text": .string(item.text), "annotations": [], "logprobs": []]]
+            return ["id": .string(item.id), "type": "message", "status": status, "role": "assistant", "content": .array(content)]
+        case .functionCall:
+            var object: JSONObject = [
+                "id": .string(item.id), "type": "function_call", "status": status, "arguments": .string(item.open ? "" : item.text),
+                "call_id": .string(item.callID), "name": .string(item.name),
             ]
-        case .functionCall(let id, let callID, let name, let arguments, _, let open, let incomplete):
+            if let namespace = item.namespace { object["namespace"] = .string(namespace) }
+            return .object(object)
+        case .customToolCall:
             return [
-                "id": .string(id), "type": "function_call", "status": .string(open ? "in_progress" : incomplete ? "incomplete" : "completed"),
-                "arguments": .string(open ? "" : arguments), "call_id": .string(callID), "name": .string(name),
+                "id": .string(item.id), "type": "custom_tool_call", "status": status, "call_id": .string(item.callID),
+                "name": .string(item.name), "input": .string(item.open ? "" : Self.customInput(item.text)),
             ]
+        case .reasoning:
+            var object: JSONObject = ["id": .string(item.id), "type": "reasoning", "summary": [], "status": status]
+            if !item.open && item.hasTextPart { object["content"] = [["type": "reasoning_text", "text": .string(item.text)]] }
+            if let sealed = item.sealed { object["encrypted_content"] = .string(sealed) }
+            return .object(object)
         }
     }
 
@@ -217,11 +296,11 @@ public struct ResponseBuilder: Sendable {
         let output = usage.outputTokens ?? textDeltas
         let reasoning = usage.reasoningTokens ?? 0
         return [
-            "input_tokens": .number(JSONNumber(input)),
-            "input_tokens_details": ["cached_tokens": .number(JSONNumber(usage.cachedTokens ?? 0))],
-            "output_tokens": .number(JSONNumber(output)),
-            "output_tokens_details": ["reasoning_tokens": .number(JSONNumber(reasoning))],
-            "total_tokens": .number(JSONNumber(input + output)),
+            "input_tokens": number(input),
+            "input_tokens_details": ["cached_tokens": number(usage.cachedTokens ?? 0)],
+            "output_tokens": number(output),
+            "output_tokens_details": ["reasoning_tokens": number(reasoning)],
+            "total_tokens": number(input + output),
         ]
     }
 
@@ -248,16 +327,16 @@ public struct ResponseBuilder: Sendable {
         return [
             "id": .string(responseID),
             "object": "response",
-            "created_at": .number(JSONNumber(createdAt)),
-            "completed_at": finished ? completedAt.map { .number(JSONNumber($0)) } ?? nil : nil,
+            "created_at": number(createdAt),
+            "completed_at": finished ? completedAt.map(number) ?? nil : nil,
             "status": .string(status),
             "error": error,
             "incomplete_details": incompleteDetails,
             "instructions": request.instructions.map(JSONValue.string) ?? nil,
-            "max_output_tokens": .number(JSONNumber(maxOutputTokens)),
+            "max_output_tokens": number(maxOutputTokens),
             "max_tool_calls": body["max_tool_calls"] ?? nil,
             "model": .string(model),
-            "output": finished || !items.isEmpty ? .array(items.indices.map(itemJSON)) : [],
+            "output": .array(items.indices.map(itemJSON)),
             "parallel_tool_calls": .bool(request.parallelToolCalls),
             "previous_response_id": nil,
             "prompt_cache_key": body["prompt_cache_key"] ?? nil,

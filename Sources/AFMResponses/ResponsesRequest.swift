@@ -9,9 +9,15 @@ import AFMJSON
 public struct ResponsesRequest: Sendable {
     /// One item of the conversation, normalized.
     public enum Item: Sendable, Hashable {
+        /// A user or assistant message; parts are `{"type":"text"}` or `{"type":"image"}` document parts.
         case message(role: String, parts: [JSONValue])
-        case functionCall(callID: String, name: String, arguments: String)
+        case functionCall(callID: String, name: String, arguments: String, namespace: String?)
         case functionCallOutput(callID: String, output: String)
+        /// A custom tool call replayed; the backend sees it as a function call with `{"input": …}`.
+        case customToolCall(callID: String, name: String, input: String)
+        case customToolCallOutput(callID: String, output: String)
+        /// A reasoning item replayed with its sealed state (nil when the client sent none).
+        case reasoning(encryptedContent: String?)
     }
 
     public var model: String
@@ -22,9 +28,20 @@ public struct ResponsesRequest: Sendable {
     public var temperature: Double?
     public var topP: Double?
     public var maxOutputTokens: Int?
+    /// The normalized tools and tool choice.
+    public var toolSet: ToolSet
+    /// `tools` and `tool_choice` as sent, for echoing in the response object.
     public var tools: [JSONValue]
     public var toolChoice: JSONValue
     public var parallelToolCalls: Bool
+    /// `reasoning.effort` as sent (nil when absent or null).
+    public var reasoningEffort: String?
+    /// `truncation`: `auto` drops the oldest complete turns until the input fits; `disabled` refuses instead.
+    public var truncationAuto: Bool
+    /// How many `input_image` parts the whole history carries.
+    public var imageCount: Int
+    /// Warnings for the `x-afm-warning` response headers.
+    public var warnings: [String] { toolSet.warnings }
     public var instructions: String?
     /// The raw body, for echoing accepted-and-ignored fields in the response object.
     public var body: JSONObject
@@ -123,32 +140,82 @@ public struct ResponsesRequest: Sendable {
         switch input {
         case .string(let text):
             items.append(.message(role: "user", parts: [["type": "text", "text": .string(text)]]))
+            imageCount = 0
         case .array(let list):
             guard !list.isEmpty else {
                 throw AFMError(.invalidRequest, "'input' must not be an empty array.", param: "input", publicCode: "empty_array")
             }
+            var images = 0
+            var callIDs = Set<String>()
             for (index, element) in list.enumerated() {
-                if let item = try Self.parseItem(element, param: "input[\(index)]", system: &system) { items.append(item) }
+                let param = "input[\(index)]"
+                guard let item = try Self.parseItem(element, param: param, system: &system, images: &images) else { continue }
+                switch item {
+                case .functionCall(let callID, _, _, _), .customToolCall(let callID, _, _):
+                    callIDs.insert(callID)
+                case .functionCallOutput(let callID, _), .customToolCallOutput(let callID, _):
+                    guard callIDs.contains(callID) else {
+                        throw AFMError(
+                            .invalidRequest, "No tool call found for the output with call_id '\(callID)': every output must follow the call it answers.",
+                            param: "\(param).call_id", publicCode: "invalid_value")
+                    }
+                default:
+                    break
+                }
+                items.append(item)
             }
+            imageCount = images
         default:
             throw Self.typeError("input", expected: "a string or an array of items", got: input)
         }
-        guard items.contains(where: { if case .message(let role, _) = $0 { role == "user" } else { true } }) else {
+        guard items.contains(where: {
+            switch $0 {
+            case .message(let role, _): role == "user"
+            case .reasoning: false
+            default: true
+            }
+        }) else {
             throw AFMError(.invalidRequest, "'input' must contain at least one user message or tool output.", param: "input")
         }
         self.system = system
         self.items = items
 
-        if let toolList = object["tools"], !toolList.isNull {
-            guard let array = toolList.arrayValue else { throw Self.typeError("tools", expected: "an array", got: toolList) }
-            tools = array
-        } else {
-            tools = []
-        }
+        toolSet = try ToolSet(tools: object["tools"], choice: object["tool_choice"])
+        tools = object["tools"]?.arrayValue ?? []
         toolChoice = object["tool_choice"].flatMap { $0.isNull ? nil : $0 } ?? "auto"
+
+        if let reasoning = object["reasoning"], !reasoning.isNull {
+            guard let reasoningObject = reasoning.objectValue else { throw Self.typeError("reasoning", expected: "an object", got: reasoning) }
+            if let effort = reasoningObject["effort"], !effort.isNull {
+                guard let name = effort.stringValue else { throw Self.typeError("reasoning.effort", expected: "a string", got: effort) }
+                guard ["none", "minimal", "low", "medium", "high", "xhigh", "max"].contains(name) else {
+                    throw AFMError(
+                        .invalidRequest, "Invalid 'reasoning.effort': '\(name)'. Supported: none, low, medium, high.",
+                        param: "reasoning.effort", publicCode: "invalid_value")
+                }
+                reasoningEffort = name
+            } else {
+                reasoningEffort = nil
+            }
+        } else {
+            reasoningEffort = nil
+        }
+        if let truncation = object["truncation"], !truncation.isNull {
+            guard let mode = truncation.stringValue, mode == "auto" || mode == "disabled" else {
+                throw AFMError(.invalidRequest, "Invalid 'truncation': use \"auto\" or \"disabled\".", param: "truncation", publicCode: "invalid_value")
+            }
+            truncationAuto = mode == "auto"
+        } else {
+            truncationAuto = false
+        }
+        if let include = object["include"], !include.isNull {
+            guard let list = include.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
+                throw Self.typeError("include", expected: "an array of strings", got: include)
+            }
+        }
     }
 
-    private static func parseItem(_ element: JSONValue, param: String, system: inout [String]) throws(AFMError) -> Item? {
+    private static func parseItem(_ element: JSONValue, param: String, system: inout [String], images: inout Int) throws(AFMError) -> Item? {
         guard let item = element.objectValue else { throw typeError(param, expected: "an object", got: element) }
         let type = item["type"]?.stringValue ?? (item["role"] != nil ? "message" : nil)
         switch type {
@@ -161,7 +228,7 @@ public struct ResponsesRequest: Sendable {
                     .invalidRequest, "Invalid value for '\(param).role': '\(role)'. Supported: user, assistant, system, developer.",
                     param: "\(param).role", publicCode: "invalid_value")
             }
-            let parts = try parseContent(item["content"], role: role, param: "\(param).content")
+            let parts = try parseContent(item["content"], role: role, param: "\(param).content", images: &images)
             if role == "system" || role == "developer" {
                 let text = parts.compactMap { $0["text"]?.stringValue }.joined(separator: "\n")
                 if !text.isEmpty { system.append(text) }
@@ -174,15 +241,37 @@ public struct ResponsesRequest: Sendable {
             else {
                 throw AFMError(.invalidRequest, "'\(param)' must have string call_id, name and arguments.", param: param, publicCode: "invalid_value")
             }
-            return .functionCall(callID: callID, name: name, arguments: arguments)
+            let namespace = item["namespace"]?.stringValue
+            return .functionCall(callID: callID, name: name, arguments: arguments, namespace: namespace)
         case "function_call_output":
             guard let callID = item["call_id"]?.stringValue else {
                 throw AFMError(.invalidRequest, "'\(param).call_id' must be a string.", param: "\(param).call_id", publicCode: "invalid_value")
             }
-            guard let output = item["output"]?.stringValue else {
-                throw AFMError(.invalidRequest, "'\(param).output' must be a string.", param: "\(param).output", publicCode: "invalid_value")
-            }
+            let output = try toolOutput(item["output"], param: "\(param).output")
             return .functionCallOutput(callID: callID, output: output)
+        case "custom_tool_call":
+            guard let callID = item["call_id"]?.stringValue, let name = item["name"]?.stringValue, let input = item["input"]?.stringValue else {
+                throw AFMError(.invalidRequest, "'\(param)' must have string call_id, name and input.", param: param, publicCode: "invalid_value")
+            }
+            return .customToolCall(callID: callID, name: name, input: input)
+        case "custom_tool_call_output":
+            guard let callID = item["call_id"]?.stringValue else {
+                throw AFMError(.invalidRequest, "'\(param).call_id' must be a string.", param: "\(param).call_id", publicCode: "invalid_value")
+            }
+            return .customToolCallOutput(callID: callID, output: try toolOutput(item["output"], param: "\(param).output"))
+        case "reasoning":
+            let encrypted = item["encrypted_content"]
+            guard encrypted == nil || encrypted?.isNull == true || encrypted?.stringValue != nil else {
+                throw typeError("\(param).encrypted_content", expected: "a string or null", got: encrypted ?? nil)
+            }
+            if let summary = item["summary"], !summary.isNull, summary.arrayValue == nil {
+                throw typeError("\(param).summary", expected: "an array", got: summary)
+            }
+            return .reasoning(encryptedContent: encrypted?.stringValue)
+        case "item_reference":
+            throw AFMError(
+                .invalidRequest, "item_reference needs stored items; this gateway stores nothing. Send the item itself.",
+                param: "\(param).type", publicCode: "unsupported_parameter")
         case let other:
             throw AFMError(
                 .invalidRequest, "Unsupported input item type '\(other ?? "(missing)")' at '\(param)'.",
@@ -190,7 +279,23 @@ public struct ResponsesRequest: Sendable {
         }
     }
 
-    private static func parseContent(_ content: JSONValue?, role: String, param: String) throws(AFMError) -> [JSONValue] {
+    /// A tool output: a string, or a list of `input_text` parts (joined); images in tool outputs are not supported.
+    private static func toolOutput(_ value: JSONValue?, param: String) throws(AFMError) -> String {
+        if let text = value?.stringValue { return text }
+        guard let parts = value?.arrayValue else {
+            throw AFMError(.invalidRequest, "'\(param)' must be a string or an array of input_text parts.", param: param, publicCode: "invalid_value")
+        }
+        var texts: [String] = []
+        for (index, part) in parts.enumerated() {
+            guard part["type"]?.stringValue == "input_text", let text = part["text"]?.stringValue else {
+                throw AFMError(.invalidRequest, "'\(param)[\(index)]' must be an input_text part.", param: "\(param)[\(index)]", publicCode: "invalid_value")
+            }
+            texts.append(text)
+        }
+        return texts.joined(separator: "\n")
+    }
+
+    private static func parseContent(_ content: JSONValue?, role: String, param: String, images: inout Int) throws(AFMError) -> [JSONValue] {
         guard let content else {
             throw AFMError(.invalidRequest, "Missing required parameter: '\(param)'.", param: param, publicCode: "missing_required_parameter")
         }
@@ -213,10 +318,16 @@ public struct ResponsesRequest: Sendable {
                 result.append(["type": "text", "text": .string(text)])
             case "refusal":
                 continue
-            case "input_image", "input_file":
+            case "input_image":
+                guard role == "user" else {
+                    throw AFMError(.invalidRequest, "input_image parts belong to user messages.", param: "\(partParam).type", publicCode: "invalid_value")
+                }
+                images += 1
+                result.append(try ImageParts.documentPart(part, param: partParam, index: images))
+            case "input_file":
                 throw AFMError(
-                    .unsupportedCapability, "'\(type)' input is not supported by this gateway yet.",
-                    param: "\(partParam).type", publicCode: "unsupported_capability")
+                    .invalidRequest, "input_file is not supported: send the file's text as input_text.",
+                    param: "\(partParam).type", publicCode: "unsupported_parameter")
             default:
                 throw AFMError(.invalidRequest, "Unsupported content part type '\(type)'.", param: "\(partParam).type", publicCode: "invalid_value")
             }

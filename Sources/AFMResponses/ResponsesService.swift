@@ -3,7 +3,9 @@ import AFMBackends
 import AFMCore
 import AFMJSON
 import AFMLogging
+import AFMSealing
 import Foundation
+import Synchronization
 
 /// Serves `POST /v1/responses` without knowing about HTTP: validate → lease → generate → build the answer.
 ///
@@ -16,11 +18,27 @@ import Foundation
 public final class ResponsesService: Sendable {
     private let registry: BackendRegistry
     private let logger: Logger
+    private let sealer: ReasoningSealer
+    private let commonPrompt: Mutex<String>
 
-    public init(registry: BackendRegistry, logger: Logger) {
+    /// - Parameters:
+    ///   - commonPrompt: text prepended to the system text of every request (configuration `[Responses] CommonPrompt`).
+    ///   - sealer: seals reasoning state; a new one (a new key) per daemon start, so blobs from an earlier
+    ///     instance are refused.
+    public init(registry: BackendRegistry, logger: Logger, commonPrompt: String = "", sealer: ReasoningSealer = ReasoningSealer()) {
         self.registry = registry
         self.logger = logger
+        self.sealer = sealer
+        self.commonPrompt = Mutex(commonPrompt)
     }
+
+    /// Replaces the common prompt. Requests already set up keep the prompt they snapshotted.
+    public func setCommonPrompt(_ text: String) {
+        commonPrompt.withLock { $0 = text }
+    }
+
+    /// The common prompt now in force.
+    public var currentCommonPrompt: String { commonPrompt.withLock { $0 } }
 
     /// A request that passed validation and whose generation is running.
     public struct Started: Sendable {
@@ -28,26 +46,109 @@ public final class ResponsesService: Sendable {
         public let stream: GenerationStream
         public let builder: ResponseBuilder
         public let backendID: String
+        /// Warnings for `x-afm-warning` headers (dropped hosted tools, unenforced schema keywords).
+        public let warnings: [String]
+        /// How many complete turns `truncation: "auto"` dropped (nil when none).
+        public let truncatedTurns: Int?
+        /// The input tokens counted before generation, and whether a backend tokenizer counted them.
+        public let inputTokens: Int
     }
 
     /// Validates the body and starts the generation.
     ///
-    /// - Throws: `AFMError` for invalid requests, unknown or unavailable models, and backend refusals; nothing has
-    ///   been generated (and no tokens are counted) when this throws.
+    /// - Throws: `AFMError` for invalid requests, unknown or unavailable models, capability and budget
+    ///   violations, and backend refusals; nothing has been generated when this throws.
     public func start(body: [UInt8]) throws(AFMError) -> Started {
         let request = try ResponsesRequest(body: body)
+        // Snapshot before any other setup: an edit made while this request runs affects later requests only.
+        let prompt = currentCommonPrompt
         let lease = try registry.lease(model: request.model)
+        do {
+            return try start(request, lease: lease, commonPrompt: prompt)
+        } catch {
+            lease.release()
+            throw error
+        }
+    }
+
+    private func start(_ request: ResponsesRequest, lease: BackendLease, commonPrompt: String) throws(AFMError) -> Started {
+        let model = lease.model
+        try Self.checkCapabilities(request, model: model)
+        let system = (commonPrompt.isEmpty ? [] : [commonPrompt]) + request.system
+        let modelID = model.id
+        let sealer = self.sealer
+        let open: (String, Int) throws(AFMError) -> [UInt8]? = { blob, index throws(AFMError) in
+            do throws(SealError) {
+                return try sealer.open(blob, modelID: modelID)
+            } catch {
+                throw AFMError(
+                    .invalidRequest, "The encrypted content of input[\(index)] could not be verified: \(error.message)",
+                    param: "input[\(index)].encrypted_content", publicCode: "invalid_encrypted_content")
+            }
+        }
+
+        // Budget: count the input the backend will see; drop the oldest complete turns when asked to.
         let budget = lease.model.maxOutputTokens
-        // The default cap is the rest of the budget, never a small constant (reference §0.4: clients such as
-        // Codex never send max_output_tokens). A larger request is clamped to the budget, and echoed clamped.
         let maxOutputTokens = min(request.maxOutputTokens ?? budget, budget)
         let responseID = ResponseID.make("resp")
-        let document = GenerationRequestDocument.make(for: request, responseID: responseID, maxOutputTokens: maxOutputTokens).encoded()
+        var items = request.items
+        var dropped = 0
+        var document: [UInt8]
+        var inputTokens: Int
+        while true {
+            let input = try GenerationRequestDocument.inputItems(items, openReasoning: open)
+            document = GenerationRequestDocument.make(
+                for: request, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system, input: input
+            ).encoded()
+            inputTokens = lease.countInputTokens(requestDocument: document) ?? InputEstimate.tokens(system: system, input: input)
+            if inputTokens <= model.maxInputTokens { break }
+            guard request.truncationAuto, let shorter = Truncation.droppingOldestTurn(items) else {
+                throw AFMError(
+                    .contextLengthExceeded,
+                    "This model's maximum input is \(model.maxInputTokens) tokens, but the request has \(inputTokens) tokens\(dropped > 0 ? " even after dropping \(dropped) older turns" : ""). Shorten the input\(request.truncationAuto ? "" : " or send truncation: \"auto\"").",
+                    param: "input", publicCode: "context_length_exceeded")
+            }
+            items = shorter
+            dropped += 1
+        }
+
         let stream = try lease.start(requestDocument: document)
         let builder = ResponseBuilder(
-            responseID: responseID, request: request, model: lease.model.id, maxOutputTokens: maxOutputTokens,
-            estimatedInputTokens: Self.estimateInputTokens(request), createdAt: Self.now())
-        return Started(request: request, stream: stream, builder: builder, backendID: lease.generation.backendID)
+            responseID: responseID, request: request, model: model.id, maxOutputTokens: maxOutputTokens,
+            estimatedInputTokens: inputTokens, createdAt: Self.now(), seal: { state in sealer.seal(state, modelID: modelID) })
+        return Started(
+            request: request, stream: stream, builder: builder, backendID: lease.generation.backendID, warnings: request.warnings,
+            truncatedTurns: dropped > 0 ? dropped : nil, inputTokens: inputTokens)
+    }
+
+    /// Refuses what the model cannot do, instead of silently emulating it.
+    static func checkCapabilities(_ request: ResponsesRequest, model: BackendDescription.Model) throws(AFMError) {
+        let capabilities = model.capabilities
+        if request.imageCount > 0 && !capabilities.vision {
+            throw AFMError(
+                .unsupportedCapability, "The model '\(model.id)' does not accept images.", param: "input", publicCode: "unsupported_capability")
+        }
+        if !request.toolSet.tools.isEmpty && !capabilities.tools && request.toolSet.choice != .none {
+            throw AFMError(
+                .unsupportedCapability, "The model '\(model.id)' does not support tools.", param: "tools", publicCode: "unsupported_capability")
+        }
+        if let effort = request.reasoningEffort {
+            guard capabilities.reasoning else {
+                throw AFMError(
+                    .unsupportedCapability, "The model '\(model.id)' does not reason; omit reasoning.effort.",
+                    param: "reasoning.effort", publicCode: "unsupported_capability")
+            }
+            if effort == "none" && !capabilities.reasoningOptional {
+                throw AFMError(
+                    .unsupportedCapability, "The model '\(model.id)' cannot turn reasoning off (reasoning.effort: none).",
+                    param: "reasoning.effort", publicCode: "unsupported_capability")
+            }
+            guard ["none", "low", "medium", "high"].contains(effort) else {
+                throw AFMError(
+                    .unsupportedCapability, "reasoning.effort '\(effort)' is not supported by '\(model.id)'; use low, medium or high.",
+                    param: "reasoning.effort", publicCode: "unsupported_capability")
+            }
+        }
     }
 
     /// Runs a started generation to its end and returns the non-streaming answer: the response object with 200,
@@ -108,19 +209,6 @@ public final class ResponsesService: Sendable {
             bytes += [10, 10]
         }
         return bytes
-    }
-
-    /// A conservative input-token estimate when the backend has no tokenizer: one token per 4 UTF-8 bytes, rounded up.
-    static func estimateInputTokens(_ request: ResponsesRequest) -> Int {
-        var bytes = request.system.reduce(0) { $0 + $1.utf8.count }
-        for item in request.items {
-            switch item {
-            case .message(_, let parts): bytes += parts.reduce(0) { $0 + ($1["text"]?.stringValue?.utf8.count ?? 0) }
-            case .functionCall(_, let name, let arguments): bytes += name.utf8.count + arguments.utf8.count
-            case .functionCallOutput(_, let output): bytes += output.utf8.count
-            }
-        }
-        return (bytes + 3) / 4
     }
 
     static func now() -> Int { Int(Date().timeIntervalSince1970) }

@@ -9,7 +9,7 @@ import Testing
 @Suite struct ReloadTests {
     @Test func reloadWhileStreamingFinishesTheStreamOnItsGeneration() async throws {
         let base = RegistryHarness()
-        let script = try base.writeScript(model: "slow", steps: #"[{"repeat":20,"steps":[{"text":"a"},{"delay_ms":15}]}]"#)
+        let script = try base.writeScript(model: "slow", steps: #"[{"repeat":40,"steps":[{"text":"a"},{"delay_ms":25}]}]"#)
         let record = base.root + "/record.jsonl"
         try base.directory.addScripted()
         let harness = RegistryHarness(directory: base.directory, settings: ["scripted": ["Script": script, "RecordFile": record]])
@@ -31,7 +31,7 @@ import Testing
         #expect(status.draining.map(\.generation) == [1])
 
         let events = await consumer.value
-        #expect(text(of: events) == String(repeating: "a", count: 20))
+        #expect(text(of: events) == String(repeating: "a", count: 40))
         #expect(events.last == .done(.stop))
         // The old generation retires (its instance is destroyed) once its last request ended.
         #expect(await eventually { harness.status("scripted")?.draining.isEmpty == true })

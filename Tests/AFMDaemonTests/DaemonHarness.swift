@@ -18,8 +18,17 @@ struct DaemonHarness {
         record = scratch + "/record.jsonl"
         var settings = "[Backend.scripted]\nRecordFile=\(record)\n"
         if !models.isEmpty {
-            let entries = models.sorted { $0.key < $1.key }.map { id, steps in
-                #"{"id":"\#(id)","context_tokens":4096,"capabilities":{"streaming":true,"tools":true,"vision":false,"reasoning":false},"steps":\#(steps)}"#
+            // A model is either a steps array, or an object with "steps" and any other model fields.
+            let entries = models.sorted { $0.key < $1.key }.map { id, definition in
+                if definition.hasPrefix("{") {
+                    var prefix = #"{"id":"\#(id)","#
+                    if !definition.contains(#""context_tokens""#) { prefix += #""context_tokens":4096,"# }
+                    if !definition.contains(#""capabilities""#) {
+                        prefix += #""capabilities":{"streaming":true,"tools":true,"vision":false,"reasoning":false},"#
+                    }
+                    return prefix + definition.dropFirst()
+                }
+                return #"{"id":"\#(id)","context_tokens":4096,"capabilities":{"streaming":true,"tools":true,"vision":false,"reasoning":false},"steps":\#(definition)}"#
             }
             let script = #"{"script_version":1,"models":[\#(entries.joined(separator: ","))]}"#
             try script.write(toFile: scratch + "/script.json", atomically: true, encoding: .utf8)

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMCore
+import AFMJSON
+import AFMSchema
+
+/// The tools of a request, normalized for the backend, and the tool choice.
+///
+/// - `function` tools: their `parameters` must be in the subset constrained decoding can enforce
+///   (`ToolSchemaValidator`); unenforced keywords become description text and warnings.
+/// - `namespace` tools (MCP servers, as Codex sends them) are expanded into functions whose calls carry the
+///   namespace.
+/// - `custom` tools (free-form input, e.g. Codex's apply_patch) are offered to the model as a function with one
+///   string argument `input`; their calls come back as `custom_tool_call` items.
+/// - Hosted tools (`web_search`, `file_search`, …) cannot run here: they are dropped with a warning, and a
+///   `tool_choice` naming one is refused.
+public struct ToolSet: Sendable {
+    /// One tool as the backend sees it.
+    public struct Tool: Sendable, Hashable {
+        public enum Kind: Sendable, Hashable {
+            case function
+            case custom
+        }
+        public var name: String
+        public var description: String?
+        public var parameters: JSONValue
+        public var namespace: String?
+        public var kind: Kind
+    }
+
+    /// What the model may or must call.
+    public enum Choice: Sendable, Hashable {
+        case auto
+        case none
+        case required
+        case named(String)
+    }
+
+    public var tools: [Tool] = []
+    public var choice: Choice = .auto
+    /// Types of hosted tools that were dropped.
+    public var dropped: [String] = []
+    /// Human-readable warnings (dropped tools, unenforced schema keywords), sent in `x-afm-warning` headers.
+    public var warnings: [String] = []
+
+    /// Hosted tool types clients send routinely; they run on OpenAI's side, so here they are dropped.
+    static let hostedTypes: Set<String> = [
+        "web_search", "web_search_preview", "web_search_preview_2025_03_11", "file_search", "code_interpreter",
+        "image_generation", "local_shell", "shell", "apply_patch", "computer", "computer_use_preview", "mcp",
+        "tool_search",
+    ]
+
+    public init() {}
+
+    /// Parses `tools` and `tool_choice`.
+    ///
+    /// - Throws: `AFMError` 400 naming the JSON path of the problem.
+    public init(tools value: JSONValue?, choice choiceValue: JSONValue?) throws(AFMError) {
+        if let value, !value.isNull {
+            guard let list = value.arrayValue else { throw ResponsesRequest.typeError("tools", expected: "an array", got: value) }
+            for (index, entry) in list.enumerated() {
+                try add(entry, path: "tools[\(index)]", namespace: nil)
+            }
+        }
+        var seen = Set<String>()
+        for tool in tools where !seen.insert(tool.name).inserted {
+            throw AFMError(.invalidRequest, "Duplicate tool name '\(tool.name)'.", param: "tools", publicCode: "invalid_value")
+        }
+        choice = try Self.parseChoice(choiceValue, tools: tools, dropped: dropped)
+    }
+
+    private mutating func add(_ entry: JSONValue, path: String, namespace: String?) throws(AFMError) {
+        guard let object = entry.objectValue else { throw ResponsesRequest.typeError(path, expected: "an object", got: entry) }
+        guard let type = object["type"]?.stringValue else {
+            throw AFMError(.invalidRequest, "Missing required parameter: '\(path).type'.", param: "\(path).type", publicCode: "missing_required_parameter")
+        }
+        switch type {
+        case "function":
+            let name = try Self.name(object, path: path)
+            let description = try Self.optionalString(object, "description", path: path)
+            let parameters = object["parameters"].flatMap { $0.isNull ? nil : $0 } ?? ["type": "object", "properties": [:]]
+            let report: ToolSchemaReport
+            do {
+                report = try ToolSchemaValidator.validate(parameters, path: "\(path).parameters")
+            } catch {
+                throw AFMError(
+                    .invalidRequest, "Unsupported tool schema at '\(error.path)': \(error.message)", param: error.path,
+                    publicCode: "invalid_tool_schema")
+            }
+            warnings += report.warnings
+            tools.append(Tool(name: name, description: description, parameters: report.normalized, namespace: namespace, kind: .function))
+        case "custom":
+            let name = try Self.name(object, path: path)
+            var description = try Self.optionalString(object, "description", path: path) ?? ""
+            // A grammar or format the client attached cannot be enforced; the model sees it as text.
+            if let format = object["format"], !format.isNull {
+                description += (description.isEmpty ? "" : "\n\n") + "Input format: \(format.jsonString)"
+            }
+            let parameters: JSONValue = [
+                "type": "object", "properties": ["input": ["type": "string", "description": "The raw input of the tool."]],
+                "required": ["input"], "additionalProperties": false,
+            ]
+            tools.append(Tool(name: name, description: description.isEmpty ? nil : description, parameters: parameters, namespace: namespace, kind: .custom))
+        case "namespace":
+            guard namespace == nil else {
+                throw AFMError(.invalidRequest, "Namespaces cannot be nested ('\(path)').", param: path, publicCode: "invalid_value")
+            }
+            let name = try Self.name(object, path: path)
+            guard let inner = object["tools"]?.arrayValue else {
+                throw AFMError(.invalidRequest, "'\(path).tools' must be an array of tools.", param: "\(path).tools", publicCode: "invalid_type")
+            }
+            for (index, tool) in inner.enumerated() { try add(tool, path: "\(path).tools[\(index)]", namespace: name) }
+        case let hosted where Self.hostedTypes.contains(hosted):
+            dropped.append(hosted)
+            warnings.append("\(path): hosted tool '\(hosted)' is not available on this gateway and was dropped")
+        default:
+            throw AFMError(.invalidRequest, "Unsupported tool type '\(type)' at '\(path)'.", param: "\(path).type", publicCode: "invalid_value")
+        }
+    }
+
+    private static func name(_ object: JSONObject, path: String) throws(AFMError) -> String {
+        guard let name = object["name"]?.stringValue else {
+            throw AFMError(.invalidRequest, "Missing required parameter: '\(path).name'.", param: "\(path).name", publicCode: "missing_required_parameter")
+        }
+        guard !name.isEmpty, name.utf8.count <= 128,
+            name.unicodeScalars.allSatisfy({ ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || $0 == "_" || $0 == "-" || $0 == "." })
+        else {
+            throw AFMError(
+                .invalidRequest, "Invalid '\(path).name': use 1–128 characters of a-z, A-Z, 0-9, '_', '-' and '.'.",
+                param: "\(path).name", publicCode: "invalid_value")
+        }
+        return name
+    }
+
+    private static func optionalString(_ object: JSONObject, _ key: String, path: String) throws(AFMError) -> String? {
+        guard let value = object[key], !value.isNull else { return nil }
+        guard let text = value.stringValue else { throw ResponsesRequest.typeError("\(path).\(key)", expected: "a string", got: value) }
+        return text
+    }
+
+    private static func parseChoice(_ value: JSONValue?, tools: [Tool], dropped: [String]) throws(AFMError) -> Choice {
+        guard let value, !value.isNull else { return .auto }
+        if let mode = value.stringValue {
+            switch mode {
+            case "auto": return .auto
+            case "none": return .none
+            case "required":
+                guard !tools.isEmpty else {
+                    throw AFMError(.invalidRequest, "tool_choice 'required' needs at least one tool.", param: "tool_choice", publicCode: "invalid_value")
+                }
+                return .required
+            default:
+                throw AFMError(.invalidRequest, "Invalid tool_choice '\(mode)': use auto, none, required or {\"type\":\"function\",\"name\":…}.", param: "tool_choice", publicCode: "invalid_value")
+            }
+        }
+        guard let object = value.objectValue, let type = object["type"]?.stringValue else {
+            throw ResponsesRequest.typeError("tool_choice", expected: "a string or an object with a type", got: value)
+        }
+        switch type {
+        case "function", "custom":
+            guard let name = object["name"]?.stringValue else {
+                throw AFMError(.invalidRequest, "Missing required parameter: 'tool_choice.name'.", param: "tool_choice.name", publicCode: "missing_required_parameter")
+            }
+            guard tools.contains(where: { $0.name == name }) else {
+                throw AFMError(.invalidRequest, "tool_choice names '\(name)', which is not among the tools.", param: "tool_choice.name", publicCode: "invalid_value")
+            }
+            return .named(name)
+        case let hosted where dropped.contains(hosted) || hostedTypes.contains(hosted):
+            throw AFMError(
+                .invalidRequest, "tool_choice names the hosted tool '\(hosted)', which is not available on this gateway.",
+                param: "tool_choice", publicCode: "unsupported_tool")
+        default:
+            throw AFMError(.invalidRequest, "Unsupported tool_choice type '\(type)'.", param: "tool_choice.type", publicCode: "invalid_value")
+        }
+    }
+
+    /// The `tools` array of the generation request document.
+    var documentTools: JSONValue {
+        .array(
+            tools.map { tool in
+                [
+                    "name": .string(tool.name), "description": tool.description.map(JSONValue.string) ?? nil,
+                    "parameters": tool.parameters, "namespace": tool.namespace.map(JSONValue.string) ?? nil,
+                ]
+            })
+    }
+
+    /// The `tool_choice` of the generation request document.
+    var documentChoice: JSONValue {
+        switch choice {
+        case .auto: ["mode": "auto"]
+        case .none: ["mode": "none"]
+        case .required: ["mode": "required"]
+        case .named(let name): ["mode": "function", "name": .string(name)]
+        }
+    }
+
+    /// The tool a call names, if any.
+    func tool(named name: String) -> Tool? { tools.first { $0.name == name } }
+}

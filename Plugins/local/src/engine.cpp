@@ -1,0 +1,808 @@
+// SPDX-License-Identifier: Apache-2.0
+// engine.cpp: the model, one llama_context holding N sequences ("slots"), and the decode thread.
+//
+// Design (README.md has the long version):
+//   - One decode thread owns the llama_context. Each step builds one llama_batch: the next token of every
+//     generating slot first, then prompt tokens of slots still reading their prompt, up to n_batch tokens; one
+//     llama_decode per step; then each slot with logits samples its next token.
+//   - Each slot remembers the tokens whose KV entries it holds. A new request takes the idle slot sharing the
+//     longest prefix with its prompt (clients resend the whole conversation), or the least recently used one; the
+//     shared prefix stays in the KV cache and only the rest is decoded. A slot can also borrow a long prefix held
+//     by another slot (llama_memory_seq_cp shares the cells in the unified KV cache).
+//   - Events go to the job's queue (job.cpp); the decode thread never calls the host.
+#include "local.h"
+
+#include "common.h"
+#include "ggml-backend.h"
+#include "sampling.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+namespace afm_local {
+
+struct Engine::Slot {
+    int32_t id = 0;
+    std::vector<llama_token> cache;  // tokens whose KV entries sequence `id` holds, positions 0..size-1
+    std::shared_ptr<Job> job;
+    int64_t last_used = 0;
+    int32_t batch_index = -1;        // index of this slot's logits in the current batch, or -1
+    int32_t batch_count = 0;         // tokens this slot put into the current batch
+};
+
+namespace {
+
+std::once_flag g_backend_once;
+
+int64_t now_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+size_t common_prefix(const std::vector<llama_token> &a, const std::vector<llama_token> &b) {
+    size_t n = std::min(a.size(), b.size()), i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+void batch_add(llama_batch &batch, llama_token token, llama_pos pos, llama_seq_id seq, bool logits) {
+    int32_t i = batch.n_tokens++;
+    batch.token[i] = token;
+    batch.pos[i] = pos;
+    batch.n_seq_id[i] = 1;
+    batch.seq_id[i][0] = seq;
+    batch.logits[i] = logits ? 1 : 0;
+}
+
+/** The longest suffix of `text` that is a proper prefix of a stop string (held back: it may become a stop). */
+size_t partial_stop_length(const std::string &text, const std::vector<std::string> &stops) {
+    size_t best = 0;
+    for (const auto &stop : stops) {
+        for (size_t len = std::min(stop.size() - 1, text.size()); len > best; len--) {
+            if (text.compare(text.size() - len, len, stop, 0, len) == 0) {
+                best = len;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+std::string make_call_id() {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+    std::string id = "call_";
+    for (int i = 0; i < 24; i++) id += digits[rng() % 36];
+    return id;
+}
+
+/** Loads the ggml backends when the build uses dynamically loaded ones (GGML_BACKEND_DL, the portable build). */
+void init_backends() {
+    llama_backend_init();
+    if (ggml_backend_dev_count() == 0) {
+        Dl_info info;
+        if (dladdr((void *)&llama_backend_init, &info) && info.dli_fname) {
+            std::string dir = info.dli_fname;
+            size_t slash = dir.find_last_of('/');
+            dir = slash == std::string::npos ? "." : dir.substr(0, slash);
+            ggml_backend_load_all_from_path(dir.c_str());
+        }
+        if (ggml_backend_dev_count() == 0) ggml_backend_load_all();
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Loading
+// ---------------------------------------------------------------------------------------------------------------
+
+std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &failure) {
+    const std::string &path = settings.model_path;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+        failure = {"model file not found: " + path + " (" + std::strerror(errno) + ")", "model_missing"};
+        return nullptr;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        failure = {"model path is not a regular file: " + path, "model_missing"};
+        return nullptr;
+    }
+    {
+        std::ifstream file(path, std::ios::binary);
+        char magic[4] = {0, 0, 0, 0};
+        if (!file.read(magic, 4)) {
+            failure = {"cannot read the model file " + path + " (" + std::strerror(errno) + ")",
+                       file.is_open() ? "model_invalid" : "model_missing"};
+            return nullptr;
+        }
+        if (std::memcmp(magic, "GGUF", 4) != 0) {
+            failure = {"not a GGUF file (bad magic): " + path, "model_invalid"};
+            return nullptr;
+        }
+    }
+
+    std::call_once(g_backend_once, init_backends);
+    std::unique_ptr<Engine> engine(new Engine());
+    engine->settings_ = settings;
+    int64_t t0 = now_us();
+
+    log_capture_begin();
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    engine->model_ = llama_model_load_from_file(path.c_str(), mp);
+    std::string captured = log_capture_end();
+    if (!engine->model_) {
+        failure = {"cannot load the model " + path + (captured.empty() ? "" : ": " + captured), "model_invalid"};
+        return nullptr;
+    }
+    if (!llama_model_has_decoder(engine->model_) || llama_model_has_encoder(engine->model_) ||
+        llama_model_is_diffusion(engine->model_)) {
+        failure = {"unsupported model architecture (the local backend serves decoder-only text models): " + path,
+                   "model_unsupported"};
+        return nullptr;
+    }
+    engine->vocab_ = llama_model_get_vocab(engine->model_);
+
+    int32_t n_ctx_train = llama_model_n_ctx_train(engine->model_);
+    if (n_ctx_train > 0 && settings.context_tokens > n_ctx_train)
+        log_line(AFM_LOG_WARNING, settings.instance + ": ContextTokens=" + std::to_string(settings.context_tokens) +
+                                      " exceeds the model's training context (" + std::to_string(n_ctx_train) + ")");
+
+    llama_context_params cp = llama_context_default_params();
+    // Every slot may hold a whole context's worth of tokens; the cache is one unified pool, so slots can share
+    // prefix cells (llama_memory_seq_cp) and memory is used only where sequences are.
+    cp.n_ctx = (uint32_t)settings.context_tokens * (uint32_t)settings.parallel;
+    cp.n_batch = (uint32_t)engine->n_batch_;
+    cp.n_ubatch = (uint32_t)engine->n_batch_;
+    cp.n_seq_max = (uint32_t)settings.parallel;
+    cp.n_threads = settings.threads;
+    cp.n_threads_batch = settings.threads;
+    cp.kv_unified = true;
+    cp.swa_full = true;  // keep whole sequences for sliding-window models, so prefixes stay reusable
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
+    cp.no_perf = true;
+    log_capture_begin();
+    engine->ctx_ = llama_init_from_model(engine->model_, cp);
+    captured = log_capture_end();
+    if (!engine->ctx_) {
+        failure = {"cannot create the inference context (" + std::to_string(cp.n_ctx) +
+                       " KV cells; out of memory?)" + (captured.empty() ? "" : ": " + captured),
+                   "out_of_memory"};
+        return nullptr;
+    }
+
+    try {
+        engine->templates_ = common_chat_templates_init(engine->model_, "");
+    } catch (const std::exception &e) {
+        failure = {std::string("the model's chat template cannot be used: ") + e.what(), "model_invalid"};
+        return nullptr;
+    }
+    if (!engine->templates_) {
+        failure = {"the model has no usable chat template", "model_invalid"};
+        return nullptr;
+    }
+
+    // Sampling defaults: llama.cpp's, overridden by the model's own recommendations (general.sampling.*).
+    auto meta_float = [&](llama_model_meta_key key, float &dst) {
+        char buf[64] = {0};
+        if (llama_model_meta_val_str(engine->model_, llama_model_meta_key_str(key), buf, sizeof buf) > 0) {
+            char *end = nullptr;
+            float v = std::strtof(buf, &end);
+            if (end && end != buf) dst = v;
+        }
+    };
+    float top_k = (float)engine->defaults_.top_k;
+    meta_float(LLAMA_MODEL_META_KEY_SAMPLING_TOP_K, top_k);
+    engine->defaults_.top_k = (int32_t)top_k;
+    meta_float(LLAMA_MODEL_META_KEY_SAMPLING_TOP_P, engine->defaults_.top_p);
+    meta_float(LLAMA_MODEL_META_KEY_SAMPLING_MIN_P, engine->defaults_.min_p);
+    meta_float(LLAMA_MODEL_META_KEY_SAMPLING_TEMP, engine->defaults_.temp);
+
+    // Warm-up: one decode touches the weights and sets up the thread pool, so the first request is not slower.
+    {
+        llama_token token = llama_vocab_bos(engine->vocab_);
+        if (token == LLAMA_TOKEN_NULL) token = 0;
+        llama_batch batch = llama_batch_init(1, 0, 1);
+        batch_add(batch, token, 0, 0, true);
+        int rc = llama_decode(engine->ctx_, batch);
+        llama_batch_free(batch);
+        llama_memory_clear(llama_get_memory(engine->ctx_), true);
+        if (rc != 0) {
+            failure = {"the model failed its warm-up decode (llama_decode returned " + std::to_string(rc) + ")",
+                       "model_invalid"};
+            return nullptr;
+        }
+    }
+
+    for (int32_t i = 0; i < settings.parallel; i++) {
+        Slot *slot = new Slot();
+        slot->id = i;
+        engine->slots_.push_back(slot);
+    }
+    try {
+        engine->thread_ = std::thread([e = engine.get()] { e->run(); });
+    } catch (...) {
+        failure = {"cannot start the decode thread", "internal"};
+        return nullptr;
+    }
+
+    char desc[128] = {0};
+    llama_model_desc(engine->model_, desc, sizeof desc);
+    log_line(AFM_LOG_INFO, settings.instance + ": loaded " + path + " (" + desc + ") as \"" + settings.model_id +
+                               "\" in " + std::to_string((now_us() - t0) / 1000) + " ms: context " +
+                               std::to_string(settings.context_tokens) + " tokens x " +
+                               std::to_string(settings.parallel) + " sequences, " + std::to_string(settings.threads) +
+                               " threads");
+    return engine;
+}
+
+void Engine::stop() {
+    {
+        std::lock_guard<std::mutex> lock(work_mutex_);
+        if (shutdown_ && !thread_.joinable()) return;
+        shutdown_ = true;
+        wake_seq_++;
+    }
+    work_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard<std::mutex> lock(work_mutex_);
+    incoming_.clear();
+    for (Slot *slot : slots_) slot->job.reset();
+}
+
+Engine::~Engine() {
+    stop();
+    for (Slot *slot : slots_) delete slot;
+    slots_.clear();
+    templates_.reset();
+    if (ctx_) llama_free(ctx_);
+    if (model_) llama_model_free(model_);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Preparing a request (caller's thread)
+// ---------------------------------------------------------------------------------------------------------------
+
+Prepared Engine::prepare(const Request &request, bool for_generation) {
+    if (request.model != settings_.model_id)
+        throw BackendError(AFM_ERR_MODEL_UNAVAILABLE, "model \"" + request.model.substr(0, 128) +
+                                                          "\" is not served by the local backend (it serves \"" +
+                                                          settings_.model_id + "\")");
+    if (request.messages.empty()) throw BackendError(AFM_ERR_INVALID_REQUEST, "the request has no input");
+
+    common_chat_templates_inputs inputs;
+    inputs.messages = request.messages;
+    bool offer_tools = !request.tools.empty() && request.tool_mode != ToolMode::None;
+    if (offer_tools) {
+        if (request.tool_mode == ToolMode::Function) {
+            for (const auto &tool : request.tools)
+                if (tool.name == request.tool_name) inputs.tools.push_back(tool);
+        } else {
+            inputs.tools = request.tools;
+        }
+        inputs.tool_choice = request.tool_mode == ToolMode::Auto ? COMMON_CHAT_TOOL_CHOICE_AUTO
+                                                                 : COMMON_CHAT_TOOL_CHOICE_REQUIRED;
+        inputs.parallel_tool_calls = request.parallel_tool_calls;
+    }
+    inputs.add_generation_prompt = true;
+    inputs.use_jinja = true;
+    inputs.enable_thinking = false;
+    inputs.reasoning_format = COMMON_REASONING_FORMAT_NONE;
+
+    common_chat_params chat;
+    try {
+        std::lock_guard<std::mutex> lock(template_mutex_);
+        chat = common_chat_templates_apply(templates_.get(), inputs);
+    } catch (const std::exception &e) {
+        throw BackendError(offer_tools ? AFM_ERR_TOOL_FAILED : AFM_ERR_INVALID_REQUEST,
+                           std::string("the model's chat template cannot render this request: ") + e.what());
+    }
+
+    Prepared p;
+    p.prompt = common_tokenize(vocab_, chat.prompt, /*add_special*/ true, /*parse_special*/ true);
+    if (!for_generation) return p;
+
+    const int64_t n = (int64_t)p.prompt.size();
+    if (n == 0) throw BackendError(AFM_ERR_INVALID_REQUEST, "the request renders to an empty prompt");
+    if (n > max_input_tokens())
+        throw BackendError(AFM_ERR_CONTEXT_LENGTH_EXCEEDED, "the input is " + std::to_string(n) +
+                                                                " tokens; this model's input budget is " +
+                                                                std::to_string(max_input_tokens()));
+    p.max_output = request.max_output_tokens > 0 ? request.max_output_tokens : max_output_tokens();
+    p.max_output = std::max<int64_t>(1, std::min<int64_t>(p.max_output, context_tokens() - n));
+
+    common_params_sampling sp;
+    sp.top_k = defaults_.top_k;
+    sp.top_p = request.top_p.value_or(defaults_.top_p);
+    sp.min_p = defaults_.min_p;
+    sp.temp = request.temperature.value_or(defaults_.temp);
+    sp.no_perf = true;
+    if (sp.temp <= 0.0f) {
+        // Greedy: the most likely token (among those the grammar allows).
+        sp.samplers = {COMMON_SAMPLER_TYPE_TOP_K};
+        sp.top_k = 1;
+    }
+    p.stops = chat.additional_stops;
+    if (offer_tools) {
+        p.parse_tools = true;
+        p.single_call = !request.parallel_tool_calls;
+        for (const auto &text : chat.preserved_tokens) {
+            auto ids = common_tokenize(vocab_, text, false, true);
+            if (ids.size() == 1) p.preserved_tokens.insert(ids[0]);
+        }
+        if (!chat.grammar.empty()) {
+            sp.grammar = common_grammar(COMMON_GRAMMAR_TYPE_TOOL_CALLS, chat.grammar);
+            sp.grammar_lazy = chat.grammar_lazy;
+            sp.preserved_tokens = p.preserved_tokens;
+            sp.generation_prompt = chat.generation_prompt;
+            for (const auto &trigger : chat.grammar_triggers) {
+                if (trigger.type == COMMON_GRAMMAR_TRIGGER_TYPE_WORD) {
+                    auto ids = common_tokenize(vocab_, trigger.value, false, true);
+                    if (ids.size() == 1 && p.preserved_tokens.count(ids[0])) {
+                        common_grammar_trigger t;
+                        t.type = COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN;
+                        t.value = trigger.value;
+                        t.token = ids[0];
+                        sp.grammar_triggers.push_back(t);
+                        continue;
+                    }
+                }
+                sp.grammar_triggers.push_back(trigger);
+            }
+            if (sp.grammar_lazy && sp.grammar_triggers.empty())
+                throw BackendError(AFM_ERR_TOOL_FAILED, "the chat format produced a lazy tool grammar without triggers");
+        }
+        p.parser_params = common_chat_parser_params(chat);
+        p.parser_params.reasoning_format = COMMON_REASONING_FORMAT_NONE;
+        p.parser_params.parse_tool_calls = true;
+        if (!chat.parser.empty()) {
+            try {
+                p.parser_params.parser.load(chat.parser);
+            } catch (const std::exception &e) {
+                throw BackendError(AFM_ERR_TOOL_FAILED, std::string("cannot load the tool-call parser: ") + e.what());
+            }
+        }
+    }
+    try {
+        p.sampler = common_sampler_init(model_, sp);
+    } catch (const std::exception &e) {
+        throw BackendError(offer_tools ? AFM_ERR_TOOL_FAILED : AFM_ERR_INTERNAL,
+                           std::string("cannot set up sampling: ") + e.what());
+    }
+    if (!p.sampler)
+        throw BackendError(offer_tools ? AFM_ERR_TOOL_FAILED : AFM_ERR_INTERNAL,
+                           "cannot set up sampling (tool grammar rejected)");
+    return p;
+}
+
+void Engine::submit(std::shared_ptr<Job> job) {
+    job->t_start_us = now_us();
+    {
+        std::lock_guard<std::mutex> lock(work_mutex_);
+        incoming_.push_back(std::move(job));
+        wake_seq_++;
+    }
+    work_cv_.notify_one();
+}
+
+void Engine::wake() {
+    {
+        std::lock_guard<std::mutex> lock(work_mutex_);
+        wake_seq_++;
+    }
+    work_cv_.notify_one();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The decode thread
+// ---------------------------------------------------------------------------------------------------------------
+
+void Engine::release(Slot &slot, bool clear_cache) {
+    if (clear_cache) {
+        llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
+        slot.cache.clear();
+    }
+    slot.job.reset();
+    slot.last_used = now_us();
+    slot.batch_index = -1;
+    slot.batch_count = 0;
+}
+
+void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
+    llama_memory_t mem = llama_get_memory(ctx_);
+    const auto &prompt = job->prep.prompt;
+    size_t own = common_prefix(slot.cache, prompt);
+
+    // Another slot may hold a longer prefix (a shared system prompt, a conversation that moved): share its cells.
+    Slot *donor = nullptr;
+    size_t donor_len = 0;
+    for (Slot *other : slots_) {
+        if (other == &slot) continue;
+        size_t len = common_prefix(other->cache, prompt);
+        if (len > donor_len) {
+            donor = other;
+            donor_len = len;
+        }
+    }
+    size_t reuse;
+    if (donor && donor_len > own + 16) {
+        llama_memory_seq_rm(mem, slot.id, -1, -1);
+        llama_memory_seq_cp(mem, donor->id, slot.id, 0, (llama_pos)donor_len);
+        reuse = donor_len;
+    } else {
+        reuse = own;
+        if (!llama_memory_seq_rm(mem, slot.id, (llama_pos)reuse, -1)) {
+            llama_memory_seq_rm(mem, slot.id, -1, -1);
+            reuse = 0;
+        }
+    }
+    // The last prompt token is always decoded again: its logits give the first output token.
+    if (reuse >= prompt.size()) {
+        reuse = prompt.size() - 1;
+        if (!llama_memory_seq_rm(mem, slot.id, (llama_pos)reuse, -1)) {
+            llama_memory_seq_rm(mem, slot.id, -1, -1);
+            reuse = 0;
+        }
+    }
+    if (reuse > 0 && llama_memory_seq_pos_min(mem, slot.id) > 0) {  // cells were evicted: nothing reusable
+        llama_memory_seq_rm(mem, slot.id, -1, -1);
+        reuse = 0;
+    }
+    slot.cache.assign(prompt.begin(), prompt.begin() + (std::ptrdiff_t)reuse);
+    job->n_prompt_done = reuse;
+    job->cached_tokens.store((int64_t)reuse);
+    slot.job = job;
+    slot.last_used = now_us();
+}
+
+void Engine::step_assign(std::deque<std::shared_ptr<Job>> &waiting) {
+    while (!waiting.empty()) {
+        const auto &job = waiting.front();
+        Slot *best = nullptr, *lru = nullptr;
+        size_t best_len = 0;
+        for (Slot *slot : slots_) {
+            if (slot->job) continue;
+            size_t len = common_prefix(slot->cache, job->prep.prompt);
+            if (!best || len > best_len || (len == best_len && slot->last_used < best->last_used)) {
+                best = slot;
+                best_len = len;
+            }
+            // Least recently used, empty slots first.
+            auto key = [](const Slot *s) { return s->cache.empty() ? INT64_MIN : s->last_used; };
+            if (!lru || key(slot) < key(lru)) lru = slot;
+        }
+        if (!best) return;  // every slot is busy: the job waits
+        // Take the best-matching slot when the match is a real continuation (it keeps at least half of what the
+        // slot holds, or covers at least half of the new prompt); otherwise keep that slot's conversation for
+        // later and use the least recently used slot.
+        bool continuation = best_len > 0 && (2 * best_len >= best->cache.size() || 2 * best_len >= job->prep.prompt.size());
+        Slot *target = continuation ? best : lru;
+        std::shared_ptr<Job> taken = job;
+        waiting.pop_front();
+        assign(*target, taken);
+    }
+}
+
+void Engine::emit_text(Job &job, std::string_view bytes) {
+    std::string text = job.utf8.push(bytes);
+    if (text.empty()) return;
+    Event e;
+    e.type = AFM_EVENT_TEXT_DELTA;
+    e.text = std::move(text);
+    job.push(std::move(e));
+}
+
+void Engine::process_tools(Slot &slot, bool final) {
+    Job &job = *slot.job;
+    std::string text = final ? job.raw : job.raw.substr(0, utf8_complete_prefix(job.raw));
+    common_chat_msg msg;
+    try {
+        msg = common_chat_parse(text, !final, job.prep.parser_params);
+    } catch (const std::exception &e) {
+        if (!final) return;  // not parseable yet: wait for more tokens
+        try {
+            msg = common_chat_parse(text, true, job.prep.parser_params);
+        } catch (const std::exception &e2) {
+            throw BackendError(AFM_ERR_TOOL_FAILED, std::string("cannot parse the model's output: ") + e.what());
+        }
+    }
+
+    if (msg.content.size() > job.content_sent.size() &&
+        msg.content.compare(0, job.content_sent.size(), job.content_sent) == 0) {
+        emit_text(job, std::string_view(msg.content).substr(job.content_sent.size()));
+        job.content_sent = msg.content;
+    }
+
+    size_t n = msg.tool_calls.size();
+    bool extra_call = false;
+    if (job.prep.single_call && n > 1) {
+        n = 1;
+        extra_call = true;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const auto &call = msg.tool_calls[i];
+        if (i >= job.calls.size()) job.calls.emplace_back();
+        ToolCallProgress &progress = job.calls[i];
+        bool later = i + 1 < msg.tool_calls.size();
+        if (!progress.begun) {
+            // A name can still grow while it is being parsed; it is final once arguments or a later call appear.
+            if (call.name.empty() || !(final || later || !call.arguments.empty())) break;
+            progress.begun = true;
+            progress.id = call.id.empty() ? make_call_id() : call.id;
+            Event e;
+            e.type = AFM_EVENT_TOOL_CALL_BEGIN;
+            e.index = (int32_t)i;
+            e.name = call.name;
+            e.text = progress.id;
+            job.push(std::move(e));
+        }
+        if (call.arguments.size() > progress.args_sent.size() &&
+            call.arguments.compare(0, progress.args_sent.size(), progress.args_sent) == 0) {
+            Event e;
+            e.type = AFM_EVENT_TOOL_CALL_ARGUMENTS;
+            e.index = (int32_t)i;
+            e.text = call.arguments.substr(progress.args_sent.size());
+            job.push(std::move(e));
+            progress.args_sent = call.arguments;
+        } else if (final && call.arguments != progress.args_sent) {
+            throw BackendError(AFM_ERR_TOOL_FAILED, "the tool call arguments changed while streaming");
+        }
+        if (!progress.ended && (final || later)) {
+            progress.ended = true;
+            Event e;
+            e.type = AFM_EVENT_TOOL_CALL_END;
+            e.index = (int32_t)i;
+            job.push(std::move(e));
+        }
+    }
+    if (final) {
+        if (job.prep.single_call && job.calls.size() > 1) job.calls.resize(1);
+        std::string tail = job.utf8.finish();
+        if (!tail.empty()) {
+            Event e;
+            e.type = AFM_EVENT_TEXT_DELTA;
+            e.text = std::move(tail);
+            job.push(std::move(e));
+        }
+    } else if (extra_call) {
+        finish(slot, AFM_FINISH_TOOL_CALLS);  // parallel_tool_calls false: stop at the second call
+    }
+}
+
+void Engine::finish(Slot &slot, int32_t reason) {
+    Job &job = *slot.job;
+    if (job.done) return;
+    if (job.prep.parse_tools) {
+        process_tools(slot, true);
+        bool called = false;
+        for (const auto &call : job.calls) called = called || call.begun;
+        if (called && reason == AFM_FINISH_STOP) reason = AFM_FINISH_TOOL_CALLS;
+    } else {
+        if (job.raw.size() > job.raw_sent) emit_text(job, std::string_view(job.raw).substr(job.raw_sent));
+        job.raw_sent = job.raw.size();
+        std::string tail = job.utf8.finish();
+        if (!tail.empty()) {
+            Event e;
+            e.type = AFM_EVENT_TEXT_DELTA;
+            e.text = std::move(tail);
+            job.push(std::move(e));
+        }
+    }
+    Event usage;
+    usage.type = AFM_EVENT_USAGE;
+    usage.input_tokens = (int64_t)job.prep.prompt.size();
+    usage.output_tokens = job.n_generated;
+    usage.reasoning_tokens = 0;
+    usage.cached_tokens = job.cached_tokens.load();
+    job.push(std::move(usage));
+    Event done;
+    done.type = AFM_EVENT_DONE;
+    done.code = reason;
+    done.input_tokens = (int64_t)job.prep.prompt.size();
+    done.output_tokens = job.n_generated;
+    done.reasoning_tokens = 0;
+    done.cached_tokens = job.cached_tokens.load();
+    job.push(std::move(done));
+    job.done = true;
+    release(slot, false);
+}
+
+void Engine::fail_slot(Slot &slot, afm_status code, const std::string &message) {
+    if (slot.job && !slot.job->done) {
+        Job &job = *slot.job;
+        log_line(AFM_LOG_WARNING, settings_.instance + ": request " + std::to_string(job.request_id()) + " failed: " + message);
+        Event usage;
+        usage.type = AFM_EVENT_USAGE;
+        usage.input_tokens = (int64_t)job.prep.prompt.size();
+        usage.output_tokens = job.n_generated;
+        usage.reasoning_tokens = 0;
+        usage.cached_tokens = job.cached_tokens.load();
+        job.push(std::move(usage));
+        Event error;
+        error.type = AFM_EVENT_ERROR;
+        error.code = code;
+        error.text = message;
+        job.push(std::move(error));
+        job.done = true;
+    }
+    release(slot, true);
+}
+
+void Engine::on_token(Slot &slot, llama_token token) {
+    Job &job = *slot.job;
+    if (llama_vocab_is_eog(vocab_, token)) {
+        finish(slot, AFM_FINISH_STOP);
+        return;
+    }
+    job.n_generated++;
+    job.output_tokens.store(job.n_generated);
+    std::string piece = common_token_to_piece(vocab_, token, job.prep.preserved_tokens.count(token) > 0);
+    size_t searched_from = job.raw.size();
+    job.raw += piece;
+
+    bool stop_hit = false;
+    if (!job.prep.stops.empty()) {
+        size_t longest = 0;
+        for (const auto &s : job.prep.stops) longest = std::max(longest, s.size());
+        size_t from = searched_from > longest ? searched_from - longest : 0;
+        size_t at = std::string::npos;
+        for (const auto &s : job.prep.stops) {
+            if (s.empty()) continue;
+            size_t pos = job.raw.find(s, from);
+            if (pos != std::string::npos && pos < at) at = pos;
+        }
+        if (at != std::string::npos) {
+            job.raw.resize(at);
+            stop_hit = true;
+        }
+    }
+    if (stop_hit) {
+        finish(slot, AFM_FINISH_STOP);
+        return;
+    }
+    if (job.prep.parse_tools) {
+        process_tools(slot, false);
+        if (job.done) return;
+    } else {
+        size_t safe = job.raw.size() - partial_stop_length(job.raw, job.prep.stops);
+        if (safe > job.raw_sent) {
+            emit_text(job, std::string_view(job.raw).substr(job.raw_sent, safe - job.raw_sent));
+            job.raw_sent = safe;
+        }
+    }
+    if (job.n_generated >= job.prep.max_output || (int64_t)slot.cache.size() + 1 >= context_tokens()) {
+        finish(slot, AFM_FINISH_LENGTH);
+        return;
+    }
+    job.next_token = token;
+}
+
+void Engine::run() {
+    llama_batch batch = llama_batch_init(n_batch_, 0, 1);
+    llama_memory_t mem = llama_get_memory(ctx_);
+    std::deque<std::shared_ptr<Job>> waiting;
+
+    for (;;) {
+        uint64_t seen;
+        {
+            std::lock_guard<std::mutex> lock(work_mutex_);
+            if (shutdown_) break;
+            while (!incoming_.empty()) {
+                waiting.push_back(std::move(incoming_.front()));
+                incoming_.pop_front();
+            }
+            seen = wake_seq_;
+        }
+
+        // Drop generations that were cancelled, whose client is gone, or that already ended.
+        for (Slot *slot : slots_)
+            if (slot->job && (slot->job->stopped() || slot->job->done)) release(*slot, false);
+        waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                                     [](const std::shared_ptr<Job> &j) { return j->stopped(); }),
+                      waiting.end());
+
+        step_assign(waiting);
+
+        // Build the batch: one token per generating slot, then prompt tokens.
+        batch.n_tokens = 0;
+        bool paused = false;
+        for (Slot *slot : slots_) {
+            slot->batch_index = -1;
+            slot->batch_count = 0;
+            Job *job = slot->job.get();
+            if (!job || job->n_prompt_done < job->prep.prompt.size()) continue;
+            if (job->queued() >= kMaxQueuedEvents) {  // its client lags: pause this sequence only
+                paused = true;
+                continue;
+            }
+            batch_add(batch, job->next_token, (llama_pos)slot->cache.size(), slot->id, true);
+            slot->batch_index = batch.n_tokens - 1;
+            slot->batch_count = 1;
+        }
+        for (Slot *slot : slots_) {
+            Job *job = slot->job.get();
+            if (!job || job->n_prompt_done >= job->prep.prompt.size()) continue;
+            int32_t room = n_batch_ - batch.n_tokens;
+            if (room <= 0) break;
+            size_t remaining = job->prep.prompt.size() - job->n_prompt_done;
+            int32_t take = (int32_t)std::min<size_t>(remaining, (size_t)room);
+            for (int32_t k = 0; k < take; k++) {
+                size_t index = job->n_prompt_done + (size_t)k;
+                bool last = index + 1 == job->prep.prompt.size();
+                batch_add(batch, job->prep.prompt[index], (llama_pos)(slot->cache.size() + (size_t)k), slot->id, last);
+                if (last) slot->batch_index = batch.n_tokens - 1;
+            }
+            slot->batch_count = take;
+        }
+
+        if (batch.n_tokens == 0) {
+            std::unique_lock<std::mutex> lock(work_mutex_);
+            auto ready = [&] { return shutdown_ || wake_seq_ != seen || !incoming_.empty(); };
+            if (paused) work_cv_.wait_for(lock, std::chrono::milliseconds(10), ready);
+            else work_cv_.wait(lock, ready);
+            continue;
+        }
+
+        int rc = llama_decode(ctx_, batch);
+        if (rc == 1) {
+            // No room in the KV cache: drop what idle slots keep and try once more (the state was restored).
+            for (Slot *slot : slots_)
+                if (!slot->job && !slot->cache.empty()) {
+                    llama_memory_seq_rm(mem, slot->id, -1, -1);
+                    slot->cache.clear();
+                }
+            rc = llama_decode(ctx_, batch);
+        }
+        if (rc != 0) {
+            for (Slot *slot : slots_)
+                if (slot->batch_count > 0) fail_slot(*slot, AFM_ERR_INTERNAL, "llama_decode failed (" + std::to_string(rc) + ")");
+            continue;
+        }
+
+        // Commit the decoded tokens, then sample where there are logits.
+        for (Slot *slot : slots_) {
+            if (slot->batch_count == 0) continue;
+            Job &job = *slot->job;
+            if (job.n_prompt_done < job.prep.prompt.size()) {
+                auto first = job.prep.prompt.begin() + (std::ptrdiff_t)job.n_prompt_done;
+                slot->cache.insert(slot->cache.end(), first, first + slot->batch_count);
+                job.n_prompt_done += (size_t)slot->batch_count;
+            } else {
+                slot->cache.push_back(job.next_token);
+            }
+        }
+        for (Slot *slot : slots_) {
+            if (slot->batch_index < 0 || !slot->job) continue;
+            try {
+                Job &job = *slot->job;
+                if (job.stopped()) {
+                    release(*slot, false);
+                    continue;
+                }
+                llama_token token = common_sampler_sample(job.prep.sampler, ctx_, slot->batch_index);
+                common_sampler_accept(job.prep.sampler, token, true);
+                on_token(*slot, token);
+            } catch (const BackendError &e) {
+                fail_slot(*slot, e.code(), e.what());
+            } catch (const std::exception &e) {
+                fail_slot(*slot, AFM_ERR_INTERNAL, std::string("generation failed: ") + e.what());
+            } catch (...) {
+                fail_slot(*slot, AFM_ERR_INTERNAL, "generation failed");
+            }
+        }
+    }
+    llama_batch_free(batch);
+    waiting.clear();
+    for (Slot *slot : slots_) slot->job.reset();
+}
+
+}  // namespace afm_local

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: Apache-2.0
+// local.h: internal declarations of the `local` backend (llama.cpp). Nothing here crosses the ABI: the only
+// exported symbol is afm_backend_negotiate (backend.cpp).
+#pragma once
+
+#include "afm_backend.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "chat.h"      // llama.cpp common: chat templates, tool-call parsing
+#include "llama.h"
+
+struct common_sampler;
+
+namespace afm_local {
+
+constexpr const char *kBackendId = "local";
+constexpr const char *kBackendVersion = "0.1.0";
+
+/** A failure with an AFM status code; thrown inside the backend, turned into afm_error at the boundary. */
+class BackendError : public std::runtime_error {
+public:
+    BackendError(afm_status code, const std::string &message) : std::runtime_error(message), code_(code) {}
+    afm_status code() const { return code_; }
+
+private:
+    afm_status code_;
+};
+
+/** Fills a caller-allocated afm_error within its struct_size. Returns `code`. */
+afm_status fail(afm_error *error, afm_status code, const std::string &message);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Logging (log.cpp): llama.cpp and ggml log lines go to the host's log (warnings and errors; everything with
+// AFM_LOCAL_DEBUG=1). While a model loads, error lines are also captured so `describe` can say why it failed.
+// ---------------------------------------------------------------------------------------------------------------
+
+void log_install(const afm_host_api *host);
+void log_line(int32_t level, const std::string &message);
+void log_capture_begin();
+std::string log_capture_end();
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings (settings.cpp): the backend config document.
+// ---------------------------------------------------------------------------------------------------------------
+
+struct Settings {
+    std::string instance;         // "<id>#<generation>", for logs
+    std::string model_path;       // Model: empty when not configured
+    std::string model_id;         // ModelID, or derived from the file name
+    int32_t context_tokens = 4096;
+    int32_t threads = 0;          // resolved: the number of usable cores by default
+    int32_t parallel = 4;
+};
+
+/** Parses and validates the config document. Throws BackendError (invalid_request, incompatible). */
+Settings parse_config(afm_str config_json);
+
+/** "SmolLM2-135M-Instruct-Q4_1.gguf" -> "smollm2-135m-instruct". */
+std::string model_id_from_path(const std::string &path);
+
+int32_t usable_cores();
+
+// ---------------------------------------------------------------------------------------------------------------
+// Requests (request.cpp): the generation request document, mapped onto llama.cpp's chat messages.
+// ---------------------------------------------------------------------------------------------------------------
+
+enum class ToolMode { Auto, None, Required, Function };
+
+struct Request {
+    std::string model;
+    std::vector<common_chat_msg> messages;   // system text first (joined), then the conversation
+    std::vector<common_chat_tool> tools;
+    ToolMode tool_mode = ToolMode::Auto;
+    std::string tool_name;                   // ToolMode::Function
+    bool parallel_tool_calls = true;
+    int64_t max_output_tokens = -1;          // -1: the model's output budget
+    std::optional<float> temperature;
+    std::optional<float> top_p;
+};
+
+/** Parses and validates a generation request. Throws BackendError. */
+Request parse_request(afm_str request_json);
+
+// ---------------------------------------------------------------------------------------------------------------
+// UTF-8 (utf8.cpp)
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Turns a byte stream into pieces of valid UTF-8 that never split a character: an incomplete sequence at the
+ *  end is held back until the next push; invalid bytes become U+FFFD. */
+class Utf8Stream {
+public:
+    std::string push(std::string_view bytes);
+    std::string finish();  // flushes a held-back incomplete sequence as U+FFFD
+
+private:
+    std::string pending_;
+};
+
+/** Length of the longest prefix of `s` that does not end inside an incomplete UTF-8 sequence. */
+size_t utf8_complete_prefix(std::string_view s);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Jobs (job.cpp): one accepted generation. The decode thread pushes events; the job's own emitter thread delivers
+// them to the host's sink, so a slow client (a blocking emit) never stalls the batch of the other sequences.
+// ---------------------------------------------------------------------------------------------------------------
+
+struct Event {
+    int32_t type = 0;
+    int32_t index = 0;
+    int32_t code = 0;
+    std::string text;
+    std::string name;
+    int64_t input_tokens = -1;
+    int64_t output_tokens = -1;
+    int64_t reasoning_tokens = -1;
+    int64_t cached_tokens = -1;
+};
+
+class Engine;
+
+/** Everything the decode thread needs to run one request; built by Engine::prepare on the caller's thread. */
+struct Prepared {
+    std::vector<llama_token> prompt;
+    common_sampler *sampler = nullptr;          // owned
+    bool parse_tools = false;                   // run llama.cpp's chat parser over the output (tools offered)
+    bool single_call = false;                   // parallel_tool_calls false
+    common_chat_parser_params parser_params;
+    std::set<llama_token> preserved_tokens;     // rendered as text (tool-call markers)
+    std::vector<std::string> stops;             // additional stop strings of the chat format
+    int64_t max_output = 0;
+
+    Prepared() = default;
+    Prepared(const Prepared &) = delete;
+    Prepared &operator=(const Prepared &) = delete;
+    Prepared(Prepared &&other) noexcept;
+    Prepared &operator=(Prepared &&other) noexcept;
+    ~Prepared();
+};
+
+struct ToolCallProgress {
+    bool begun = false;
+    bool ended = false;
+    std::string id;
+    std::string args_sent;
+};
+
+class Job {
+public:
+    Job(uint64_t request_id, const afm_event_sink &sink, Prepared prepared, Engine *engine);
+    ~Job();
+
+    uint64_t request_id() const { return request_id_; }
+
+    /** Starts the emitter thread. Returns false when it could not be started. */
+    bool start();
+    /** Joins the emitter thread (after it finished, or after cancel). */
+    void join();
+
+    /** [thread-safe] cancel(): the emitter ends the generation with DONE/CANCELLED at once. */
+    void cancel();
+    /** True once the generation must not be decoded any further (cancelled, client gone, or finished). */
+    bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+    /** True once the emitter thread delivered the terminal event and returned (join does not block). */
+    bool finished() const { return finished_.load(std::memory_order_acquire); }
+
+    /** [decode thread] Queues an event. A terminal event closes the queue. */
+    void push(Event event);
+    size_t queued() const;
+
+    // Usage so far, kept current by the decode thread, read by the emitter for a cancelled generation.
+    std::atomic<int64_t> input_tokens{0};
+    std::atomic<int64_t> output_tokens{0};
+    std::atomic<int64_t> cached_tokens{0};
+
+    // Decode-thread state (touched only by the decode thread).
+    Prepared prep;
+    size_t n_prompt_done = 0;      // prompt tokens already in the slot's KV cache
+    int64_t n_generated = 0;
+    llama_token next_token = -1;   // sampled, to be decoded next step
+    std::string raw;               // all generated text (bytes)
+    size_t raw_sent = 0;           // raw-text mode: bytes of `raw` already passed on
+    Utf8Stream utf8;
+    std::string content_sent;      // tool mode: content already passed on
+    std::vector<ToolCallProgress> calls;
+    bool done = false;             // the decode thread queued the terminal event
+    int64_t t_start_us = 0;
+
+private:
+    void run();
+    int32_t deliver(const Event &event);
+
+    const uint64_t request_id_;
+    const afm_event_sink sink_;
+    Engine *const engine_;
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<Event> queue_;
+    bool cancel_requested_ = false;  // guarded by mutex_
+    std::atomic<bool> stopped_{false};
+    std::atomic<bool> finished_{false};
+    std::thread thread_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Engine (engine.cpp): the model, one llama_context with N sequences, and the decode thread.
+// ---------------------------------------------------------------------------------------------------------------
+
+struct LoadFailure {
+    std::string reason;
+    std::string reason_code;
+};
+
+class Engine {
+public:
+    /** Loads the model and starts the decode thread. On failure returns nullptr and fills `failure`. */
+    static std::unique_ptr<Engine> load(const Settings &settings, LoadFailure &failure);
+    ~Engine();
+
+    const Settings &settings() const { return settings_; }
+    int32_t context_tokens() const { return settings_.context_tokens; }
+    int32_t max_input_tokens() const { return settings_.context_tokens - settings_.context_tokens / 4; }
+    int32_t max_output_tokens() const { return settings_.context_tokens / 4; }
+
+    /** Templates and tokenizes a request; with `for_generation` also checks budgets and builds the sampler.
+     *  [thread-safe] Throws BackendError. */
+    Prepared prepare(const Request &request, bool for_generation);
+
+    /** Queues a job for the decode thread. [thread-safe] Never blocks on decoding. */
+    void submit(std::shared_ptr<Job> job);
+
+    /** Wakes the decode thread (a cancel, a drained event queue). [thread-safe] */
+    void wake();
+
+    /** Stops and joins the decode thread; queued and running jobs are dropped (their emitters must be done or
+     *  cancelled). Idempotent; the destructor calls it. */
+    void stop();
+
+    const llama_vocab *vocab() const { return vocab_; }
+
+private:
+    Engine() = default;
+    struct Slot;
+    void run();
+    void step_assign(std::deque<std::shared_ptr<Job>> &waiting);
+    void assign(Slot &slot, const std::shared_ptr<Job> &job);
+    void on_token(Slot &slot, llama_token token);
+    void emit_text(Job &job, std::string_view bytes);
+    void process_tools(Slot &slot, bool final);
+    void finish(Slot &slot, int32_t reason);
+    void fail_slot(Slot &slot, afm_status code, const std::string &message);
+    void release(Slot &slot, bool clear_cache);
+
+    Settings settings_;
+    llama_model *model_ = nullptr;
+    llama_context *ctx_ = nullptr;
+    const llama_vocab *vocab_ = nullptr;
+    common_chat_templates_ptr templates_;
+    std::mutex template_mutex_;
+    struct SamplingDefaults {
+        int32_t top_k = 40;
+        float top_p = 0.95f;
+        float min_p = 0.05f;
+        float temp = 0.80f;
+    } defaults_;
+    int32_t n_batch_ = 512;
+
+    std::vector<Slot *> slots_;
+    std::thread thread_;
+    std::mutex work_mutex_;
+    std::condition_variable work_cv_;
+    std::deque<std::shared_ptr<Job>> incoming_;  // guarded by work_mutex_
+    uint64_t wake_seq_ = 0;                       // guarded by work_mutex_
+    bool shutdown_ = false;                       // guarded by work_mutex_
+};
+
+constexpr size_t kMaxQueuedEvents = 64;  // a slot whose client lags further behind pauses (per-slot backpressure)
+
+}  // namespace afm_local

@@ -18,7 +18,10 @@ import urllib.request
 from dataclasses import dataclass
 
 INSTRUCTIONS = "You are Codex, a coding agent based on GPT-5. You and the user share the same workspace."
-DEVELOPER_TEXT = "<permissions instructions>Filesystem sandboxing: workspace-write. Approvals: on-request.</permissions instructions>"
+DEVELOPER_TEXT = (
+    "<permissions instructions>Filesystem sandboxing: workspace-write. "
+    "Approvals: on-request.</permissions instructions>"
+)
 ENVIRONMENT = "<environment_context>\n  <cwd>/home/user/project</cwd>\n  <shell>bash</shell>\n</environment_context>"
 PROMPT = "Find the docs for the config loader and fix the typo in README.md."
 REASONING_STATE = "scripted hidden reasoning state: never shown to the client in clear"
@@ -60,7 +63,7 @@ SHELL_TOOL = {
 APPLY_PATCH_TOOL = {
     "type": "custom",
     "name": "apply_patch",
-    "description": "Use the `apply_patch` tool to edit files. This is a FREEFORM tool, so do not wrap the patch in JSON.",
+    "description": "Use the `apply_patch` tool to edit files. This is a FREEFORM tool: do not wrap the patch in JSON.",
     "format": {"type": "grammar", "syntax": "lark", "definition": APPLY_PATCH_GRAMMAR},
 }
 MCP_TOOL = {
@@ -105,7 +108,13 @@ CODEX_BODY = {
 }
 
 # Reasoning models: the scripted model declares reasoning, so reasoning.effort is honoured.
-REASONING_CAPABILITIES = {"streaming": True, "tools": True, "vision": False, "reasoning": True, "reasoning_optional": True}
+REASONING_CAPABILITIES = {
+    "streaming": True,
+    "tools": True,
+    "vision": False,
+    "reasoning": True,
+    "reasoning_optional": True,
+}
 SEARCH_ARGUMENTS = '{"query":"config loader","limit":3}'
 PATCH = "*** Begin Patch\n*** Update File: README.md\n@@\n-teh config\n+the config\n*** End Patch\n"
 
@@ -114,21 +123,45 @@ def reasoning_model(steps: list[dict]) -> dict:
     return {"capabilities": REASONING_CAPABILITIES, "steps": steps}
 
 
+ANSWER = [{"text": "Found it: "}, {"text": "docs/config.md."}]
 MODELS = {
-    # Turn 1: think, say something, call the MCP tool.
+    # Codex keeps one model for a whole task (and sealed reasoning is bound to it), so the model branches on the
+    # turn: the first thinks, says something and calls the MCP tool; once the tool's output is back it answers.
     "codex-model": reasoning_model(
         [
-            {"reasoning_text": "The user wants docs; search them first."},
-            {"reasoning_state": REASONING_STATE},
-            {"text": "Searching the docs."},
-            {"tool_call": {"name": "search_docs", "call_id": "call_mcp_1", "arguments": SEARCH_ARGUMENTS, "chunks": 2}},
+            {
+                "if_input_has": "function_call_output",
+                "then": ANSWER,
+                "else": [
+                    {"reasoning_text": "The user wants docs; search them first."},
+                    {"reasoning_state": REASONING_STATE},
+                    {"text": "Searching the docs."},
+                    {
+                        "tool_call": {
+                            "name": "search_docs",
+                            "call_id": "call_mcp_1",
+                            "arguments": SEARCH_ARGUMENTS,
+                            "chunks": 2,
+                        }
+                    },
+                ],
+            }
         ]
     ),
-    # Turn 2: answer.
-    "codex-answer": reasoning_model([{"text": "Found it: "}, {"text": "docs/config.md."}]),
+    # Answers at once.
+    "codex-answer": reasoning_model(ANSWER),
     # A turn that edits a file with the freeform tool.
     "codex-patch": reasoning_model(
-        [{"tool_call": {"name": "apply_patch", "call_id": "call_patch_1", "arguments": json.dumps({"input": PATCH}), "chunks": 5}}]
+        [
+            {
+                "tool_call": {
+                    "name": "apply_patch",
+                    "call_id": "call_patch_1",
+                    "arguments": json.dumps({"input": PATCH}),
+                    "chunks": 5,
+                }
+            }
+        ]
     ),
 }
 
@@ -307,7 +340,6 @@ def test_codex_follow_up_turn_replays_reasoning_and_the_mcp_call(gateway):
 
     # Codex's next turn: the same body with the model's items and the tool's output appended.
     follow_up = copy.deepcopy(CODEX_BODY)
-    follow_up["model"] = "codex-answer"
     follow_up["input"] += first["output"] + [
         {"type": "function_call_output", "call_id": "call_mcp_1", "output": "docs/config.md: the config loader"}
     ]
@@ -317,7 +349,7 @@ def test_codex_follow_up_turn_replays_reasoning_and_the_mcp_call(gateway):
     assert response["output"][0]["content"][0]["text"] == "Found it: docs/config.md."
 
     sent = gw.generate_requests()[-1]
-    assert sent["model"] == "codex-answer"
+    assert sent["model"] == "codex-model"
     types = [item["type"] for item in sent["input"]]
     assert types == ["message", "message", "reasoning", "message", "function_call", "function_call_output"], types
     reasoning = sent["input"][2]
@@ -360,8 +392,14 @@ def test_codex_replays_custom_tool_call_items(gateway):
     body = copy.deepcopy(CODEX_BODY)
     body["model"] = "codex-answer"
     body["input"] += [
-        {"type": "custom_tool_call", "id": "ctc_1", "status": "completed", "call_id": "call_patch_1",
-         "name": "apply_patch", "input": PATCH},
+        {
+            "type": "custom_tool_call",
+            "id": "ctc_1",
+            "status": "completed",
+            "call_id": "call_patch_1",
+            "name": "apply_patch",
+            "input": PATCH,
+        },
         {"type": "custom_tool_call_output", "call_id": "call_patch_1", "output": "Success. Updated: M README.md"},
     ]
     response = assert_well_formed(post_stream(gw, body))

@@ -85,7 +85,7 @@ def test_streaming_events_in_order(gateway):
     sequence = [event.sequence_number for event in events]
     assert sequence == sorted(sequence) and len(set(sequence)) == len(sequence), sequence
 
-    # Item and part lifecycle (reference §1.7): added → part added → deltas → text done → part done → item done.
+    # Item and part lifecycle (reference §1.7): added, part added, deltas, text done, part done, item done.
     lifecycle = [t for t in types if t not in ("response.output_text.delta",)]
     assert lifecycle == [
         "response.created",

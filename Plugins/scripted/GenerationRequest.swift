@@ -18,6 +18,8 @@ struct GenerationRequest: Sendable, Hashable {
     var model: String
     /// The text of the last `message` item with role `user` (its text parts concatenated), or "".
     var lastUserText: String
+    /// The `type` of every `input` item (`message`, `function_call`, `function_call_output`, …), for `if_input_has`.
+    var inputItemTypes: Set<String>
     /// UTF-8 bytes of all input text: every `system` string and every text part of every `message` item.
     var inputTextBytes: Int
     /// `max_output_tokens`, or nil when absent or null (then the model's budget applies).
@@ -54,6 +56,7 @@ struct GenerationRequest: Sendable, Hashable {
             }
         }
         var lastUserText = ""
+        var inputItemTypes: Set<String> = []
         if !JSON.isNullOrMissing(object["input"]) {
             guard let input = JSON.array(object["input"]) else {
                 throw .invalidRequest("generation request: input must be an array of items")
@@ -62,6 +65,7 @@ struct GenerationRequest: Sendable, Hashable {
                 guard let item = JSON.object(raw) else {
                     throw .invalidRequest("generation request: input[\(index)] must be an object")
                 }
+                if let type = JSON.string(item["type"]) { inputItemTypes.insert(type) }
                 guard JSON.string(item["type"]) == "message" else { continue }
                 let text = try Self.messageText(item["content"], at: "input[\(index)].content")
                 bytes += text.utf8.count
@@ -77,6 +81,7 @@ struct GenerationRequest: Sendable, Hashable {
         }
         self.model = model
         self.lastUserText = lastUserText
+        self.inputItemTypes = inputItemTypes
         self.inputTextBytes = bytes
         self.maxOutputTokens = maxOutputTokens
     }

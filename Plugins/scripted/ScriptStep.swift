@@ -14,6 +14,10 @@ indirect enum ScriptStep: Sendable, Hashable {
     case delay(milliseconds: Int)
     /// `{"repeat":N,"steps":[…]}`: plays `steps` N times.
     case repeated(count: Int, steps: [ScriptStep])
+    /// `{"if_input_has":"function_call_output","then":[…],"else":[…]}`: plays `then` when the request's `input`
+    /// has an item of that `type`, otherwise `else` (either may be absent: no steps). So one model can call a tool
+    /// on the first turn and answer once the tool's output comes back, as agent loops need.
+    case conditional(inputItemType: String, then: [ScriptStep], else: [ScriptStep])
     /// `{"tool_call":{"name":…,"call_id":…,"arguments":…,"chunks":N}}`: BEGIN, N ARGUMENTS deltas, END.
     case toolCall(ToolCall)
     /// `{"reasoning_text":"…"}`: one `REASONING_TEXT`.
@@ -72,7 +76,7 @@ indirect enum ScriptStep: Sendable, Hashable {
     /// - Parameters:
     ///   - value: The JSON value that should be an array of step objects.
     ///   - path: Where `value` sits in the script, for error messages.
-    ///   - depth: How many `repeat`/`after_terminal` levels enclose it.
+    ///   - depth: How many `repeat`/`if_input_has`/`after_terminal` levels enclose it.
     static func parseList(_ value: Any?, at path: String, depth: Int = 0) throws(ParseError) -> [ScriptStep] {
         guard depth <= Limits.maximumDepth else {
             throw ParseError(path: path, problem: "steps are nested more than \(Limits.maximumDepth) levels deep")
@@ -103,6 +107,17 @@ indirect enum ScriptStep: Sendable, Hashable {
             }
             self = .repeated(
                 count: count, steps: try ScriptStep.parseList(object["steps"], at: path + ".steps", depth: depth + 1))
+            return
+        }
+        if object["if_input_has"] != nil {
+            try Self.checkKeys(object, allowed: ["if_input_has", "then", "else"], at: path)
+            let type = try Self.string(object["if_input_has"], at: path + ".if_input_has")
+            guard !type.isEmpty else { throw ParseError(path: path + ".if_input_has", problem: "must not be empty") }
+            var branches: [String: [ScriptStep]] = [:]
+            for branch in ["then", "else"] where object[branch] != nil {
+                branches[branch] = try ScriptStep.parseList(object[branch], at: "\(path).\(branch)", depth: depth + 1)
+            }
+            self = .conditional(inputItemType: type, then: branches["then"] ?? [], else: branches["else"] ?? [])
             return
         }
         guard object.count == 1, let (key, argument) = object.first else {
@@ -159,6 +174,8 @@ indirect enum ScriptStep: Sendable, Hashable {
             self = .hang
         case "steps":
             throw ParseError(path: path, problem: "\"steps\" needs \"repeat\"")
+        case "then", "else":
+            throw ParseError(path: path, problem: "\"\(key)\" needs \"if_input_has\"")
         default:
             throw ParseError(path: path, problem: "unknown step \"\(key)\"")
         }

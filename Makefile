@@ -42,6 +42,7 @@ run: build
 # parallel runs starve the in-process servers' cooperative thread pool and turn timing assertions into noise.
 test: build
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) $(SWIFT) test $(SWIFTFLAGS) --no-parallel
+	AFM_BIN_DIR=$(CURDIR)/$(BIN) scripts/test-clients
 
 bench-http: bootstrap
 	scripts/bench-http

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+public import AFMJSON
+
+/// Checks a function tool's `parameters` against the JSON Schema subset a backend can enforce with
+/// constrained decoding, and normalizes it.
+///
+/// # The subset
+/// - **Objects** declare `properties` (their order is kept end to end) and may list `required` (declared
+///   names, no repeats). `additionalProperties` must be `false` or absent (absent means `false`, and the
+///   normalized schema says so). Objects without `properties` are open-ended and refused, except an object
+///   fully fixed by `enum`/`const`; `"properties": {}` is an object with no members.
+/// - **No arguments:** `parameters: {}` (or only annotations), and `{"type": "object", "properties": {}}`
+///   are accepted and normalized to `{"type":"object","properties":{},"additionalProperties":false}`.
+/// - **Scalars:** `string`, `boolean`, `null`; `number` and `integer` with `minimum`, `maximum`,
+///   `exclusiveMinimum`, `exclusiveMaximum` (numbers, leaving a non-empty range).
+/// - **Arrays** declare `items` (one schema; tuples are refused) and may set `minItems`/`maxItems`
+///   (non-negative integers, min ≤ max).
+/// - **`enum`** (non-empty) and **`const`**, of any JSON values; with a `type`, every value must have it.
+/// - **Nullable:** `"type": ["<type>", "null"]` (kept as written; unions of two non-null types are refused),
+///   or `anyOf` with one schema and `{"type": "null"}`.
+/// - **`anyOf`:** branches that are all object schemas (directly, through `$ref`, or as nested unions of
+///   objects), plus optionally `{"type": "null"}`; or one schema of any type plus null. `anyOf` and `$ref`
+///   combine only with annotations.
+/// - **`$ref`** to `#`, `#/$defs/<name>` or `#/definitions/<name>` (definitions only at the top). Recursion
+///   is fine when an object or array lies on the cycle; a cycle of bare references (`A → B → A`) is refused,
+///   as are undefined names.
+/// - **Annotations** kept: `description`, `title`, `default`, `examples`, `$comment`, `deprecated`,
+///   `readOnly`, `writeOnly`. `$schema` is accepted at the top and dropped.
+/// - **Kept as description, with a warning:** `pattern`, `format`, `minLength`, `maxLength`, `multipleOf`,
+///   `uniqueItems`, `minProperties`, `maxProperties`, `contentEncoding`, `contentMediaType` — appended to
+///   the node's `description` as `(pattern: ^[a-z]+$; minLength: 2)`.
+/// - **Refused,** naming the path of the keyword: every other keyword (`allOf`, `oneOf`, `not`,
+///   `if`/`then`/`else`, `patternProperties`, `prefixItems`, `dependentRequired`, `unevaluatedProperties`, …),
+///   keywords of the wrong type (`"required": "x"`, `"minimum": "a"`, `"items": 5`), boolean schemas, type-
+///   specific keywords on another type (`minimum` on a string), untyped schemas, and nesting deeper than
+///   ``maximumDepth``.
+///
+/// Validation never expands references, so its cost is linear in the size of the schema.
+public enum ToolSchemaValidator {
+    /// How many schema levels may nest below `parameters` (properties, items, anyOf branches, definitions).
+    public static let maximumDepth = 32
+
+    /// Validates `schema` (the `parameters` of a function tool) and returns it normalized, or throws naming
+    /// the JSON path.
+    ///
+    /// - Parameters:
+    ///   - schema: The `parameters` value. (A `null` `parameters` is the caller's to map to `{}`.)
+    ///   - path: The path of `schema` in the request, for example `tools[0].parameters`; every error path and
+    ///     warning starts with it.
+    /// - Returns: The normalized schema and the warnings for unenforced keywords.
+    /// - Throws: ``ToolSchemaError`` for the first problem found.
+    public static func validate(_ schema: JSONValue, path: String) throws(ToolSchemaError) -> ToolSchemaReport {
+        guard case .object(let root) = schema else {
+            let message =
+                schema.boolValue != nil
+                ? "boolean schemas (true/false) are not supported; parameters must be an object schema"
+                : "parameters must be a JSON object schema, not \(schema.typeName)"
+            throw ToolSchemaError(path: path, message: message)
+        }
+        var references = try SchemaReferences(root: root, rootPath: path)
+        try references.analyze()
+        var walker = SchemaWalker(references: references)
+        let normalized = try walker.node(schema, path: path, depth: 0, isRoot: true)
+        return ToolSchemaReport(normalized: normalized, warnings: walker.warnings)
+    }
+}

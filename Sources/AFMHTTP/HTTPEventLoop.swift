@@ -149,12 +149,12 @@ final class HTTPEventLoopRunner {
                 if !running { break }
             }
             let now = SystemClock.monotonicNanoseconds()
-            if now &- lastSweep >= Self.sweepInterval {
+            if elapsed(from: lastSweep, to: now) >= Self.sweepInterval {
                 lastSweep = now
                 sweep(now: now)
             }
         }
-        for context in Array(contexts.values) { teardown(context) }
+        for context in Array(contexts.values) { teardown(context, "server stopped") }
         if let listener {
             self.listener = nil
             listener.close()
@@ -173,7 +173,7 @@ final class HTTPEventLoopRunner {
             if context.readable && contexts[id] != nil { readAndProcess(context) }
         case .drain:
             for context in Array(contexts.values) where !context.handlerActive && !context.closing {
-                if !context.parser.hasPartialRequest { teardown(context) }
+                if !context.parser.hasPartialRequest { teardown(context, "drained while idle") }
             }
         case .stop:
             running = false
@@ -255,7 +255,7 @@ final class HTTPEventLoopRunner {
         if !flags.isDisjoint(with: [.readHangup, .hangup, .error]) {
             // The peer closed or reset (or the server aborted the socket). Whatever was readable has been
             // consumed above; a running handler is cancelled now, which is how clients cancel generations.
-            teardown(context)
+            teardown(context, "peer hung up")
         }
     }
 
@@ -275,7 +275,7 @@ final class HTTPEventLoopRunner {
                 case .closing:
                     context.closing = true
                 case .closed:
-                    teardown(context)
+                    teardown(context, "closed while busy")
                     return
                 }
             }
@@ -283,14 +283,14 @@ final class HTTPEventLoopRunner {
             do {
                 result = try context.connection.descriptor.read(into: readBuffer)
             } catch {
-                teardown(context)  // ECONNRESET and friends: the peer is gone.
+                teardown(context, "read failed")  // ECONNRESET and friends: the peer is gone.
                 return
             }
             switch result {
             case .wouldBlock:
                 context.readable = false
             case .processed(0):
-                teardown(context)
+                teardown(context, "end of file")
                 return
             case .processed(let count):
                 // A short read drained the socket; the next arrival raises a new edge.
@@ -327,7 +327,7 @@ final class HTTPEventLoopRunner {
                     context.closing = true
                     return
                 case .closed:
-                    teardown(context)
+                    teardown(context, "closed")
                     return
                 }
             }
@@ -395,13 +395,13 @@ final class HTTPEventLoopRunner {
             if !context.closing && context.handlerActive {
                 switch connection.inputStatus(markInputWaiting: false) {
                 case .busy:
-                    if !context.deadlineFired && now &- context.handlerStartedAt > configuration.processing {
+                    if !context.deadlineFired && elapsed(from: context.handlerStartedAt, to: now) > configuration.processing {
                         context.deadlineFired = true
                         logger.warning("processing deadline passed; cancelling the handler", [
                             "connection.id": "\(connection.id)"
                         ])
                         if connection.processingDeadlineExpired(sequence: context.sequence) {
-                            teardown(context)
+                            teardown(context, "deadline passed mid-response")
                             continue
                         }
                     }
@@ -412,22 +412,22 @@ final class HTTPEventLoopRunner {
                 case .closing:
                     context.closing = true
                 case .closed:
-                    teardown(context)
+                    teardown(context, "closed")
                     continue
                 }
             }
             guard contexts[connection.id] != nil else { continue }
             let output = connection.outputStatus()
             if output.closeAfterFlush { context.closing = true }
-            if output.queued > 0 && now &- output.lastProgress > configuration.send {
+            if output.queued > 0 && elapsed(from: output.lastProgress, to: now) > configuration.send {
                 logger.debug("send timeout; closing", ["connection.id": "\(connection.id)"])
-                teardown(context)
+                teardown(context, "send timeout")
                 continue
             }
             if context.closing {
                 if output.writeShutdown {
                     if let since = context.lingerSince {
-                        if now &- since > configuration.linger { teardown(context) }
+                        if elapsed(from: since, to: now) > configuration.linger { teardown(context, "linger finished") }
                     } else {
                         context.lingerSince = now
                     }
@@ -436,27 +436,34 @@ final class HTTPEventLoopRunner {
             }
             if !context.handlerActive {
                 let start = context.requestStartedAt ?? context.waitingSince
-                if now &- start > configuration.requestHeader {
+                if elapsed(from: start, to: now) > configuration.requestHeader {
                     if context.parser.hasPartialRequest || context.served == 0 {
                         sendError(
                             context, status: 408, code: "request_timeout",
                             message: "The request was not received in time.")
                     } else {
-                        teardown(context)  // An idle keep-alive connection: close silently.
+                        teardown(context, "idle keep-alive timeout")  // An idle keep-alive connection: close silently.
                     }
                 }
             }
         }
     }
 
+    /// Nanoseconds from `start` to `now`, zero when `start` is later: other threads stamp times (last send
+    /// progress, end of a response) after the sweep read its clock, and a wrapped difference would look
+    /// like an expired timeout.
+    private func elapsed(from start: UInt64, to now: UInt64) -> UInt64 {
+        now > start ? now - start : 0
+    }
+
     // MARK: - Closing
 
-    private func teardown(_ context: Context) {
+    private func teardown(_ context: Context, _ reason: StaticString) {
         let connection = context.connection
         guard contexts.removeValue(forKey: connection.id) != nil else { return }
         // Closing the descriptor (here or by the last writer) removes it from the epoll set.
         connection.teardown()
         core.unregister(connection)
-        logger.debug("connection closed", ["connection.id": "\(connection.id)"])
+        logger.debug("connection closed", ["connection.id": "\(connection.id)", "reason": "\(reason)"])
     }
 }

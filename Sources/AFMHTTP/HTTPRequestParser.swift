@@ -68,7 +68,8 @@ struct HTTPParsedRequest: Sendable {
 /// Strictness, and its deliberate exceptions:
 /// - Bare LF is accepted as a line ending (RFC 9112 §2.2 allows it); a CR anywhere else is rejected.
 /// - Empty lines before a request line are skipped (RFC 9112 §2.2: clients may send an extra CRLF after a body).
-/// - Rejected with 400: a bad method token, a missing or malformed version (HTTP/0.9-style `GET /`), more than
+/// - Rejected with 400: a bad method token, a missing or malformed version (HTTP/0.9-style `GET /`, or
+///   `HTTP/0.9`), more than
 ///   single spaces in the request line, control characters in the target, a field line without a colon,
 ///   whitespace before the colon, invalid field-name characters, control characters in a value, obs-fold,
 ///   missing or repeated `Host` on HTTP/1.1, invalid or conflicting `Content-Length`, `Content-Length`
@@ -78,7 +79,7 @@ struct HTTPParsedRequest: Sendable {
 /// - 413 when `Content-Length` (or the running total of chunk sizes) exceeds `maxBodyBytes`, decided from the
 ///   declared sizes before the body is read.
 /// - 501 for a transfer coding other than `chunked` (`gzip, chunked`): valid HTTP that this server does not
-///   implement. 505 for a major version other than 1. 417 for an `Expect` other than `100-continue`.
+///   implement. 505 for a major version of 2 or more. 417 for an `Expect` other than `100-continue`.
 /// - Chunk extensions and trailer fields are checked for control characters and otherwise ignored.
 struct HTTPRequestParser {
     /// Size limits applied while parsing.
@@ -565,6 +566,8 @@ struct HTTPRequestParser {
         }
         let version = HTTPVersion(
             major: Int(versionBytes[5] - UInt8(ascii: "0")), minor: Int(versionBytes[7] - UInt8(ascii: "0")))
+        // HTTP/0.9 has no version token at all (handled above); an explicit 0.x is just as malformed.
+        guard version.major != 0 else { return .failure(.badRequest("Invalid HTTP version.")) }
         guard version.major == 1 else { return .failure(.versionNotSupported) }
 
         // origin-form (/path), asterisk-form (*), or absolute-form (http://host/path).

@@ -44,8 +44,9 @@ struct AFMDMain {
 
         // Writes to a closed socket must fail with EPIPE, not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
+        // Watch the termination signals before anything else starts, so a SIGTERM that arrives while backends
+        // load (or a millisecond after "listening") is kept, not lost.
+        let termination = SignalWaiter(signals: [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")])
         let daemon = Daemon(configuration: configuration, logger: logger)
         do {
             _ = try await daemon.start()
@@ -53,39 +54,60 @@ struct AFMDMain {
             logger.error("cannot start: \(error)")
             exit(1)
         }
-        let signalName = await waitForTerminationSignal()
+        let signalName = await termination.next()
         logger.info("received \(signalName)")
         await daemon.stop()
         exit(0)
     }
-
-    /// Suspends until SIGTERM or SIGINT arrives (delivered through Dispatch, not an async-signal handler).
-    static func waitForTerminationSignal() async -> String {
-        let waiter = SignalWaiter()
-        return await withCheckedContinuation { continuation in
-            waiter.wait(for: [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")], continuation: continuation)
-        }
-    }
 }
 
-/// Turns the first of several signals into the resumption of one continuation.
-private final class SignalWaiter: Sendable {
-    private let state = Mutex<(sources: [any DispatchSourceSignal], continuation: CheckedContinuation<String, Never>?)>(([], nil))
-    private let queue = DispatchQueue(label: "afmd.signals")
+/// Delivers termination signals through Dispatch (not an async-signal handler), remembering one that arrives
+/// before anyone waits. Used by the main task only; the Dispatch handlers reach it through `Mailbox`.
+private final class SignalWaiter {
+    /// The first signal and the waiter, shared with the Dispatch handlers.
+    private final class Mailbox: Sendable {
+        private let state = Mutex<(received: String?, continuation: CheckedContinuation<String, Never>?)>((nil, nil))
 
-    func wait(for signals: [(Int32, String)], continuation: CheckedContinuation<String, Never>) {
-        let sources = signals.map { number, name -> any DispatchSourceSignal in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { [self] in
-                let pending = state.withLock { state in
-                    defer { state.continuation = nil }
-                    return state.continuation
-                }
-                pending?.resume(returning: name)
+        func deliver(_ name: String) {
+            let waiting = state.withLock { state -> CheckedContinuation<String, Never>? in
+                guard state.received == nil else { return nil }
+                state.received = name
+                defer { state.continuation = nil }
+                return state.continuation
             }
+            waiting?.resume(returning: name)
+        }
+
+        func next() async -> String {
+            await withCheckedContinuation { continuation in
+                let already = state.withLock { state -> String? in
+                    if let received = state.received { return received }
+                    state.continuation = continuation
+                    return nil
+                }
+                if let already { continuation.resume(returning: already) }
+            }
+        }
+    }
+
+    private let mailbox = Mailbox()
+    private let sources: [any DispatchSourceSignal]
+
+    init(signals: [(Int32, String)]) {
+        let queue = DispatchQueue(label: "afmd.signals")
+        let mailbox = self.mailbox
+        sources = signals.map { number, name in
+            // The default action would kill the process; Dispatch still sees an ignored signal.
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { mailbox.deliver(name) }
+            source.resume()
             return source
         }
-        state.withLock { $0 = (sources, continuation) }
-        for source in sources { source.resume() }
+    }
+
+    /// The first signal received, waiting for one if none came yet.
+    func next() async -> String {
+        await mailbox.next()
     }
 }

@@ -100,6 +100,16 @@ import Testing
         #expect(try client.readResponse().json?["status"] == "ok")
     }
 
+    @Test func aSigtermRightAfterStartIsNotLost() throws {
+        for _ in 0..<5 {
+            let harness = try DaemonHarness(models: ["m": #"[{"text":"x"}]"#])
+            let started = Date()
+            #expect(harness.daemon.stop() == 0)
+            #expect(Date().timeIntervalSince(started) < 10)
+            #expect(harness.daemon.log.contains("received SIGTERM"))
+        }
+    }
+
     @Test func commandLine() throws {
         func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
             let process = Process()

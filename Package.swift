@@ -20,6 +20,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "afmd", targets: ["afmd"]),
+        .executable(name: "afmctl", targets: ["afmctl"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
     ],
     targets: [
@@ -60,6 +61,17 @@ let package = Package(
         .target(
             name: "AFMConfig",
             dependencies: ["AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+        // The admin socket (varlink, org.afm.Admin): server, client, levels; and its command-line client.
+        .target(
+            name: "AFMAdmin",
+            dependencies: ["AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "afmctl",
+            dependencies: ["AFMAdmin", "AFMCore", "AFMJSON", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
 
@@ -113,6 +125,16 @@ let package = Package(
         .testTarget(
             name: "AFMConfigTests",
             dependencies: ["AFMConfig", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AFMAdminTests",
+            dependencies: ["AFMAdmin", "AFMJSON", "AFMSystem", "AFMLogging", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AFMCtlTests",
+            dependencies: ["AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMSystem
+
+/// Decides a connection's ``AdminLevel`` from its peer credentials.
+///
+/// - `admin`: uid 0 or the daemon's own uid (``adminUserIDs``).
+/// - `operator`: the peer's primary group or one of its supplementary groups (from `SO_PEERGROUPS`, else the
+///   group database via `getgrouplist`) is in ``operatorGroupIDs``.
+/// - `user`: anyone else who can connect (the socket's file mode decides who can).
+public struct AdminAccessPolicy: Sendable, Hashable {
+    /// User ids granted `admin`.
+    public var adminUserIDs: Set<UInt32>
+    /// Group ids granted `operator`.
+    public var operatorGroupIDs: Set<UInt32>
+    /// Names in `Admin.OperatorGroups` that matched no group (worth a warning in the log).
+    public var unknownGroupNames: [String]
+
+    /// Creates a policy from ids.
+    public init(adminUserIDs: Set<UInt32>, operatorGroupIDs: Set<UInt32>) {
+        self.adminUserIDs = adminUserIDs
+        self.operatorGroupIDs = operatorGroupIDs
+        self.unknownGroupNames = []
+    }
+
+    /// The daemon's policy: admin = root and this process's effective uid; operator = members of the groups
+    /// named in `operatorGroups` (names or numeric ids; unknown names are skipped and listed).
+    public init(operatorGroups: [String]) {
+        var ids: Set<UInt32> = []
+        var unknown: [String] = []
+        for name in operatorGroups {
+            if let id = UserDatabase.groupID(named: name) { ids.insert(id) } else { unknown.append(name) }
+        }
+        self.adminUserIDs = [0, UserDatabase.effectiveUserID]
+        self.operatorGroupIDs = ids
+        self.unknownGroupNames = unknown
+    }
+
+    /// The level for a peer.
+    ///
+    /// - Parameter groups: the peer's supplementary groups when known (`SO_PEERGROUPS`); `nil` looks them up.
+    public func level(for credentials: PeerCredentials, groups: [UInt32]?) -> AdminLevel {
+        if adminUserIDs.contains(credentials.uid) { return .admin }
+        if operatorGroupIDs.isEmpty { return .user }
+        if operatorGroupIDs.contains(credentials.gid) { return .operator }
+        let all = groups ?? UserDatabase.groups(ofUser: credentials.uid) ?? []
+        return all.contains(where: operatorGroupIDs.contains) ? .operator : .user
+    }
+}

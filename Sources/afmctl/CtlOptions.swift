@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMSystem
+
+/// The parsed command line of `afmctl`.
+struct CtlOptions {
+    /// A usage error: one `Error:` line, exit 64.
+    struct UsageError: Error {
+        var message: String
+    }
+
+    enum Command: Equatable {
+        case status
+        case top(intervalMilliseconds: Int)
+        case backends
+        case reload(backend: String?, wait: Bool)
+        case listener(start: Bool)
+        case promptGet
+        case promptSet(text: String?, file: String?, ifRevision: Int?)
+        case configShow(origin: Bool, key: String?)
+        case settingsSet(key: String, value: String)
+        case help(String?)
+        case version
+    }
+
+    var socket: String?
+    var json = false
+    var command: Command = .help(nil)
+
+    init(arguments: [String]) throws(UsageError) {
+        var positional: [String] = []
+        var flags: [String: String] = [:]
+        var switches: Set<String> = []
+        var index = 0
+        let valued: Set<String> = ["--socket", "--interval", "--if-revision", "-f"]
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--" {
+                positional += arguments[index...]
+                break
+            }
+            if argument.hasPrefix("-") && argument != "-" {
+                let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
+                let name = parts[0]
+                if valued.contains(name) {
+                    if parts.count == 2 {
+                        flags[name] = parts[1]
+                    } else {
+                        guard index < arguments.count else { throw UsageError(message: "\(name) needs a value") }
+                        flags[name] = arguments[index]
+                        index += 1
+                    }
+                } else if ["--json", "--wait", "--origin", "--help", "-h", "--version"].contains(name), parts.count == 1 {
+                    switches.insert(name)
+                } else {
+                    throw UsageError(message: "unknown option '\(argument)'")
+                }
+            } else {
+                positional.append(argument)
+            }
+        }
+        socket = flags["--socket"]
+        json = switches.contains("--json")
+        if switches.contains("--version") {
+            command = .version
+            return
+        }
+        guard let name = positional.first else {
+            command = .help(nil)
+            return
+        }
+        if switches.contains("--help") || switches.contains("-h") {
+            guard CtlHelp.commands[name] != nil || name == "help" else { throw UsageError(message: "unknown command '\(name)'") }
+            command = .help(name == "help" ? nil : name)
+            return
+        }
+        let rest = Array(positional.dropFirst())
+        func expect(_ count: ClosedRange<Int>) throws(UsageError) {
+            guard count.contains(rest.count) else {
+                throw UsageError(message: "wrong number of arguments for '\(name)' (see afmctl \(name) --help)")
+            }
+        }
+        func allow(_ allowed: Set<String>) throws(UsageError) {
+            let given = Set(flags.keys).subtracting(["--socket"]).union(switches.subtracting(["--json"]))
+            if let extra = given.subtracting(allowed).sorted().first {
+                throw UsageError(message: "'\(extra)' does not apply to '\(name)' (see afmctl \(name) --help)")
+            }
+        }
+        switch name {
+        case "help":
+            try expect(0...1)
+            if let topic = rest.first, CtlHelp.commands[topic] == nil { throw UsageError(message: "unknown command '\(topic)'") }
+            command = .help(rest.first)
+        case "status":
+            try expect(0...0)
+            try allow([])
+            command = .status
+        case "top":
+            try expect(0...0)
+            try allow(["--interval"])
+            let interval = flags["--interval"].map { Int($0) } ?? 1000
+            guard let interval, (50...3_600_000).contains(interval) else {
+                throw UsageError(message: "--interval must be milliseconds between 50 and 3600000")
+            }
+            command = .top(intervalMilliseconds: interval)
+        case "backends":
+            try expect(0...0)
+            try allow([])
+            command = .backends
+        case "reload":
+            try expect(0...1)
+            try allow(["--wait"])
+            command = .reload(backend: rest.first, wait: switches.contains("--wait"))
+        case "listener":
+            try expect(1...1)
+            try allow([])
+            guard rest[0] == "start" || rest[0] == "stop" else {
+                throw UsageError(message: "listener takes 'start' or 'stop', not '\(rest[0])'")
+            }
+            command = .listener(start: rest[0] == "start")
+        case "prompt":
+            guard let verb = rest.first else { throw UsageError(message: "prompt takes 'get' or 'set' (see afmctl prompt --help)") }
+            switch verb {
+            case "get":
+                try expect(1...1)
+                try allow([])
+                command = .promptGet
+            case "set":
+                try allow(["-f", "--if-revision"])
+                let file = flags["-f"]
+                guard (file == nil) == (rest.count == 2), rest.count <= 2 else {
+                    throw UsageError(message: "prompt set takes TEXT or -f FILE (see afmctl prompt --help)")
+                }
+                var revision: Int?
+                if let text = flags["--if-revision"] {
+                    guard let number = Int(text), number >= 0 else { throw UsageError(message: "--if-revision needs a number") }
+                    revision = number
+                }
+                command = .promptSet(text: rest.count == 2 ? rest[1] : nil, file: file, ifRevision: revision)
+            default:
+                throw UsageError(message: "prompt takes 'get' or 'set', not '\(verb)'")
+            }
+        case "config":
+            guard rest.first == "show" else { throw UsageError(message: "config takes 'show' (see afmctl config --help)") }
+            try expect(1...2)
+            try allow(["--origin"])
+            command = .configShow(origin: switches.contains("--origin"), key: rest.count == 2 ? rest[1] : nil)
+        case "settings":
+            guard rest.first == "set" else { throw UsageError(message: "settings takes 'set' (see afmctl settings --help)") }
+            try expect(3...3)
+            try allow([])
+            command = .settingsSet(key: rest[1], value: rest[2])
+        default:
+            throw UsageError(message: "unknown command '\(name)' (see afmctl --help)")
+        }
+    }
+
+    /// The socket to use: `--socket`, `$AFM_ADMIN_SOCKET`, `/run/afm/admin.sock` as root, else the user's runtime dir.
+    static func defaultSocket(environment: [String: String]) -> String {
+        if let path = environment["AFM_ADMIN_SOCKET"], !path.isEmpty { return path }
+        if UserDatabase.effectiveUserID == 0 { return "/run/afm/admin.sock" }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/afm/admin.sock" }
+        return "/tmp/afm-\(UserDatabase.effectiveUserID)/admin.sock"
+    }
+}

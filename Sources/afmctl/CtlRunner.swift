@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMAdmin
+import AFMCore
+import AFMJSON
+import AFMSystem
+import Foundation
+
+/// Runs one parsed `afmctl` command against the admin socket and returns the exit status.
+struct CtlRunner {
+    /// EX_USAGE.
+    static let usageStatus: Int32 = 64
+    /// EX_NOPERM: the admin socket refused the call for this peer's level (or the socket file's mode did).
+    static let permissionStatus: Int32 = 77
+    /// Cannot connect: the shared table's "unavailable" status (EX_UNAVAILABLE, 69).
+    static let unavailableStatus = AFMErrorCode.modelUnavailable.exitStatus
+
+    let options: CtlOptions
+    let socket: String
+
+    func run() -> Int32 {
+        switch options.command {
+        case .help(let topic):
+            CtlOutput.print(topic.flatMap { CtlHelp.commands[$0] } ?? CtlHelp.main)
+            return 0
+        case .version:
+            CtlOutput.print("afmctl \(AFMVersion.string)")
+            return 0
+        default:
+            break
+        }
+        do {
+            try execute()
+            return 0
+        } catch {
+            return report(error)
+        }
+    }
+
+    private func execute() throws(AdminClientError) {
+        let admin = "org.afm.Admin."
+        switch options.command {
+        case .status:
+            let reply = try call(admin + "GetStatus")
+            show(reply) { CtlOutput.outline($0).joined(separator: "\n") }
+        case .top(let interval):
+            try top(interval: interval)
+        case .backends:
+            let reply = try call(admin + "ListBackends")
+            show(reply) { reply in
+                let rows = (reply["backends"]?.arrayValue ?? []).map { backend -> String in
+                    let id = CtlOutput.scalar(backend["id"] ?? backend["name"] ?? .null)
+                    let state = CtlOutput.scalar(backend["state"] ?? .null)
+                    let generation = CtlOutput.scalar(backend["generation"] ?? .null)
+                    let reason = backend["reason"].map(CtlOutput.scalar) ?? ""
+                    return [id, state, generation, reason].joined(separator: "\t")
+                }
+                return (["BACKEND\tSTATE\tGENERATION\tREASON"] + rows).joined(separator: "\n")
+            }
+        case .reload(let backend, let wait):
+            let connection = try AdminConnection(path: socket)
+            var parameters: JSONObject = [:]
+            if let backend { parameters["backend"] = .string(backend) }
+            try connection.send(method: admin + "Reload", parameters: parameters, more: true)
+            while true {
+                let reply = try connection.receive(timeoutMilliseconds: wait ? nil : 300_000, method: "Reload")
+                if reply.continues {
+                    if !options.json { CtlOutput.progress("… " + CtlOutput.line(reply.parameters)) }
+                    continue
+                }
+                show(reply.parameters) { "reloaded: " + CtlOutput.line($0) }
+                return
+            }
+        case .listener(let start):
+            let reply = try call(admin + "SetListener", ["state": .string(start ? "running" : "stopped")])
+            show(reply) { CtlOutput.outline($0).joined(separator: "\n") }
+        case .promptGet:
+            let reply = try call(admin + "GetPrompt")
+            show(reply) { $0["text"]?.stringValue ?? "" }
+        case .promptSet(let text, let file, let revision):
+            let content: String
+            if let text {
+                content = text
+            } else if file == "-" {
+                content = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            } else if let file, let data = FileManager.default.contents(atPath: file) {
+                content = String(decoding: data, as: UTF8.self)
+            } else {
+                throw .protocolError("cannot read \(file ?? "")")
+            }
+            var parameters: JSONObject = ["text": .string(content)]
+            if let revision { parameters["ifRevision"] = .number(JSONNumber(revision)) }
+            let reply = try call(admin + "SetPrompt", parameters)
+            show(reply) { "prompt saved (revision \(CtlOutput.scalar($0["revision"] ?? .null)))" }
+        case .configShow(let origin, let key):
+            var parameters: JSONObject = ["withOrigin": .bool(origin)]
+            if let key { parameters["keys"] = [.string(key)] }
+            let reply = try call(admin + "GetConfig", parameters)
+            show(reply) { reply in
+                (reply["values"]?.arrayValue ?? []).map { entry in
+                    let pair = "\(CtlOutput.scalar(entry["key"] ?? .null))=\(CtlOutput.scalar(entry["value"] ?? ""))"
+                    return origin ? "\(CtlOutput.scalar(entry["origin"] ?? .null))\t\(pair)" : pair
+                }.joined(separator: "\n")
+            }
+        case .settingsSet(let key, let value):
+            let reply = try call(admin + "SetSetting", ["key": .string(key), "value": .string(value)])
+            show(reply) { _ in "saved \(key)=\(value)" }
+        case .help, .version:
+            break
+        }
+    }
+
+    private func call(_ method: String, _ parameters: JSONObject = [:]) throws(AdminClientError) -> JSONValue {
+        let connection = try AdminConnection(path: socket)
+        defer { connection.close() }
+        return try connection.call(method, parameters)
+    }
+
+    private func show(_ reply: JSONValue, human: (JSONValue) -> String) {
+        CtlOutput.print(options.json ? reply.jsonString : human(reply))
+    }
+
+    private func top(interval: Int) throws(AdminClientError) {
+        let connection = try AdminConnection(path: socket)
+        try connection.send(
+            method: "org.afm.Admin.WatchCounters", parameters: ["intervalMs": .number(JSONNumber(interval))], more: true)
+        let terminal = UserDatabase.isTerminal(1) && !options.json
+        while true {
+            let reply = try connection.receive(timeoutMilliseconds: nil, method: "WatchCounters")
+            if options.json {
+                CtlOutput.print(reply.parameters.jsonString)
+            } else if terminal {
+                // Home the cursor and clear the screen, then draw the snapshot.
+                CtlOutput.raw("\u{1B}[H\u{1B}[2J" + "afmctl top — \(socket) — Ctrl-C exits\n\n")
+                CtlOutput.print(CtlOutput.outline(reply.parameters).joined(separator: "\n"))
+            } else {
+                CtlOutput.print(CtlOutput.line(reply.parameters))
+            }
+            if !reply.continues { return }
+        }
+    }
+
+    /// Prints the error and maps it to the exit status table.
+    private func report(_ error: AdminClientError) -> Int32 {
+        CtlOutput.error(error.description)
+        switch error {
+        case .cannotConnect(_, _, let denied):
+            return denied ? Self.permissionStatus : Self.unavailableStatus
+        case .timedOut:
+            return AFMErrorCode.timeout.exitStatus
+        case .connectionClosed, .protocolError:
+            return AFMErrorCode.internal.exitStatus
+        case .remote(let remote):
+            switch remote.name {
+            case "org.afm.Admin.PermissionDenied": return Self.permissionStatus
+            case "org.afm.Admin.InvalidSetting", "org.varlink.service.InvalidParameter":
+                return AFMErrorCode.invalidRequest.exitStatus
+            case "org.varlink.service.MethodNotFound", "org.varlink.service.InterfaceNotFound":
+                return AFMErrorCode.incompatible.exitStatus
+            default: return AFMErrorCode.internal.exitStatus
+            }
+        }
+    }
+}

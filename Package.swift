@@ -53,10 +53,12 @@ let package = Package(
         ),
         .target(
             name: "AFMDaemon",
-            dependencies: ["AFMResponses", "AFMBackends", "AFMHTTP", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: [
+                "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
+            ],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(name: "afmd", dependencies: ["AFMDaemon"], swiftSettings: swiftSettings),
+        .executableTarget(name: "afmd", dependencies: ["AFMDaemon", "AFMConfig"], swiftSettings: swiftSettings),
         // Operations plane: layered configuration and versioned settings (the control layer).
         .target(
             name: "AFMConfig",
@@ -112,7 +114,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMDaemonTests",
-            dependencies: ["AFMDaemon", "AFMJSON", "AFMTestSupport"],
+            dependencies: ["AFMDaemon", "AFMJSON", "AFMTestSupport", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // Rewrites the settings file in a loop until killed (the crash-safety test of SettingsStore).

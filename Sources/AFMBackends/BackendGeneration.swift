@@ -32,6 +32,10 @@ public final class BackendGeneration: Sendable {
     public let description: BackendDescription
     /// The config document the instance was created with.
     public let configDocument: [UInt8]
+    /// The settings the instance was created with, and the files they name as they were then (a model swapped
+    /// in place at the same path is a change too).
+    public let settings: [String: String]
+    let fileStamps: [String: FileStamp]
 
     let instance: Instance
     private let controlQueue: DispatchQueue
@@ -57,8 +61,10 @@ public final class BackendGeneration: Sendable {
 
     private init(
         backendID: String, number: UInt64, library: BackendLibrary, description: BackendDescription,
-        configDocument: [UInt8], instance: Instance, controlQueue: DispatchQueue, logger: Logger
+        configDocument: [UInt8], settings: [String: String], instance: Instance, controlQueue: DispatchQueue, logger: Logger
     ) {
+        self.settings = settings
+        self.fileStamps = FileStamp.stamps(ofFilesIn: settings)
         self.backendID = backendID
         self.number = number
         self.library = library
@@ -73,21 +79,23 @@ public final class BackendGeneration: Sendable {
     ///
     /// - Throws: `BackendLoadError` with reason `create_failed` or `describe_failed`.
     static func make(
-        library: BackendLibrary, number: UInt64, configDocument: [UInt8], logger: Logger
+        library: BackendLibrary, number: UInt64, configDocument: [UInt8], settings: [String: String], logger: Logger
     ) async throws(BackendLoadError) -> BackendGeneration {
         let queue = DispatchQueue(label: "afm.backend.\(library.backendID).g\(number)")
         let result: Result<BackendGeneration, BackendLoadError> = await withCheckedContinuation { continuation in
             queue.async {
                 continuation.resume(
                     returning: Self.createOnControlQueue(
-                        library: library, number: number, configDocument: configDocument, queue: queue, logger: logger))
+                        library: library, number: number, configDocument: configDocument, settings: settings, queue: queue,
+                        logger: logger))
             }
         }
         return try result.get()
     }
 
     private static func createOnControlQueue(
-        library: BackendLibrary, number: UInt64, configDocument: [UInt8], queue: DispatchQueue, logger: Logger
+        library: BackendLibrary, number: UInt64, configDocument: [UInt8], settings: [String: String], queue: DispatchQueue,
+        logger: Logger
     ) -> Result<BackendGeneration, BackendLoadError> {
         let table = library.vtable
         var error = afm_error()
@@ -134,8 +142,14 @@ public final class BackendGeneration: Sendable {
         return .success(
             BackendGeneration(
                 backendID: library.backendID, number: number, library: library, description: description,
-                configDocument: configDocument, instance: instance, controlQueue: queue,
+                configDocument: configDocument, settings: settings, instance: instance, controlQueue: queue,
                 logger: logger.with("generation", String(number))))
+    }
+
+    /// Whether a generation built now from `settings` would differ from this one: other settings, or a file
+    /// they name changed on disk.
+    func isOutdated(comparedWith settings: [String: String]) -> Bool {
+        settings != self.settings || FileStamp.stamps(ofFilesIn: settings) != fileStamps
     }
 
     // MARK: - Leases

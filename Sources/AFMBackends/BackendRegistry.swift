@@ -204,7 +204,8 @@ public final class BackendRegistry: Sendable {
             }
             let document = Self.configDocument(id: id, number: number, configuration: configuration)
             let generation = try await BackendGeneration.make(
-                library: library, number: number, configDocument: document, logger: logger.with("backend", id))
+                library: library, number: number, configDocument: document, settings: configuration.settings[id] ?? [:],
+                logger: logger.with("backend", id))
             return .success((manifest, library, generation))
         } catch {
             return .failure(error)
@@ -225,6 +226,54 @@ public final class BackendRegistry: Sendable {
             "settings": .object(settings),
         ]
         return document.encoded()
+    }
+
+    /// What `reloadChanged()` did for one backend.
+    public enum ReloadOutcome: Sendable {
+        case unchanged(generation: UInt64?)
+        case reloaded(generation: UInt64)
+        case failed(BackendLoadError, activeGeneration: UInt64?)
+    }
+
+    /// Reloads every backend whose configuration, model file or library changed, and loads backends that were
+    /// installed since (new manifests). Unchanged backends keep their generation.
+    public func reloadChanged() async -> [(backend: String, outcome: ReloadOutcome)] {
+        let configuration = state.withLock { $0.configuration }
+        // Newly installed manifests.
+        if let paths = try? BackendManifest.manifestPaths(in: configuration.backendDirectory) {
+            for path in paths {
+                guard let id = try? BackendManifest(contentsOf: path).id else { continue }
+                state.withLock { state in
+                    guard state.slots[id] == nil else { return }
+                    state.order.append(id)
+                    state.slots[id] = Slot(manifestPath: path)
+                }
+            }
+        }
+        let candidates = state.withLock { state in
+            state.order.compactMap { id -> (String, Bool, UInt64?)? in
+                guard let slot = state.slots[id], !state.configuration.disabled.contains(id) else { return nil }
+                let settings = state.configuration.settings[id] ?? [:]
+                var changed = slot.active.map { $0.isOutdated(comparedWith: settings) } ?? true
+                if let library = slot.library, let manifest = slot.manifest, !library.isUnchanged(atPath: manifest.libraryPath) {
+                    changed = true
+                }
+                return (id, changed, slot.active?.number)
+            }
+        }
+        var outcomes: [(String, ReloadOutcome)] = []
+        for (id, changed, active) in candidates {
+            guard changed else {
+                outcomes.append((id, .unchanged(generation: active)))
+                continue
+            }
+            do {
+                outcomes.append((id, .reloaded(generation: try await reload(id))))
+            } catch {
+                outcomes.append((id, .failed(error, activeGeneration: active)))
+            }
+        }
+        return outcomes
     }
 
     /// Replaces the settings used by later reloads (the running generations are unaffected).

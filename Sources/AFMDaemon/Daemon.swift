@@ -1,43 +1,68 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMAdmin
 import AFMBackends
+import AFMConfig
 import AFMCore
 import AFMHTTP
 import AFMJSON
 import AFMLogging
 import AFMResponses
-import Dispatch
+import AFMSystem
 import Foundation
 import Synchronization
 
-/// The running gateway: backends, the Responses service and the HTTP listener, started and stopped in order.
+/// The running gateway: configuration, backends, the Responses service, the HTTP listener and the admin socket,
+/// started, reloaded and stopped in order.
 ///
-/// Start: load backends (each failure is recorded, not fatal) → listen. Stop (SIGTERM/SIGINT): close the
-/// listener → let in-flight responses finish within the shutdown timeout → drain and destroy backends.
+/// ```
+/// start:  load backends (failures recorded, not fatal) → listen → admin socket → READY=1
+/// reload: RELOADING=1 → load config (a failure keeps the running one) → reload changed backends → READY=1
+/// stop:   STOPPING=1 → close the listener → in-flight responses finish (shutdown timeout) → backends drain
+/// ```
 public final class Daemon: Sendable {
-    public let configuration: DaemonConfiguration
-    public let registry: BackendRegistry
+    let loader: ConfigurationLoader
+    let registry: BackendRegistry
+    let service: ResponsesService
     let server: HTTPServer
+    let settings: SettingsStore?
+    let notifier: SystemdNotifier
     let logger: Logger
     let startedAt = Date()
-    private let listening = Mutex<String?>(nil)
+    private let state: Mutex<State>
+    private let admin = Mutex<AdminServer?>(nil)
 
-    public init(configuration: DaemonConfiguration, logger: Logger) {
-        self.configuration = configuration
+    struct State {
+        var loaded: LoadedConfiguration
+        var configuration: DaemonConfiguration
+        var configGeneration = 1
+        var lastReloadError: String?
+        /// The address the listener is bound to, or nil when it is not listening.
+        var listening: ListenAddress?
+        /// A stop through the admin socket lasts until a start through it, or a restart.
+        var stoppedByOperator = false
+        var bindFailure: String?
+    }
+
+    /// The configuration in force.
+    public var configuration: DaemonConfiguration { state.withLock { $0.configuration } }
+    /// The loaded configuration in force, with origins.
+    public var loadedConfiguration: LoadedConfiguration { state.withLock { $0.loaded } }
+
+    public init(loader: ConfigurationLoader, loaded: LoadedConfiguration, environment: [String: String], logger: Logger) {
+        self.loader = loader
         self.logger = logger
+        self.notifier = SystemdNotifier(environment: environment)
+        let configuration = DaemonConfiguration(loaded)
+        self.state = Mutex(State(loaded: loaded, configuration: configuration))
+        self.settings = try? SettingsStore(path: loaded.paths.controlFile)
         let backendDirectory = configuration.backendDirectory ?? Self.defaultBackendDirectory()
         let registry = BackendRegistry(
-            configuration: .init(
-                backendDirectory: backendDirectory,
-                copyDirectory: (configuration.runtimeDirectory as NSString).appendingPathComponent("backend-copies"),
-                stateDirectory: (configuration.stateDirectory as NSString).appendingPathComponent("backends"),
-                settings: configuration.backendSettings,
-                disabled: configuration.disabledBackends,
-                limits: GenerationLimits(silenceLimit: configuration.silenceTimeout, cancelGrace: configuration.cancelGrace),
-                drainTimeout: configuration.drainTimeout),
+            configuration: Self.registryConfiguration(configuration, backendDirectory: backendDirectory),
             logger: logger.named("afmd.backends"))
         self.registry = registry
         let service = ResponsesService(
             registry: registry, logger: logger.named("afmd.responses"), commonPrompt: configuration.commonPrompt)
+        self.service = service
         var http = HTTPServer.Configuration()
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
         http.processingDeadline = configuration.processingDeadline
@@ -49,26 +74,196 @@ public final class Daemon: Sendable {
         statusBox.set(self)
     }
 
-    /// Loads backends and starts listening. Returns the bound address.
+    static func registryConfiguration(_ configuration: DaemonConfiguration, backendDirectory: String) -> BackendRegistry.Configuration {
+        .init(
+            backendDirectory: backendDirectory,
+            copyDirectory: (configuration.runtimeDirectory as NSString).appendingPathComponent("backend-copies"),
+            stateDirectory: (configuration.stateDirectory as NSString).appendingPathComponent("backends"),
+            settings: configuration.backendSettings,
+            disabled: configuration.disabledBackends,
+            limits: GenerationLimits(silenceLimit: configuration.silenceTimeout, cancelGrace: configuration.cancelGrace),
+            drainTimeout: configuration.drainTimeout)
+    }
+
+    // MARK: - Start and stop
+
+    /// Loads backends, starts listening and opens the admin socket. Returns the bound address (nil when a saved
+    /// listen address could not be bound: the failure is in the status and the daemon stays up).
     ///
-    /// - Throws: the listener's error (address in use, bad host), with the address in its message.
-    public func start() async throws -> ListenAddress {
-        logger.info("starting", ["version": AFMVersion.string, "abi": "\(AFMVersion.abiMajor).\(AFMVersion.abiMinor)", "backend_dir": configuration.backendDirectory ?? Self.defaultBackendDirectory()])
+    /// - Throws: the listener's error for an address from the config file or command line (address in use, bad
+    ///   host), and admin-socket errors.
+    @discardableResult
+    public func start() async throws -> ListenAddress? {
+        let configuration = self.configuration
+        logger.info(
+            "starting",
+            [
+                "version": AFMVersion.string, "abi": "\(AFMVersion.abiMajor).\(AFMVersion.abiMinor)",
+                "backend_dir": configuration.backendDirectory ?? Self.defaultBackendDirectory(),
+                "state_dir": configuration.stateDirectory,
+            ])
         await registry.loadAll()
-        let port = try server.start(host: configuration.listen.host, port: configuration.listen.port)
-        let address = ListenAddress(host: configuration.listen.host, port: port)
-        listening.withLock { $0 = address.description }
-        logger.info("listening on \(address)")
-        return address
+        var bound: ListenAddress?
+        do {
+            bound = try bind(configuration.listen)
+        } catch {
+            guard configuration.listenFromControlLayer else { throw error }
+            // A saved LAN address whose interface is missing right now: keep the setting, report the failure.
+            logger.error("cannot listen on the saved address; the listener stays stopped", ["address": configuration.listen.description, "error": "\(error)"])
+        }
+        try startAdmin(configuration)
+        notifier.notify("READY=1\nSTATUS=serving")
+        return bound
+    }
+
+    private func bind(_ address: ListenAddress) throws -> ListenAddress {
+        do {
+            let port = try server.start(host: address.host, port: address.port)
+            let bound = ListenAddress(host: address.host, port: port)
+            state.withLock {
+                $0.listening = bound
+                $0.bindFailure = nil
+            }
+            settings?.recordBindFailure(nil)
+            logger.info("listening on \(bound)")
+            return bound
+        } catch {
+            let reason = "\(error)"
+            state.withLock { $0.bindFailure = "\(address): \(reason)" }
+            settings?.recordBindFailure(.init(address: address.description, reason: reason))
+            throw error
+        }
+    }
+
+    private func startAdmin(_ configuration: DaemonConfiguration) throws {
+        let directory = (configuration.adminSocket as NSString).deletingLastPathComponent
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let server = try AdminServer(
+            configuration: .init(socketPath: configuration.adminSocket, policy: AdminAccessPolicy(operatorGroups: configuration.operatorGroups)),
+            handler: DaemonAdminHandler(daemon: self), logger: logger.named("afmd.admin"))
+        try server.start()
+        admin.withLock { $0 = server }
+        logger.info("admin socket ready", ["path": configuration.adminSocket])
     }
 
     /// Graceful stop: no new connections, in-flight responses finish (up to the shutdown timeout), backends drain.
     public func stop() async {
-        logger.info("stopping: draining in-flight requests", ["timeout_s": String(configuration.shutdownTimeout.components.seconds)])
-        await server.shutdown(deadline: configuration.shutdownTimeout)
+        let timeout = configuration.shutdownTimeout
+        notifier.notify("STOPPING=1")
+        logger.info("stopping: draining in-flight requests", ["timeout_s": String(timeout.components.seconds)])
+        await server.shutdown(deadline: timeout)
+        if let admin = admin.withLock({ $0 }) { await admin.stop() }
         await registry.drainAll(deadline: .seconds(2))
         logger.info("stopped")
     }
+
+    // MARK: - Listener
+
+    /// Starts or stops the HTTP listener. Stopping closes the listener and every accepted socket; it lasts until
+    /// the next start through the admin socket or a restart (a reload does not undo it).
+    public func setListener(running: Bool) throws -> JSONValue {
+        if running {
+            let address = state.withLock { state -> ListenAddress? in
+                state.stoppedByOperator = false
+                return state.listening == nil ? state.configuration.listen : nil
+            }
+            if let address { _ = try bind(address) }
+        } else {
+            server.stopListening()
+            state.withLock {
+                $0.listening = nil
+                $0.stoppedByOperator = true
+            }
+            logger.info("listener stopped by an operator")
+        }
+        return listenerJSON
+    }
+
+    var listenerJSON: JSONValue {
+        state.withLock { state in
+            [
+                "state": .string(state.listening != nil ? "running" : state.stoppedByOperator ? "stopped" : "failed"),
+                "address": state.listening.map { .string($0.description) } ?? .string(state.configuration.listen.description),
+                "stopped_by_operator": .bool(state.stoppedByOperator),
+                "bind_failure": state.bindFailure.map(JSONValue.string) ?? nil,
+                "connections": .number(JSONNumber(server.activeConnectionCount)),
+            ]
+        }
+    }
+
+    /// Moves the listener to `address` (a saved setting changed), unless an operator stopped it.
+    func rebindIfNeeded(to address: ListenAddress) {
+        let current = state.withLock { state -> (ListenAddress?, Bool) in (state.listening, state.stoppedByOperator) }
+        guard !current.1, current.0.map({ $0.host != address.host || (address.port != 0 && $0.port != address.port) }) ?? true else { return }
+        server.stopListening()
+        state.withLock { $0.listening = nil }
+        do {
+            _ = try bind(address)
+        } catch {
+            logger.error("cannot listen on the new address; the setting is kept", ["address": address.description, "error": "\(error)"])
+        }
+    }
+
+    // MARK: - Reload
+
+    /// Reloads the configuration (all layers) and then every backend whose settings, model file or library
+    /// changed; with `backend`, reloads just that backend (even when nothing changed).
+    ///
+    /// - Throws: `ReloadError` when the configuration is invalid (the running one stays) or the named backend
+    ///   failed (its previous generation stays active).
+    public func reload(backend: String? = nil) async throws(ReloadError) -> JSONValue {
+        notifier.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
+        defer { notifier.notify("READY=1\nSTATUS=serving") }
+        if let backend {
+            let active = registry.statuses().first { $0.id == backend }?.generation
+            do {
+                let generation = try await registry.reload(backend)
+                return ["backend": .string(backend), "generation": .number(JSONNumber(Int(generation)))]
+            } catch {
+                throw ReloadError(reason: error.description, backend: backend, activeGeneration: active.map(Int.init))
+            }
+        }
+        let loaded: LoadedConfiguration
+        do {
+            loaded = try loader.load()
+        } catch {
+            state.withLock { $0.lastReloadError = error.description }
+            logger.error("configuration reload failed; the running configuration stays", ["error": error.description])
+            throw ReloadError(reason: error.description, backend: nil, activeGeneration: state.withLock { $0.configGeneration })
+        }
+        let configuration = DaemonConfiguration(loaded)
+        let generation = state.withLock { state -> Int in
+            state.loaded = loaded
+            state.configuration = configuration
+            state.configGeneration += 1
+            state.lastReloadError = nil
+            return state.configGeneration
+        }
+        let backendDirectory = configuration.backendDirectory ?? Self.defaultBackendDirectory()
+        let registryConfiguration = Self.registryConfiguration(configuration, backendDirectory: backendDirectory)
+        registry.updateConfiguration { $0 = registryConfiguration }
+        service.setCommonPrompt(configuration.commonPrompt)
+        rebindIfNeeded(to: configuration.listen)
+        let outcomes = await registry.reloadChanged()
+        var backends: [JSONValue] = []
+        for (id, outcome) in outcomes {
+            switch outcome {
+            case .unchanged(let generation):
+                backends.append(["backend": .string(id), "outcome": "unchanged", "generation": generation.map { .number(JSONNumber(Int($0))) } ?? nil])
+            case .reloaded(let generation):
+                backends.append(["backend": .string(id), "outcome": "reloaded", "generation": .number(JSONNumber(Int(generation)))])
+            case .failed(let error, let active):
+                backends.append([
+                    "backend": .string(id), "outcome": "failed", "reason": .string(error.description),
+                    "active_generation": active.map { .number(JSONNumber(Int($0))) } ?? nil,
+                ])
+            }
+        }
+        logger.info("configuration reloaded", ["generation": String(generation)])
+        return ["config_generation": .number(JSONNumber(generation)), "backends": .array(backends)]
+    }
+
+    // MARK: - Status
 
     /// The `/status` document.
     func statusDocument() -> JSONValue {
@@ -84,14 +279,18 @@ public final class Daemon: Sendable {
                 "capabilities": entry.model.capabilities.json,
             ]
         }
+        let (generation, reloadError) = state.withLock { ($0.configGeneration, $0.lastReloadError) }
         return [
             "version": .string(AFMVersion.string),
             "abi": .string("\(AFMVersion.abiMajor).\(AFMVersion.abiMinor)"),
             "pid": .number(JSONNumber(Int(getpid()))),
             "uptime_seconds": .number(JSONNumber(Int(Date().timeIntervalSince(startedAt)))),
-            "listen": listening.withLock { $0.map(JSONValue.string) ?? nil },
+            "listen": state.withLock { $0.listening.map { .string($0.description) } ?? nil },
+            "listener": listenerJSON,
+            "config": ["generation": .number(JSONNumber(generation)), "last_reload_error": reloadError.map(JSONValue.string) ?? nil],
             "backends": .array(backends.map(\.json)),
             "models": .array(models),
+            "tokens": service.monitor.json["totals"] ?? nil,
         ]
     }
 

@@ -7,6 +7,8 @@ public struct DaemonOptions: Sendable, Hashable {
     public var configRoot: String?
     public var backendDirectory: String?
     public var logLevel: String?
+    public var adminSocket: String?
+    public var checkConfig = false
     public var showVersion = false
     public var showHelp = false
 
@@ -25,15 +27,23 @@ public struct DaemonOptions: Sendable, Hashable {
         Options:
           --listen HOST:PORT     Address to serve HTTP on (default 127.0.0.1:11535; port 0 picks a free port,
                                  which is logged as "listening on HOST:PORT").
-          --config FILE          Main configuration file (INI). Default: <config-root>/afmd.conf if present.
-          --config-root DIR      Keep config, state and runtime files under DIR (tests, checkouts).
+          --config FILE          Main configuration file (INI), instead of the first of /etc/afm/afmd.conf and
+                                 /usr/lib/afm/afmd.conf. Drop-ins afmd.conf.d/*.conf are read either way.
+          --config-root DIR      Relocate everything under DIR: DIR/etc/afm, DIR/usr/lib/afm, DIR/var/lib/afm,
+                                 DIR/run/afm (and DIR/afmd.conf as a last main file). For tests and checkouts.
           --backend-dir DIR      Directory with backend manifests (<id>.json) and libraries (<id>.so).
+          --admin-socket PATH    The admin socket (default /run/afm/admin.sock, or $XDG_RUNTIME_DIR/afm/admin.sock).
           --log-level LEVEL      debug, info, warning or error (default info). Logs go to stderr, one line each.
+          --check-config         Load and validate the configuration, print every value with its origin, exit
+                                 (0 valid, 78 invalid).
           --version              Print the version and the backend ABI version, then exit.
           -h, --help             Print this help, then exit.
 
+        Configuration layers, lowest first: defaults, main file, drop-ins, the control layer written through the
+        admin socket (<state>/control.json), AFM_<SECTION>_<KEY> environment variables, the command line.
         Endpoints: GET /health, GET /status, GET /v1/models (/models), POST /v1/responses.
-        Signals: SIGTERM/SIGINT drain in-flight requests, then exit.
+        Signals: SIGTERM/SIGINT drain in-flight requests, then exit; SIGHUP reloads the configuration and every
+        backend whose settings, model file or library changed. Control: afmctl (see afmctl --help).
         """
 
     public init() {}
@@ -60,6 +70,8 @@ public struct DaemonOptions: Sendable, Hashable {
             case "--config-root": configRoot = try value(for: flag, inline: inline)
             case "--backend-dir": backendDirectory = try value(for: flag, inline: inline)
             case "--log-level": logLevel = try value(for: flag, inline: inline)
+            case "--admin-socket": adminSocket = try value(for: flag, inline: inline)
+            case "--check-config": checkConfig = true
             case "--version": showVersion = true
             case "-h", "--help": showHelp = true
             default: throw UsageError(message: "unknown option '\(argument)' (see afmd --help)")

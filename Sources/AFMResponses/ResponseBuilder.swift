@@ -292,20 +292,43 @@ public struct ResponseBuilder: Sendable {
 
     /// The token usage with all five fields; counts the backend did not report are the host's estimates.
     public var usageJSON: JSONValue {
-        let input = usage.inputTokens ?? estimatedInputTokens
-        let output = usage.outputTokens ?? textDeltas
-        let reasoning = usage.reasoningTokens ?? 0
+        let counts = usageCounts
         return [
-            "input_tokens": number(input),
-            "input_tokens_details": ["cached_tokens": number(usage.cachedTokens ?? 0)],
-            "output_tokens": number(output),
-            "output_tokens_details": ["reasoning_tokens": number(reasoning)],
-            "total_tokens": number(input + output),
+            "input_tokens": number(counts.input),
+            "input_tokens_details": ["cached_tokens": number(counts.cached)],
+            "output_tokens": number(counts.output),
+            "output_tokens_details": ["reasoning_tokens": number(counts.reasoning)],
+            "total_tokens": number(counts.input + counts.output),
         ]
     }
 
     /// The usage the backend reported (for the token monitor).
     public var reportedUsage: BackendUsage { usage }
+
+    /// Token counts as `usage` reports them (backend figures, else the host's estimates).
+    public struct UsageCounts: Sendable, Hashable {
+        public var input: Int
+        public var output: Int
+        public var reasoning: Int
+        public var cached: Int
+    }
+
+    public var usageCounts: UsageCounts {
+        UsageCounts(
+            input: usage.inputTokens ?? estimatedInputTokens, output: usage.outputTokens ?? textDeltas,
+            reasoning: usage.reasoningTokens ?? 0, cached: usage.cachedTokens ?? 0)
+    }
+
+    /// The outcome as the token monitor names it.
+    public var outcomeName: String {
+        switch outcome {
+        case .completed?: "completed"
+        case .incomplete?: "incomplete"
+        case .failed(let error)? where error.code == .cancelled: "cancelled"
+        case .failed?: "failed"
+        case nil: "cancelled"
+        }
+    }
 
     /// The full response object in its current state (status follows the outcome).
     public func responseObject() -> JSONValue {

@@ -20,6 +20,8 @@ public final class ResponsesService: Sendable {
     private let logger: Logger
     private let sealer: ReasoningSealer
     private let commonPrompt: Mutex<String>
+    /// Token counters of every request this service started.
+    public let monitor = TokenMonitor()
 
     /// - Parameters:
     ///   - commonPrompt: text prepended to the system text of every request (configuration `[Responses] CommonPrompt`).
@@ -113,6 +115,7 @@ public final class ResponsesService: Sendable {
         }
 
         let stream = try lease.start(requestDocument: document)
+        monitor.begin(id: responseID, model: model.id, backend: lease.generation.backendID, inputTokens: inputTokens)
         let builder = ResponseBuilder(
             responseID: responseID, request: request, model: model.id, maxOutputTokens: maxOutputTokens,
             estimatedInputTokens: inputTokens, createdAt: Self.now(), seal: { state in sealer.seal(state, modelID: modelID) })
@@ -156,14 +159,16 @@ public final class ResponsesService: Sendable {
     public func complete(_ started: Started) async -> (status: Int, body: JSONValue, error: AFMError?) {
         var builder = started.builder
         let stream = started.stream
+        let monitor = self.monitor
         await withTaskCancellationHandler {
             for await event in stream {
                 _ = builder.consume(event, now: Self.now())
+                monitor.update(id: builder.responseID, counts: builder.usageCounts)
             }
         } onCancel: {
             stream.cancel()
         }
-        logFailure(builder)
+        finish(builder)
         if case .failed(let error)? = builder.outcome {
             return (error.httpStatus, error.envelope, error)
         }
@@ -171,25 +176,41 @@ public final class ResponsesService: Sendable {
     }
 
     /// Runs a started generation as Server-Sent Events, handing each chunk of bytes to `write`.
-    /// When `write` throws (client gone) the generation is cancelled.
+    /// When `write` throws (client gone) the generation is cancelled; its remaining events are still read so
+    /// the usage the backend reports for the cancelled generation is counted.
     public func stream(_ started: Started, write: @Sendable ([UInt8]) async throws -> Void) async -> ResponseBuilder.Outcome? {
         var builder = started.builder
         let stream = started.stream
+        let monitor = self.monitor
         return await withTaskCancellationHandler {
+            var clientGone = false
             do {
                 try await write(Self.encode(builder.start()))
-                for await event in stream {
-                    let events = builder.consume(event, now: Self.now())
-                    if !events.isEmpty { try await write(Self.encode(events)) }
-                }
             } catch {
+                clientGone = true
                 stream.cancel()
             }
-            logFailure(builder)
-            return builder.outcome
+            for await event in stream {
+                let events = builder.consume(event, now: Self.now())
+                monitor.update(id: builder.responseID, counts: builder.usageCounts)
+                guard !clientGone, !events.isEmpty else { continue }
+                do {
+                    try await write(Self.encode(events))
+                } catch {
+                    clientGone = true
+                    stream.cancel()
+                }
+            }
+            finish(builder)
+            return clientGone && builder.outcome != .completed ? nil : builder.outcome
         } onCancel: {
             stream.cancel()
         }
+    }
+
+    private func finish(_ builder: ResponseBuilder) {
+        monitor.finish(id: builder.responseID, outcome: builder.outcomeName, counts: builder.usageCounts)
+        logFailure(builder)
     }
 
     private func logFailure(_ builder: ResponseBuilder) {

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMConfig
 import AFMCore
 import AFMDaemon
 import AFMLogging
@@ -34,80 +35,78 @@ struct AFMDMain {
             level = parsed
         }
         let logger = Logger(label: "afmd", level: level)
-        let configuration: DaemonConfiguration
+        let environment = ProcessInfo.processInfo.environment
+        let paths = ConfigPaths.resolve(configRoot: options.configRoot, configFile: options.configFile, environment: environment)
+        var commandLine: [ConfigurationLoader.CommandLineValue] = []
         do {
-            configuration = try DaemonConfiguration(options: options, environment: ProcessInfo.processInfo.environment)
+            if let listen = options.listen { commandLine.append(try .init(flag: "--listen", value: listen)) }
+            if let directory = options.backendDirectory { commandLine.append(try .init(flag: "--backend-dir", value: directory)) }
+            if let socket = options.adminSocket { commandLine.append(try .init(flag: "--admin-socket", value: socket)) }
+        } catch {
+            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            exit(64)
+        }
+        let loader = ConfigurationLoader(paths: paths, environment: environment, commandLine: commandLine)
+        if options.checkConfig {
+            let check = ConfigCheck(loader: loader)
+            print(check.report)
+            exit(check.exitStatus)
+        }
+        let loaded: LoadedConfiguration
+        do {
+            loaded = try loader.load()
         } catch {
             FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
             exit(78)  // EX_CONFIG
         }
+        for warning in loaded.warnings { logger.warning(warning) }
 
         // Writes to a closed socket must fail with EPIPE, not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
-        // Watch the termination signals before anything else starts, so a SIGTERM that arrives while backends
-        // load (or a millisecond after "listening") is kept, not lost.
-        let termination = SignalWaiter(signals: [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")])
-        let daemon = Daemon(configuration: configuration, logger: logger)
+        // Watch the signals before anything else starts, so one that arrives while backends load (or a
+        // millisecond after "listening") is kept, not lost.
+        let signals = SignalWaiter(signals: [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT"), (SIGHUP, "SIGHUP")])
+        let daemon = Daemon(loader: loader, loaded: loaded, environment: environment, logger: logger)
         do {
-            _ = try await daemon.start()
+            try await daemon.start()
         } catch {
             logger.error("cannot start: \(error)")
             exit(1)
         }
-        let signalName = await termination.next()
-        logger.info("received \(signalName)")
+        for await name in signals.stream {
+            logger.info("received \(name)")
+            if name == "SIGHUP" {
+                do {
+                    _ = try await daemon.reload()
+                } catch {
+                    logger.error("reload failed: \(error)")
+                }
+                continue
+            }
+            break
+        }
         await daemon.stop()
         exit(0)
     }
 }
 
-/// Delivers termination signals through Dispatch (not an async-signal handler), remembering one that arrives
-/// before anyone waits. Used by the main task only; the Dispatch handlers reach it through `Mailbox`.
+/// Delivers signals through Dispatch (not an async-signal handler) as an `AsyncStream`, so signals that arrive
+/// before anyone iterates are buffered, not lost.
 private final class SignalWaiter {
-    /// The first signal and the waiter, shared with the Dispatch handlers.
-    private final class Mailbox: Sendable {
-        private let state = Mutex<(received: String?, continuation: CheckedContinuation<String, Never>?)>((nil, nil))
-
-        func deliver(_ name: String) {
-            let waiting = state.withLock { state -> CheckedContinuation<String, Never>? in
-                guard state.received == nil else { return nil }
-                state.received = name
-                defer { state.continuation = nil }
-                return state.continuation
-            }
-            waiting?.resume(returning: name)
-        }
-
-        func next() async -> String {
-            await withCheckedContinuation { continuation in
-                let already = state.withLock { state -> String? in
-                    if let received = state.received { return received }
-                    state.continuation = continuation
-                    return nil
-                }
-                if let already { continuation.resume(returning: already) }
-            }
-        }
-    }
-
-    private let mailbox = Mailbox()
+    let stream: AsyncStream<String>
     private let sources: [any DispatchSourceSignal]
 
     init(signals: [(Int32, String)]) {
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        self.stream = stream
         let queue = DispatchQueue(label: "afmd.signals")
-        let mailbox = self.mailbox
         sources = signals.map { number, name in
-            // The default action would kill the process; Dispatch still sees an ignored signal.
+            // The default action would kill the process (or ignore it); Dispatch still sees an ignored signal.
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { mailbox.deliver(name) }
+            source.setEventHandler { continuation.yield(name) }
             source.resume()
             return source
         }
-    }
-
-    /// The first signal received, waiting for one if none came yet.
-    func next() async -> String {
-        await mailbox.next()
     }
 }

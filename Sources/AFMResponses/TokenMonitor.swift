@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMBackends
+import AFMJSON
+import Foundation
+import Synchronization
+
+/// Live token counters since the daemon started: per request and in total.
+///
+/// A request is counted from the moment its generation started; requests refused before that (validation,
+/// unknown model, budget) are never counted. Failed and cancelled generations keep the usage their backend
+/// reported. The figures live as long as the process: stopping the listener keeps them, a restart resets them.
+public final class TokenMonitor: Sendable {
+    /// The counters of one request.
+    public struct Request: Sendable, Hashable {
+        public var id: String
+        public var model: String
+        public var backend: String
+        /// `running`, `completed`, `incomplete`, `failed` or `cancelled`.
+        public var state: String
+        public var inputTokens: Int
+        public var outputTokens: Int
+        public var reasoningTokens: Int
+        public var cachedTokens: Int
+        public var updatedAt: Date
+    }
+
+    /// Totals over every counted request.
+    public struct Totals: Sendable, Hashable {
+        public var requests = 0
+        public var inputTokens = 0
+        public var outputTokens = 0
+        public var reasoningTokens = 0
+        public var cachedTokens = 0
+    }
+
+    private struct State {
+        var finished = Totals()
+        var running: [String: Request] = [:]
+        var recent: [Request] = []  // finished, newest last, bounded
+        var lastUpdated: String?
+        var version: UInt64 = 0
+    }
+
+    /// How many finished requests are kept for display.
+    public static let recentLimit = 50
+    public let startedAt = Date()
+    private let state = Mutex(State())
+
+    public init() {}
+
+    func begin(id: String, model: String, backend: String, inputTokens: Int) {
+        state.withLock { state in
+            state.running[id] = Request(
+                id: id, model: model, backend: backend, state: "running", inputTokens: inputTokens, outputTokens: 0,
+                reasoningTokens: 0, cachedTokens: 0, updatedAt: Date())
+            state.lastUpdated = id
+            state.version += 1
+        }
+    }
+
+    func update(id: String, counts: ResponseBuilder.UsageCounts) {
+        state.withLock { state in
+            guard var request = state.running[id] else { return }
+            request.apply(counts)
+            state.running[id] = request
+            state.lastUpdated = id
+            state.version += 1
+        }
+    }
+
+    func finish(id: String, outcome: String, counts: ResponseBuilder.UsageCounts) {
+        state.withLock { state in
+            guard var request = state.running.removeValue(forKey: id) else { return }
+            request.apply(counts)
+            request.state = outcome
+            state.finished.requests += 1
+            state.finished.inputTokens += request.inputTokens
+            state.finished.outputTokens += request.outputTokens
+            state.finished.reasoningTokens += request.reasoningTokens
+            state.finished.cachedTokens += request.cachedTokens
+            state.recent.append(request)
+            if state.recent.count > Self.recentLimit { state.recent.removeFirst(state.recent.count - Self.recentLimit) }
+            state.lastUpdated = id
+            state.version += 1
+        }
+    }
+
+    /// A counter that changes whenever any figure changes (for watchers that only send changes).
+    public var version: UInt64 { state.withLock { $0.version } }
+
+    /// Totals including the requests still running.
+    public var totals: Totals {
+        state.withLock { state in
+            var totals = state.finished
+            for request in state.running.values {
+                totals.requests += 1
+                totals.inputTokens += request.inputTokens
+                totals.outputTokens += request.outputTokens
+                totals.reasoningTokens += request.reasoningTokens
+                totals.cachedTokens += request.cachedTokens
+            }
+            return totals
+        }
+    }
+
+    /// The snapshot `WatchCounters` and `/status` show.
+    public var json: JSONValue {
+        let (totals, running, recent, last) = state.withLock { state in
+            (state.finished, Array(state.running.values), state.recent, state.lastUpdated)
+        }
+        var all = totals
+        for request in running {
+            all.requests += 1
+            all.inputTokens += request.inputTokens
+            all.outputTokens += request.outputTokens
+            all.reasoningTokens += request.reasoningTokens
+            all.cachedTokens += request.cachedTokens
+        }
+        let lastRequest = running.first { $0.id == last } ?? recent.last { $0.id == last }
+        return [
+            "since": .string(ISO8601DateFormatter().string(from: startedAt)),
+            "totals": [
+                "requests": .number(JSONNumber(all.requests)), "input_tokens": .number(JSONNumber(all.inputTokens)),
+                "output_tokens": .number(JSONNumber(all.outputTokens)), "reasoning_tokens": .number(JSONNumber(all.reasoningTokens)),
+                "cached_tokens": .number(JSONNumber(all.cachedTokens)),
+            ],
+            "running": .number(JSONNumber(running.count)),
+            "last_updated": lastRequest.map(\.json) ?? nil,
+            "requests": .array((recent + running.sorted { $0.updatedAt < $1.updatedAt }).suffix(20).map(\.json)),
+        ]
+    }
+}
+
+extension TokenMonitor.Request {
+    mutating func apply(_ counts: ResponseBuilder.UsageCounts) {
+        inputTokens = counts.input
+        outputTokens = counts.output
+        reasoningTokens = counts.reasoning
+        cachedTokens = counts.cached
+        updatedAt = Date()
+    }
+
+    var json: JSONValue {
+        [
+            "id": .string(id), "model": .string(model), "backend": .string(backend), "state": .string(state),
+            "input_tokens": .number(JSONNumber(inputTokens)), "output_tokens": .number(JSONNumber(outputTokens)),
+            "reasoning_tokens": .number(JSONNumber(reasoningTokens)), "cached_tokens": .number(JSONNumber(cachedTokens)),
+        ]
+    }
+}

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+
 import AFMSystem
 import Synchronization
 
@@ -270,7 +271,9 @@ final class HTTPConnection: Sendable {
 
     /// Whether a graceful shutdown may stop waiting for this connection (closed, or its last response is out).
     var isSettled: Bool {
-        state.withLock { $0.closed || $0.writeShutdown || ($0.phase == .idle && !$0.closeAfterFlush && $0.queue.isEmpty) }
+        state.withLock {
+            $0.closed || $0.writeShutdown || ($0.phase == .idle && !$0.closeAfterFlush && $0.queue.isEmpty)
+        }
     }
 
     // MARK: - Closing
@@ -298,20 +301,6 @@ final class HTTPConnection: Sendable {
         task?.cancel()
         for waiter in waiters { waiter.continuation.resume(returning: false) }
         guard holding else { return }
-        descriptor.shutdown(.both)
-        releaseDescriptorReference()
-    }
-
-    /// Marks the connection dead because the peer went away (seen by a writer); the loop tears it down.
-    private func peerGone() {
-        let (task, waiters, holding) = state.withLock { state -> (Task<Void, Never>?, [Waiter], Bool) in
-            let (task, waiters) = state.markClosed()
-            return (task, waiters, state.retainDescriptor())
-        }
-        task?.cancel()
-        for waiter in waiters { waiter.continuation.resume(returning: false) }
-        guard holding else { return }
-        // Guarantees an EPOLLHUP for the loop even when the failure was only visible to the writer.
         descriptor.shutdown(.both)
         releaseDescriptorReference()
     }
@@ -435,8 +424,9 @@ final class HTTPConnection: Sendable {
                     if closeDescriptor { descriptor.close() }
                     return
                 case .failed:
-                    // EPIPE/ECONNRESET: the peer is gone. Still holding our reference, so abort safely.
-                    peerGone()
+                    // EPIPE/ECONNRESET: the peer is gone. Aborting (while still holding our reference) also
+                    // guarantees the loop an EPOLLHUP when the failure was only visible to this writer.
+                    abort()
                     releaseDescriptorReference()
                     return
                 }

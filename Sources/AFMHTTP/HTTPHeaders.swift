@@ -19,6 +19,7 @@ public struct HTTPHeaders: Sendable, Sequence, Equatable, ExpressibleByDictionar
         fields = pairs.map { (name: $0.0, value: $0.1) }
     }
 
+    /// Creates a header list from a literal such as `["Content-Type": "application/json"]`, in order.
     public init(dictionaryLiteral elements: (String, String)...) {
         fields = elements.map { (name: $0.0, value: $0.1) }
     }
@@ -69,13 +70,16 @@ public struct HTTPHeaders: Sendable, Sequence, Equatable, ExpressibleByDictionar
         fields.removeAll { Self.namesEqual($0.name, name) }
     }
 
+    /// Iterates the fields in order.
     public func makeIterator() -> IndexingIterator<[Element]> { fields.makeIterator() }
 
+    /// Same fields with the same spelling, in the same order.
     public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
         lhs.fields.count == rhs.fields.count
             && zip(lhs.fields, rhs.fields).allSatisfy { $0.name == $1.name && $0.value == $1.value }
     }
 
+    /// `[Name: value, …]`, for logs and test failures.
     public var description: String {
         "[" + fields.map { "\($0.name): \($0.value)" }.joined(separator: ", ") + "]"
     }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+
 import AFMSystem
 
 /// Bytes waiting to be sent on one connection: a queue of whole arrays plus an offset into the first.

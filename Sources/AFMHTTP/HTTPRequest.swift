@@ -1,26 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 
-/// An HTTP protocol version as sent in the request line.
-public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
-    /// The major version (always 1 for requests the server accepts).
-    public var major: Int
-    /// The minor version (0 or 1 in practice).
-    public var minor: Int
-
-    /// Creates a version.
-    public init(major: Int, minor: Int) {
-        self.major = major
-        self.minor = minor
-    }
-
-    /// HTTP/1.0.
-    public static let http1_0 = HTTPVersion(major: 1, minor: 0)
-    /// HTTP/1.1.
-    public static let http1_1 = HTTPVersion(major: 1, minor: 1)
-
-    public var description: String { "HTTP/\(major).\(minor)" }
-}
-
 /// A complete HTTP request: head and fully read body.
 ///
 /// The server builds it only after the whole body has arrived (de-chunked when the client used chunked

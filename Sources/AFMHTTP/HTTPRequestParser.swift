@@ -1,57 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 
-/// Why the parser rejected a request: the status to answer with and the error-envelope code and message.
-struct HTTPParseError: Error, Equatable, Sendable {
-    var status: Int
-    var code: String
-    var message: String
-
-    static func badRequest(_ message: String) -> HTTPParseError {
-        HTTPParseError(status: 400, code: "invalid_request", message: message)
-    }
-
-    static let headersTooLarge = HTTPParseError(
-        status: 431, code: "headers_too_large", message: "The request line and headers exceed the size limit.")
-    static let bodyTooLarge = HTTPParseError(
-        status: 413, code: "request_too_large", message: "The request body exceeds the size limit.")
-    static func notImplemented(_ message: String) -> HTTPParseError {
-        HTTPParseError(status: 501, code: "not_implemented", message: message)
-    }
-    static let versionNotSupported = HTTPParseError(
-        status: 505, code: "http_version_not_supported", message: "Only HTTP/1.0 and HTTP/1.1 are supported.")
-    static let expectationFailed = HTTPParseError(
-        status: 417, code: "expectation_failed", message: "Only the 100-continue expectation is supported.")
-}
-
-/// How the body of a request is delimited.
-enum HTTPBodyFraming: Equatable, Sendable {
-    case none
-    case length(Int)
-    case chunked
-}
-
-/// A parsed request line and header block, before the body.
-struct HTTPRequestHead: Sendable {
-    var method: String
-    var target: String
-    var path: String
-    var query: String?
-    var version: HTTPVersion
-    var headers: HTTPHeaders
-    /// Whether the connection may stay open after the response (HTTP/1.1 unless `Connection: close`; HTTP/1.0
-    /// only with `Connection: keep-alive`).
-    var keepAlive: Bool
-    var framing: HTTPBodyFraming
-    /// `Expect: 100-continue` on an HTTP/1.1 request.
-    var expectContinue: Bool
-}
-
-/// A request whose body has been read completely.
-struct HTTPParsedRequest: Sendable {
-    var head: HTTPRequestHead
-    var body: [UInt8]
-}
-
 /// An incremental HTTP/1.1 request parser: a value-type state machine fed bytes, producing requests.
 ///
 /// Bytes go in with ``feed(_:)``; ``next()`` returns the next complete request, an interim "send 100
@@ -259,7 +207,8 @@ struct HTTPRequestParser {
                     if trailerBytes > limits.maxHeaderBytes { return fail(.headersTooLarge) }
                     // Trailer fields are tolerated and dropped: none of them matters to this server.
                     let valid = buffer.withUnsafeBufferPointer { bytes in
-                        !ASCII.isWhitespace(bytes[start]) && (start..<end).allSatisfy { ASCII.isFieldValueByte(bytes[$0]) }
+                        !ASCII.isWhitespace(bytes[start])
+                            && (start..<end).allSatisfy { ASCII.isFieldValueByte(bytes[$0]) }
                     }
                     if !valid { return fail(.badRequest("Invalid trailer field.")) }
                 }

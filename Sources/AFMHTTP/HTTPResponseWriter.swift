@@ -65,7 +65,3 @@ public final class HTTPResponseWriter: Sendable {
     /// The largest ``bufferedByteCount`` this connection has had, for diagnostics and backpressure tests.
     public var peakBufferedByteCount: Int { connection.peakQueuedByteCount }
 }
-
-/// Handles one request. It runs in its own task, which the server cancels when the client disconnects, the
-/// processing deadline passes, or the server stops.
-public typealias HTTPHandler = @Sendable (HTTPRequest, HTTPResponseWriter) async -> Void

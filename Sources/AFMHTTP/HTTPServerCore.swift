@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+
 import AFMLogging
 import AFMSystem
 import Synchronization
@@ -27,7 +28,9 @@ final class HTTPServerCore: Sendable {
     private let draining = Atomic<Bool>(false)
     private let registry = Mutex<[UInt64: HTTPConnection]>([:])
 
-    init(configuration: HTTPServer.Configuration, logger: Logger, handler: @escaping HTTPHandler) throws(SystemCallError) {
+    init(configuration: HTTPServer.Configuration, logger: Logger, handler: @escaping HTTPHandler)
+        throws(SystemCallError)
+    {
         self.configuration = configuration
         self.logger = logger
         self.handler = handler

@@ -25,6 +25,7 @@ public struct HTTPServerError: Error, Hashable, Sendable, CustomStringConvertibl
         /// An event loop could not be created (out of descriptors or threads).
         public static let startFailed = Code(.startFailed)
 
+        /// The code's name, for example `cannotListen`.
         public var description: String {
             switch value {
             case .cannotListen: "cannotListen"
@@ -40,6 +41,7 @@ public struct HTTPServerError: Error, Hashable, Sendable, CustomStringConvertibl
     /// The operator-facing sentence.
     public var message: String
 
+    /// The operator-facing ``message``.
     public var description: String { message }
 
     static func cannotListen(host: String, port: Int, reason: String) -> HTTPServerError {

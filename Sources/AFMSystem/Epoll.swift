@@ -1,25 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+
 @preconcurrency import Glibc
-
-/// Readiness flags for ``Epoll`` registrations and events.
-public struct EpollEvents: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt32
-    public init(rawValue: UInt32) { self.rawValue = rawValue }
-
-    /// Data can be read (or end-of-file is pending). The corresponding C constant is `EPOLLIN`.
-    public static let readable = EpollEvents(rawValue: 0x001)
-    /// Data can be written. The corresponding C constant is `EPOLLOUT`.
-    public static let writable = EpollEvents(rawValue: 0x004)
-    /// An error is pending on the descriptor; always reported. The corresponding C constant is `EPOLLERR`.
-    public static let error = EpollEvents(rawValue: 0x008)
-    /// Both directions are shut down or the peer reset; always reported. The corresponding C constant is `EPOLLHUP`.
-    public static let hangup = EpollEvents(rawValue: 0x010)
-    /// The peer shut down its sending side (FIN received). The corresponding C constant is `EPOLLRDHUP`.
-    public static let readHangup = EpollEvents(rawValue: 0x2000)
-    /// Report each readiness *change* once instead of as long as it lasts. The corresponding C constant is
-    /// `EPOLLET`.
-    public static let edgeTriggered = EpollEvents(rawValue: 1 << 31)
-}
 
 /// A Linux epoll instance (close-on-exec), closed when the object is released.
 ///
@@ -87,39 +68,5 @@ public final class Epoll: Sendable {
         if code == EINTR { return 0 }
         precondition(code != EBADF && code != EFAULT, "epoll_wait: unacceptable errno \(code)")
         throw SystemCallError(call: "epoll_wait", errno: Errno(rawValue: code))
-    }
-}
-
-/// Memory for the events one ``Epoll/wait(into:timeoutMilliseconds:)`` returns, reused across waits.
-///
-/// Owns a raw C array of `struct epoll_event` (whose layout is platform-specific: packed on x86_64).
-public struct EpollEventBuffer: ~Copyable {
-    fileprivate let storage: UnsafeMutableRawPointer
-    /// How many events fit.
-    public let capacity: Int
-    /// How many events the last wait returned.
-    public fileprivate(set) var count = 0
-
-    /// Allocates room for `capacity` events.
-    public init(capacity: Int = 256) {
-        precondition(capacity > 0, "an epoll event buffer needs room for at least one event")
-        self.capacity = capacity
-        storage = UnsafeMutableRawPointer.allocate(byteCount: capacity * LinuxSymbols.epollEventSize, alignment: 8)
-    }
-
-    deinit { storage.deallocate() }
-
-    /// The readiness flags of event `index` (0..<count).
-    public func events(at index: Int) -> EpollEvents {
-        precondition(index >= 0 && index < count, "epoll event index out of range")
-        let raw = storage.loadUnaligned(fromByteOffset: index * LinuxSymbols.epollEventSize, as: UInt32.self)
-        return EpollEvents(rawValue: raw)
-    }
-
-    /// The user value registered for event `index` (0..<count).
-    public func userData(at index: Int) -> UInt64 {
-        precondition(index >= 0 && index < count, "epoll event index out of range")
-        return storage.loadUnaligned(
-            fromByteOffset: index * LinuxSymbols.epollEventSize + LinuxSymbols.epollEventDataOffset, as: UInt64.self)
     }
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+
 @preconcurrency import Glibc
 
 /// A Linux `eventfd` used to wake an epoll thread from other threads; closed when the object is released.

@@ -1,23 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+
 @preconcurrency import Glibc
-
-/// A connection returned by ``FileDescriptor/accept()``.
-public struct AcceptedSocket: Sendable, Hashable {
-    /// The new connection, non-blocking and close-on-exec.
-    public var descriptor: FileDescriptor
-    /// The peer's address, when the kernel reported an IPv4 or IPv6 one.
-    public var peer: SocketAddress?
-}
-
-/// Which direction(s) of a connection ``FileDescriptor/shutdown(_:)`` closes.
-public enum ShutdownDirection: Sendable {
-    /// No more receives. The corresponding C constant is `SHUT_RD`.
-    case read
-    /// No more sends; the peer reads end-of-file after the queued data. The corresponding C constant is `SHUT_WR`.
-    case write
-    /// Both. The corresponding C constant is `SHUT_RDWR`.
-    case both
-}
 
 extension FileDescriptor {
     // MARK: - Creating sockets
@@ -82,15 +65,18 @@ extension FileDescriptor {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let flags = Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        let result = try withUnsafeMutablePointer(to: &storage) { (pointer) throws(SystemCallError) -> IOResult<Int32> in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { (address) throws(SystemCallError) -> IOResult<Int32> in
+        let result = try withUnsafeMutablePointer(to: &storage) {
+            (pointer) throws(SystemCallError) -> IOResult<Int32> in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                (address) throws(SystemCallError) -> IOResult<Int32> in
                 try systemCall("accept4") { LinuxSymbols.accept4(rawValue, address, &length, flags) }
             }
         }
         switch result {
         case .wouldBlock: return .wouldBlock
         case .processed(let raw):
-            return .processed(AcceptedSocket(descriptor: FileDescriptor(rawValue: raw), peer: SocketAddress(storage: storage)))
+            return .processed(
+                AcceptedSocket(descriptor: FileDescriptor(rawValue: raw), peer: SocketAddress(storage: storage)))
         }
     }
 
@@ -128,7 +114,8 @@ extension FileDescriptor {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = try withUnsafeMutablePointer(to: &storage) { (pointer) throws(SystemCallError) -> Int32 in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { (address) throws(SystemCallError) -> Int32 in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                (address) throws(SystemCallError) -> Int32 in
                 try blockingSystemCall(call) { body(rawValue, address, &length) }
             }
         }
@@ -205,14 +192,4 @@ extension FileDescriptor {
             hangup: count > 0 && revents & (POLLHUP | POLLERR) != 0
         )
     }
-}
-
-/// What ``FileDescriptor/poll(readable:writable:timeoutMilliseconds:)`` saw.
-public struct PollResult: Sendable, Hashable {
-    /// Data (or end-of-file, or an error) can be read.
-    public var readable: Bool
-    /// Data can be written (or an error is pending).
-    public var writable: Bool
-    /// The peer hung up or an error is pending.
-    public var hangup: Bool
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+
 @preconcurrency import Glibc
 
 /// An open file descriptor: a typed wrapper around the C `int`.
@@ -14,6 +15,7 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomString
     /// Wraps a C descriptor number you already own.
     public init(rawValue: Int32) { self.rawValue = rawValue }
 
+    /// `fd 7`, for logs.
     public var description: String { "fd \(rawValue)" }
 
     // MARK: - Reading and writing
@@ -31,7 +33,9 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomString
     /// process with `SIGPIPE`. Retries `EINTR`; reports `EAGAIN` as ``IOResult/wouldBlock``.
     /// The corresponding C function is `send` (or `write` when the descriptor is not a socket).
     public func write(_ buffer: UnsafeRawBufferPointer) throws(SystemCallError) -> IOResult<Int> {
-        let result = try systemCall("send") { Glibc.send(rawValue, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }
+        let result = try systemCall("send") {
+            Glibc.send(rawValue, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
+        }
         return result
     }
 
@@ -44,7 +48,8 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomString
         try withUnsafeTemporaryAllocation(of: iovec.self, capacity: buffers.count) {
             (vectors) throws(SystemCallError) -> IOResult<Int> in
             for (index, buffer) in buffers.enumerated() {
-                vectors[index] = iovec(iov_base: UnsafeMutableRawPointer(mutating: buffer.baseAddress), iov_len: buffer.count)
+                vectors[index] = iovec(
+                    iov_base: UnsafeMutableRawPointer(mutating: buffer.baseAddress), iov_len: buffer.count)
             }
             var message = msghdr()
             message.msg_iov = vectors.baseAddress

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+
 @preconcurrency import Glibc
 
 /// A dedicated operating-system thread, for work that blocks (`epoll_wait`) and so must never run on Swift's
@@ -16,14 +17,16 @@ public final class IOThread: Sendable {
     public static func spawn(name: String, _ body: @escaping @Sendable () -> Void) throws(SystemCallError) -> IOThread {
         let context = Unmanaged.passRetained(ThreadContext(name: name, body: body)).toOpaque()
         var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { raw in
-            // The force unwrap is safe: pthread_create passes back the non-nil context pointer given below.
-            let context = Unmanaged<ThreadContext>.fromOpaque(raw!).takeRetainedValue()
-            let name = String(context.name.utf8.prefix(15))
-            _ = LinuxSymbols.setThreadName(pthread_self(), name)
-            context.body()
-            return nil
-        }, context)
+        let result = pthread_create(
+            &thread, nil,
+            { raw in
+                // The force unwrap is safe: pthread_create passes back the non-nil context pointer given below.
+                let context = Unmanaged<ThreadContext>.fromOpaque(raw!).takeRetainedValue()
+                let name = String(context.name.utf8.prefix(15))
+                _ = LinuxSymbols.setThreadName(pthread_self(), name)
+                context.body()
+                return nil
+            }, context)
         guard result == 0 else {
             Unmanaged<ThreadContext>.fromOpaque(context).release()
             throw SystemCallError(call: "pthread_create", errno: Errno(rawValue: result))

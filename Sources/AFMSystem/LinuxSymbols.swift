@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+
 @preconcurrency import Glibc
 
 /// Linux-only C functions that the `Glibc` module does not expose, resolved once with `dlsym`.
@@ -12,7 +13,8 @@ enum LinuxSymbols {
     typealias EpollCtl = @convention(c) (Int32, Int32, Int32, UnsafeMutableRawPointer?) -> Int32
     typealias EpollWait = @convention(c) (Int32, UnsafeMutableRawPointer?, Int32, Int32) -> Int32
     typealias EventFD = @convention(c) (UInt32, Int32) -> Int32
-    typealias Accept4 = @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32)
+    typealias Accept4 =
+        @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32)
         -> Int32
     typealias SetThreadName = @convention(c) (pthread_t, UnsafePointer<CChar>?) -> Int32
 
@@ -42,10 +44,10 @@ enum LinuxSymbols {
 
     /// `struct epoll_event` is packed on x86_64 (12 bytes, data at offset 4) and naturally aligned elsewhere.
     #if arch(x86_64)
-    static let epollEventSize = 12
-    static let epollEventDataOffset = 4
+        static let epollEventSize = 12
+        static let epollEventDataOffset = 4
     #else
-    static let epollEventSize = 16
-    static let epollEventDataOffset = 8
+        static let epollEventSize = 16
+        static let epollEventDataOffset = 8
     #endif
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+
 @preconcurrency import Glibc
 
 /// An IPv4 or IPv6 socket address (host and port).
@@ -25,6 +26,7 @@ public enum SocketAddress: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// `127.0.0.1:54321` or `[::1]:54321`.
     public var description: String {
         switch self {
         case .ipv4: "\(host):\(port)"
@@ -104,7 +106,8 @@ public enum SocketAddress: Sendable, Hashable, CustomStringConvertible {
         case AF_INET6:
             let sin6 = withUnsafeBytes(of: &storage) { $0.load(as: sockaddr_in6.self) }
             var addr = sin6.sin6_addr
-            self = .ipv6(address: withUnsafeBytes(of: &addr) { Array($0) }, port: Int(UInt16(bigEndian: sin6.sin6_port)))
+            self = .ipv6(
+                address: withUnsafeBytes(of: &addr) { Array($0) }, port: Int(UInt16(bigEndian: sin6.sin6_port)))
         default:
             return nil
         }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+
 @preconcurrency import Glibc
 
 /// Cheap clock readings for timers and protocol dates (vDSO `clock_gettime`, no allocation).

@@ -7,7 +7,9 @@ import Testing
         try await withTestServer { _, port in
             let client = try TestClient(port: port)
             try await client.send("POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
-            for piece in ["4;ext=1\r\n", "wiki\r\n", "5\r\npe", "dia\r\n", "E\r\n in\r\n\r\nchunks.\r\n", "0\r\n", "\r\n"] {
+            for piece in [
+                "4;ext=1\r\n", "wiki\r\n", "5\r\npe", "dia\r\n", "E\r\n in\r\n\r\nchunks.\r\n", "0\r\n", "\r\n",
+            ] {
                 try await client.send(piece)
                 try await Task.sleep(for: .milliseconds(2))
             }

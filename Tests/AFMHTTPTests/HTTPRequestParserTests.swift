@@ -1,6 +1,7 @@
+import Testing
+
 // SPDX-License-Identifier: Apache-2.0
 @testable import AFMHTTP
-import Testing
 
 /// The parser state machine fed bytes directly, without sockets.
 @Suite struct HTTPRequestParserTests {
@@ -74,7 +75,9 @@ import Testing
 
     @Test func parsesPipelinedRequestsOneAtATime() {
         let parsed = requests(
-            "GET /a HTTP/1.1\r\nHost: t\r\n\r\nPOST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhiGET /c HTTP/1.0\r\n\r\n")
+            "GET /a HTTP/1.1\r\nHost: t\r\n\r\nPOST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi"
+                + "GET /c HTTP/1.0\r\n\r\n"
+        )
         #expect(parsed.map(\.head.path) == ["/a", "/b", "/c"])
         #expect(parsed.map(\.head.keepAlive) == [true, true, false])
     }
@@ -85,14 +88,17 @@ import Testing
     }
 
     @Test func absoluteFormTargetYieldsPath() throws {
-        let request = try #require(requests("GET http://example.com/p/q?z=1 HTTP/1.1\r\nHost: example.com\r\n\r\n").first)
+        let request = try #require(
+            requests("GET http://example.com/p/q?z=1 HTTP/1.1\r\nHost: example.com\r\n\r\n").first)
         #expect(request.head.path == "/p/q")
         #expect(request.head.query == "z=1")
     }
 
     @Test func connectionFieldDecidesKeepAlive() {
         let parsed = requests(
-            "GET / HTTP/1.1\r\nHost: t\r\nConnection: Keep-Alive, Close\r\n\r\nGET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            "GET / HTTP/1.1\r\nHost: t\r\nConnection: Keep-Alive, Close\r\n\r\n"
+                + "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+        )
         #expect(parsed.map(\.head.keepAlive) == [false, true])
     }
 
@@ -124,13 +130,15 @@ import Testing
     }
 
     @Test func rejectsChunkedBodyCrossingLimit() {
-        let text = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n" + String(repeating: "x", count: 32)
+        let text =
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n" + String(repeating: "x", count: 32)
             + "\r\n21\r\n"
         #expect(error(text)?.status == 413)
     }
 
     @Test func rejectsOversizedTrailers() {
-        let text = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: "
+        let text =
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: "
             + String(repeating: "t", count: 2000) + "\r\n\r\n"
         #expect(error(text)?.status == 431)
     }
@@ -153,18 +161,22 @@ import Testing
     }
 
     @Test func formatsHTTPDates() {
-        #expect(String(decoding: HTTPResponseEncoder.httpDate(unixSeconds: 784_111_777), as: UTF8.self)
-            == "Sun, 06 Nov 1994 08:49:37 GMT")
-        #expect(String(decoding: HTTPResponseEncoder.httpDate(unixSeconds: 0), as: UTF8.self)
-            == "Thu, 01 Jan 1970 00:00:00 GMT")
-        #expect(String(decoding: HTTPResponseEncoder.httpDate(unixSeconds: 1_709_210_096), as: UTF8.self)
-            == "Thu, 29 Feb 2024 12:34:56 GMT")
+        #expect(
+            String(decoding: HTTPResponseEncoder.httpDate(unixSeconds: 784_111_777), as: UTF8.self)
+                == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(
+            String(decoding: HTTPResponseEncoder.httpDate(unixSeconds: 0), as: UTF8.self)
+                == "Thu, 01 Jan 1970 00:00:00 GMT")
+        #expect(
+            String(decoding: HTTPResponseEncoder.httpDate(unixSeconds: 1_709_210_096), as: UTF8.self)
+                == "Thu, 29 Feb 2024 12:34:56 GMT")
     }
 
     @Test func escapesErrorBodies() {
         let body = HTTPErrorBody.json(message: "a \"quoted\"\n\\ \u{01}", type: "t", code: "c", param: "p")
-        #expect(String(decoding: body, as: UTF8.self)
-            == #"{"error":{"message":"a \"quoted\"\n\\ \u0001","type":"t","param":"p","code":"c"}}"#)
+        #expect(
+            String(decoding: body, as: UTF8.self)
+                == #"{"error":{"message":"a \"quoted\"\n\\ \u0001","type":"t","param":"p","code":"c"}}"#)
     }
 
     @Test func headersAreCaseInsensitiveAndOrdered() {

@@ -76,7 +76,8 @@ import Testing
         try await withTestServer(handler: handler) { _, port in
             let client = try TestClient(port: port)
             try await client.send(
-                "GET /1 HTTP/1.1\r\nHost: t\r\n\r\nGET /2 HTTP/1.1\r\nHost: t\r\n\r\nGET /3 HTTP/1.1\r\nHost: t\r\n\r\n")
+                "GET /1 HTTP/1.1\r\nHost: t\r\n\r\nGET /2 HTTP/1.1\r\nHost: t\r\n\r\nGET /3 HTTP/1.1\r\nHost: t\r\n\r\n"
+            )
             var bodies: [String] = []
             for _ in 0..<3 { bodies.append(try await client.readResponse().bodyText) }
             #expect(bodies == ["/1", "/2", "/3"])
@@ -141,7 +142,51 @@ import Testing
             try await client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
             #expect(try await client.readResponse().status == 200)
             #expect(try await eventually { outcome.value != nil })
-            if case .invalidState = outcome.value {} else { Issue.record("expected invalidState, got \(String(describing: outcome.value))") }
+            if case .invalidState = outcome.value {
+            } else {
+                Issue.record("expected invalidState, got \(String(describing: outcome.value))")
+            }
+        }
+    }
+
+    @Test func handlerRequestedCloseClosesAfterResponse() async throws {
+        let handler: HTTPHandler = { _, writer in
+            try? await writer.respond(HTTPResponseHead(status: 200, headers: ["Connection": "close"]), body: [1, 2])
+        }
+        try await withTestServer(handler: handler) { _, port in
+            let client = try TestClient(port: port)
+            try await client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            let response = try await client.readResponse()
+            #expect(response.headers.values(for: "Connection") == ["close"])
+            #expect(response.body == [1, 2])
+            #expect(try await client.waitForEOF())
+        }
+    }
+
+    @Test func noContentHasNeitherBodyNorLength() async throws {
+        let handler: HTTPHandler = { _, writer in
+            try? await writer.respond(HTTPResponseHead(status: 204), body: Array("ignored".utf8))
+        }
+        try await withTestServer(handler: handler) { _, port in
+            let client = try TestClient(port: port)
+            try await client.send("DELETE /x HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            let first = try await client.readResponse()
+            #expect(first.status == 204)
+            #expect(first.headers["Content-Length"] == nil)
+            #expect(try await client.readResponse().status == 204)  // The next response starts right after.
+        }
+    }
+
+    @Test func readsLargeContentLengthBody() async throws {
+        let payload = (0..<(3 * 1024 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try await withTestServer { _, port in
+            let client = try TestClient(port: port)
+            try await client.send(
+                Array("PUT /big HTTP/1.1\r\nHost: t\r\nContent-Length: \(payload.count)\r\n\r\n".utf8))
+            try await client.send(payload)
+            let response = try await client.readResponse()
+            #expect(response.headers["X-Body-Length"] == "\(payload.count)")
+            #expect(response.body == payload)
         }
     }
 }

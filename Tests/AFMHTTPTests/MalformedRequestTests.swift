@@ -15,8 +15,10 @@ struct MalformedCase: Sendable, CustomTestStringConvertible {
         self.status = status
         self.code =
             code
-            ?? [400: "invalid_request", 413: "request_too_large", 417: "expectation_failed", 431: "headers_too_large",
-                501: "not_implemented", 505: "http_version_not_supported"][status]!  // Every status above is listed.
+            ?? [
+                400: "invalid_request", 413: "request_too_large", 417: "expectation_failed", 431: "headers_too_large",
+                501: "not_implemented", 505: "http_version_not_supported",
+            ][status]!  // Every status above is listed.
     }
 
     var testDescription: String { name }
@@ -63,14 +65,18 @@ struct MalformedCase: Sendable, CustomTestStringConvertible {
             "Content-Length with Transfer-Encoding",
             "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
         .init(
-            "chunked applied twice", "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n"),
+            "chunked applied twice",
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n"),
         .init("chunked not last", "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n"),
         .init("empty Transfer-Encoding", "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: \r\n\r\n"),
         .init("Transfer-Encoding on HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
         .init("unknown transfer coding", "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
         .init(
-            "gzip before chunked", "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501),
-        .init("invalid chunk size", "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n"),
+            "gzip before chunked", "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            501),
+        .init(
+            "invalid chunk size",
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n"),
         .init(
             "chunk longer than declared",
             "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcdef\r\n0\r\n\r\n"),
@@ -81,7 +87,8 @@ struct MalformedCase: Sendable, CustomTestStringConvertible {
             "garbage after chunk size",
             "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3 x\r\nabc\r\n0\r\n\r\n"),
         .init(
-            "Content-Length beyond Int", "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            "Content-Length beyond Int",
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999999999999999\r\n\r\n",
             413),
     ]
 }

@@ -66,7 +66,8 @@ import Testing
         let outcome = Recorder<HTTPWriteError?>(nil)
         let handler: HTTPHandler = { _, writer in
             do throws(HTTPWriteError) {
-                try await writer.respond(HTTPResponseHead(status: 200, headers: ["X-Evil": "a\r\nSet-Cookie: x"]), body: [])
+                try await writer.respond(
+                    HTTPResponseHead(status: 200, headers: ["X-Evil": "a\r\nSet-Cookie: x"]), body: [])
             } catch {
                 outcome.update { $0 = error }
             }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMSystem
+import Synchronization
 import Testing
 
 @Suite struct SystemTests {
@@ -78,8 +79,6 @@ import Testing
         #expect(!thread.isCurrent)
     }
 }
-
-import Synchronization
 
 private final class ThreadBox: Sendable {
     private let flag = Mutex(false)

@@ -202,9 +202,11 @@ final class TestClient {
             return TestResponse(status: status, headers: headers, body: body, chunked: true)
         }
         if let length = headers["Content-Length"].flatMap({ Int($0) }) {
-            return TestResponse(status: status, headers: headers, body: try await readBytes(length, timeout: timeout), chunked: false)
+            return TestResponse(
+                status: status, headers: headers, body: try await readBytes(length, timeout: timeout), chunked: false)
         }
-        return TestResponse(status: status, headers: headers, body: try await readToEnd(timeout: timeout), chunked: false)
+        return TestResponse(
+            status: status, headers: headers, body: try await readToEnd(timeout: timeout), chunked: false)
     }
 
     static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {

@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import AFMLogging
+import AFMSystem
+
+/// The loop thread's private state: per-connection input contexts, the epoll event buffer and timers.
+///
+/// Never shared: created on the loop thread and released when it ends, hence not `Sendable`.
+final class HTTPEventLoopRunner {
+    /// Per-connection input state, owned by the loop thread.
+    final class Context {
+        let connection: HTTPConnection
+        var parser: HTTPRequestParser
+        /// Edge-triggered: whether the socket may hold unread bytes.
+        var readable = true
+        /// A handler was started and the loop has not yet seen it finish.
+        var handlerActive = false
+        var sequence: UInt64 = 0
+        var handlerStartedAt: UInt64 = 0
+        var deadlineFired = false
+        /// Closing: the last response is queued with close-after-flush; input is discarded.
+        var closing = false
+        var lingerSince: UInt64?
+        /// When the wait for the next request began (accept, or the previous response's end).
+        var waitingSince: UInt64
+        /// When the first byte of the request being received arrived.
+        var requestStartedAt: UInt64?
+        var served = 0
+
+        init(connection: HTTPConnection, limits: HTTPRequestParser.Limits, now: UInt64) {
+            self.connection = connection
+            self.parser = HTTPRequestParser(limits: limits)
+            self.waitingSince = now
+        }
+    }
+
+    private let loop: HTTPEventLoop
+    private let core: HTTPServerCore
+    private let logger: Logger
+    private var listener: FileDescriptor?
+    private var acceptPausedUntil: UInt64?
+    private var contexts: [UInt64: Context] = [:]
+    private var events = EpollEventBuffer(capacity: 256)
+    private let readBuffer: UnsafeMutableRawBufferPointer
+    private var running = true
+    private var lastSweep: UInt64 = 0
+
+    /// While a handler runs, at most this much further (pipelined) input is buffered before reading pauses.
+    private static let heldInputLimit = 64 * 1024
+    private static let sweepInterval: UInt64 = 100_000_000
+
+    init(loop: HTTPEventLoop, core: HTTPServerCore, listener: FileDescriptor?) {
+        self.loop = loop
+        self.core = core
+        self.logger = core.logger
+        self.listener = listener
+        readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    }
+
+    deinit { readBuffer.deallocate() }
+
+    func run() {
+        while running {
+            let count: Int
+            do {
+                count = try loop.epoll.wait(into: &events, timeoutMilliseconds: 100)
+            } catch {
+                logger.error("epoll_wait failed; stopping the HTTP event loop", ["error": "\(error)"])
+                break
+            }
+            for index in 0..<count {
+                let token = events.userData(at: index)
+                let flags = events.events(at: index)
+                switch token {
+                case HTTPEventLoop.wakeupToken:
+                    loop.wakeup.drain()
+                    for command in loop.takeCommands() { handle(command) }
+                case HTTPEventLoop.listenerToken:
+                    acceptConnections()
+                default:
+                    if let context = contexts[token] { handle(flags, on: context) }
+                }
+                if !running { break }
+            }
+            let now = SystemClock.monotonicNanoseconds()
+            if elapsed(from: lastSweep, to: now) >= Self.sweepInterval {
+                lastSweep = now
+                sweep(now: now)
+            }
+        }
+        for context in Array(contexts.values) { teardown(context, "server stopped") }
+        if let listener {
+            self.listener = nil
+            listener.close()
+        }
+    }
+
+    // MARK: - Commands
+
+    private func handle(_ command: HTTPEventLoop.Command) {
+        switch command {
+        case .adopt(let connection):
+            adopt(connection)
+        case .wake(let id):
+            guard let context = contexts[id] else { return }
+            process(context)
+            if context.readable && contexts[id] != nil { readAndProcess(context) }
+        case .drain:
+            for context in Array(contexts.values) where !context.handlerActive && !context.closing {
+                if !context.parser.hasPartialRequest { teardown(context, "drained while idle") }
+            }
+        case .stop:
+            running = false
+        }
+    }
+
+    // MARK: - Accepting
+
+    private func acceptConnections() {
+        guard let listener else { return }
+        for _ in 0..<128 {
+            let accepted: AcceptedSocket
+            do {
+                switch try listener.accept() {
+                case .wouldBlock: return
+                case .processed(let socket): accepted = socket
+                }
+            } catch {
+                switch error.errno {
+                case .connectionAborted, .protocolError, .notPermitted:
+                    continue  // That one connection failed; others may be pending.
+                case .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noBufferSpace, .noMemory:
+                    // Level-triggered: retrying at once would spin. Pause accepting; the sweep resumes it.
+                    logger.warning("accept failed; pausing for 100 ms", ["error": "\(error)"])
+                    try? loop.epoll.remove(listener)
+                    acceptPausedUntil = SystemClock.monotonicNanoseconds() + Self.sweepInterval
+                    return
+                default:
+                    // EINVAL: the listener was shut down (stopListening/shutdown). Stop watching it.
+                    try? loop.epoll.remove(listener)
+                    self.listener = nil
+                    listener.close()
+                    return
+                }
+            }
+            try? accepted.descriptor.setNoDelay(true)
+            let connection = core.makeConnection(
+                descriptor: accepted.descriptor, remoteAddress: accepted.peer?.description ?? "unknown")
+            if connection.loop === loop {
+                adopt(connection)
+            } else {
+                connection.loop.post(.adopt(connection))
+            }
+        }
+    }
+
+    private func adopt(_ connection: HTTPConnection) {
+        guard running else {
+            connection.teardown()
+            core.unregister(connection)
+            return
+        }
+        let context = Context(connection: connection, limits: core.limits, now: SystemClock.monotonicNanoseconds())
+        do {
+            try loop.epoll.add(
+                connection.descriptor, events: [.readable, .writable, .readHangup, .edgeTriggered],
+                userData: connection.id)
+        } catch {
+            logger.warning("cannot watch a new connection", ["error": "\(error)"])
+            connection.teardown()
+            core.unregister(connection)
+            return
+        }
+        contexts[connection.id] = context
+        logger.debug("connection opened", ["connection.id": "\(connection.id)", "remote": connection.remoteAddress])
+    }
+
+    // MARK: - Events
+
+    private func handle(_ flags: EpollEvents, on context: Context) {
+        if flags.contains(.writable) || flags.contains(.error) {
+            context.connection.writableEvent()
+        }
+        if !flags.isDisjoint(with: [.readable, .readHangup, .hangup, .error]) {
+            context.readable = true
+            readAndProcess(context)
+        }
+        guard contexts[context.connection.id] != nil else { return }
+        if !flags.isDisjoint(with: [.readHangup, .hangup, .error]) {
+            // The peer closed or reset (or the server aborted the socket). Whatever was readable has been
+            // consumed above; a running handler is cancelled now, which is how clients cancel generations.
+            teardown(context, "peer hung up")
+        }
+    }
+
+    /// Reads until the socket is drained (edge-triggered) or input must be held, and parses what arrived.
+    private func readAndProcess(_ context: Context) {
+        while context.readable {
+            if context.handlerActive && !context.closing {
+                switch context.connection.inputStatus(markInputWaiting: false) {
+                case .busy:
+                    if context.parser.bufferedByteCount >= Self.heldInputLimit {
+                        // Stop reading until the handler finishes; it posts `.wake` (set inputWaiting).
+                        if context.connection.inputStatus(markInputWaiting: true) == .busy { return }
+                        continue
+                    }
+                case .idle(let since):
+                    finishCycle(context, since: since)
+                case .closing:
+                    context.closing = true
+                case .closed:
+                    teardown(context, "closed while busy")
+                    return
+                }
+            }
+            let result: IOResult<Int>
+            do {
+                result = try context.connection.descriptor.read(into: readBuffer)
+            } catch {
+                teardown(context, "read failed")  // ECONNRESET and friends: the peer is gone.
+                return
+            }
+            switch result {
+            case .wouldBlock:
+                context.readable = false
+            case .processed(0):
+                teardown(context, "end of file")
+                return
+            case .processed(let count):
+                // A short read drained the socket; the next arrival raises a new edge.
+                if count < readBuffer.count { context.readable = false }
+                if context.closing { continue }  // Lingering: discard.
+                if !context.parser.hasPartialRequest && context.requestStartedAt == nil {
+                    context.requestStartedAt = SystemClock.monotonicNanoseconds()
+                }
+                context.parser.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
+                process(context)
+                guard contexts[context.connection.id] != nil else { return }
+            }
+        }
+    }
+
+    /// The previous request's cycle ended (handler returned, keep-alive): get ready for the next request.
+    private func finishCycle(_ context: Context, since: UInt64) {
+        context.handlerActive = false
+        context.waitingSince = since
+        context.requestStartedAt = context.parser.hasPartialRequest ? since : nil
+    }
+
+    /// Parses buffered input into requests while no handler is running. Never reads: callers that may find
+    /// more input on the socket call ``readAndProcess(_:)`` afterwards.
+    private func process(_ context: Context) {
+        while !context.closing {
+            if context.handlerActive {
+                switch context.connection.inputStatus(markInputWaiting: context.parser.bufferedByteCount > 0) {
+                case .busy:
+                    return  // Pipelined bytes wait; inputWaiting makes the handler's end wake us.
+                case .idle(let since):
+                    finishCycle(context, since: since)
+                case .closing:
+                    context.closing = true
+                    return
+                case .closed:
+                    teardown(context, "closed")
+                    return
+                }
+            }
+            switch context.parser.next() {
+            case .needMoreData:
+                return
+            case .expectContinue:
+                context.connection.sendContinue()
+            case .error(let error):
+                logger.debug(
+                    "rejecting request", ["connection.id": "\(context.connection.id)", "status": "\(error.status)"])
+                sendError(context, status: error.status, code: error.code, message: error.message)
+            case .request(let parsed):
+                startHandler(context, parsed)
+            }
+        }
+    }
+
+    private func sendError(_ context: Context, status: Int, code: String, message: String) {
+        let bytes = HTTPResponseEncoder.errorResponse(
+            status: status, code: code, message: message, date: core.dateCache.current(),
+            serverName: core.configuration.serverName)
+        context.connection.sendErrorAndClose(bytes)
+        context.closing = true
+    }
+
+    private func startHandler(_ context: Context, _ parsed: HTTPParsedRequest) {
+        let connection = context.connection
+        context.sequence += 1
+        let sequence = context.sequence
+        context.requestStartedAt = nil
+        guard connection.beginRequest(sequence: sequence, keepAlive: parsed.head.keepAlive) else {
+            context.closing = true
+            return
+        }
+        context.handlerActive = true
+        context.deadlineFired = false
+        context.handlerStartedAt = SystemClock.monotonicNanoseconds()
+        context.served += 1
+        let head = parsed.head
+        let request = HTTPRequest(
+            method: head.method, target: head.target, path: head.path, query: head.query, version: head.version,
+            headers: head.headers, body: parsed.body, remoteAddress: connection.remoteAddress,
+            connectionID: connection.id)
+        let writer = HTTPResponseWriter(
+            connection: connection, sequence: sequence, version: head.version, isHead: head.method == "HEAD")
+        let handler = core.handler
+        let task = Task {
+            await handler(request, writer)
+            connection.handlerFinished(sequence: sequence, isHead: writer.isHead)
+        }
+        connection.attach(task, sequence: sequence)
+    }
+
+    // MARK: - Timers
+
+    private func sweep(now: UInt64) {
+        if let paused = acceptPausedUntil, now >= paused, let listener {
+            acceptPausedUntil = nil
+            try? loop.epoll.add(listener, events: [.readable], userData: HTTPEventLoop.listenerToken)
+        }
+        let configuration = core.timeouts
+        for context in Array(contexts.values) {
+            let connection = context.connection
+            if !context.closing && context.handlerActive {
+                switch connection.inputStatus(markInputWaiting: false) {
+                case .busy:
+                    if !context.deadlineFired
+                        && elapsed(from: context.handlerStartedAt, to: now) > configuration.processing
+                    {
+                        context.deadlineFired = true
+                        logger.warning(
+                            "processing deadline passed; cancelling the handler",
+                            [
+                                "connection.id": "\(connection.id)"
+                            ])
+                        if connection.processingDeadlineExpired(sequence: context.sequence) {
+                            teardown(context, "deadline passed mid-response")
+                            continue
+                        }
+                    }
+                case .idle(let since):
+                    finishCycle(context, since: since)
+                    process(context)
+                    if context.readable && contexts[connection.id] != nil { readAndProcess(context) }
+                case .closing:
+                    context.closing = true
+                case .closed:
+                    teardown(context, "closed")
+                    continue
+                }
+            }
+            guard contexts[connection.id] != nil else { continue }
+            let output = connection.outputStatus()
+            if output.closeAfterFlush { context.closing = true }
+            if output.queued > 0 && elapsed(from: output.lastProgress, to: now) > configuration.send {
+                logger.debug("send timeout; closing", ["connection.id": "\(connection.id)"])
+                teardown(context, "send timeout")
+                continue
+            }
+            if context.closing {
+                if output.writeShutdown {
+                    if let since = context.lingerSince {
+                        if elapsed(from: since, to: now) > configuration.linger { teardown(context, "linger finished") }
+                    } else {
+                        context.lingerSince = now
+                    }
+                }
+                continue
+            }
+            if !context.handlerActive {
+                let start = context.requestStartedAt ?? context.waitingSince
+                if elapsed(from: start, to: now) > configuration.requestHeader {
+                    if context.parser.hasPartialRequest || context.served == 0 {
+                        sendError(
+                            context, status: 408, code: "request_timeout",
+                            message: "The request was not received in time.")
+                    } else {
+                        teardown(context, "idle keep-alive timeout")  // An idle keep-alive connection: close silently.
+                    }
+                }
+            }
+        }
+    }
+
+    /// Nanoseconds from `start` to `now`, zero when `start` is later: other threads stamp times (last send
+    /// progress, end of a response) after the sweep read its clock, and a wrapped difference would look
+    /// like an expired timeout.
+    private func elapsed(from start: UInt64, to now: UInt64) -> UInt64 {
+        now > start ? now - start : 0
+    }
+
+    // MARK: - Closing
+
+    private func teardown(_ context: Context, _ reason: StaticString) {
+        let connection = context.connection
+        guard contexts.removeValue(forKey: connection.id) != nil else { return }
+        // Closing the descriptor (here or by the last writer) removes it from the epoll set.
+        connection.teardown()
+        core.unregister(connection)
+        logger.debug("connection closed", ["connection.id": "\(connection.id)", "reason": "\(reason)"])
+    }
+}

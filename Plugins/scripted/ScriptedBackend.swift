@@ -10,8 +10,10 @@ enum ScriptedBackend {
     /// The stable backend id (also the manifest id).
     static let id: StaticString = "scripted"
     /// The backend's own version, reported at negotiation and (unless `Version` overrides it) in describe.
-    static let version = "1.0.0"
+    /// One literal for both the negotiated and the described version, so a rebuilt (or, in tests, a patched)
+    /// library reports one consistent version.
     private static let versionCString: StaticString = "1.0.0"
+    static let version = versionCString.description
 
     /// Answers `afm_backend_negotiate`: checks the host's ABI major and fills `out`.
     ///

@@ -8,13 +8,16 @@ struct DaemonHarness {
     let directory = BackendDirectoryBuilder()
     let daemon: DaemonProcess
     let record: String
+    /// A scratch directory of the test (the script lives here).
+    let scratch: String
     var port: Int { daemon.port }
 
     /// Starts afmd serving `models` (id → steps JSON) through the scripted backend, plus the plain C fixture.
-    init(models: [String: String] = [:], config: String = "", withCFixture: Bool = false) throws {
+    init(models: [String: String] = [:], config: String = "", withCFixture: Bool = false, environment: [String: String] = [:]) throws {
         try directory.addScripted()
         if withCFixture { try directory.addCFixture() }
         let scratch = TestPaths.makeTemporaryDirectory("afm-daemon-test")
+        self.scratch = scratch
         record = scratch + "/record.jsonl"
         var settings = "[Backend.scripted]\nRecordFile=\(record)\n"
         if !models.isEmpty {
@@ -34,7 +37,7 @@ struct DaemonHarness {
             try script.write(toFile: scratch + "/script.json", atomically: true, encoding: .utf8)
             settings += "Script=\(scratch)/script.json\n"
         }
-        daemon = try DaemonProcess(backendDirectory: directory.path, config: settings + config)
+        daemon = try DaemonProcess(backendDirectory: directory.path, config: settings + config, environment: environment)
     }
 
     func client() throws -> TestHTTPClient { try TestHTTPClient(port: port) }

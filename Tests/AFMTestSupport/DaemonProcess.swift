@@ -13,7 +13,7 @@ public final class DaemonProcess {
     }
 
     /// Starts `afmd --listen 127.0.0.1:0 --config-root ROOT --backend-dir DIR` with `config` as ROOT/afmd.conf.
-    public init(backendDirectory: String, config: String = "", extraArguments: [String] = []) throws {
+    public init(backendDirectory: String, config: String = "", extraArguments: [String] = [], environment: [String: String] = [:]) throws {
         root = TestPaths.makeTemporaryDirectory("afmd-root")
         logPath = root + "/afmd.log"
         try config.write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
@@ -22,6 +22,9 @@ public final class DaemonProcess {
         process.arguments = ["--listen", "127.0.0.1:0", "--config-root", root, "--backend-dir", backendDirectory] + extraArguments
         process.standardError = FileHandle(forWritingAtPath: logPath)
         process.standardOutput = FileHandle.nullDevice
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         try process.run()
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
@@ -36,6 +39,25 @@ public final class DaemonProcess {
         }
         process.terminate()
         throw Failure(description: "afmd did not log 'listening on' within 30 s:\n\(log)")
+    }
+
+    /// The admin socket of this daemon (`--config-root` puts it under ROOT/run/afm).
+    public var adminSocket: String { root + "/run/afm/admin.sock" }
+
+    /// Runs `afmctl --socket <this daemon's socket> ARGS`; returns the exit status and standard output.
+    public func afmctl(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+        let ctl = Process()
+        ctl.executableURL = URL(fileURLWithPath: TestPaths.binDirectory + "/afmctl")
+        ctl.arguments = ["--socket", adminSocket] + arguments
+        let output = Pipe()
+        let errors = Pipe()
+        ctl.standardOutput = output
+        ctl.standardError = errors
+        try ctl.run()
+        let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let err = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        ctl.waitUntilExit()
+        return (ctl.terminationStatus, out, err)
     }
 
     /// Everything afmd logged so far.

@@ -31,6 +31,8 @@ public final class BackendRegistry: Sendable {
         public var limits: GenerationLimits
         /// How long an old generation may keep serving its requests after a reload before they are cancelled.
         public var drainTimeout: Duration
+        /// Whether `auto` prefers the private cloud when it is available (the private-cloud preference).
+        public var preferPrivateCloud = false
 
         public init(
             backendDirectory: String, copyDirectory: String, stateDirectory: String,
@@ -287,7 +289,8 @@ public final class BackendRegistry: Sendable {
     ///
     /// - Throws: `AFMError` 404 `model_not_found` for an unknown id, 503 `model_unavailable` when its backend
     ///   says it is unavailable.
-    public func lease(model: String) throws(AFMError) -> BackendLease {
+    public func lease(model requested: String) throws(AFMError) -> BackendLease {
+        let model = try resolve(requested)
         for _ in 0..<8 {
             let (generation, limits) = state.withLock { ($0.modelIndex[model], $0.configuration.limits) }
             guard let generation else {
@@ -308,6 +311,61 @@ public final class BackendRegistry: Sendable {
         throw AFMError(.busy, "The backend for '\(model)' is switching generations; retry.", retryAfterSeconds: 1)
     }
 
+    // MARK: - Routing
+
+    /// The backend id of the on-device class (the local model).
+    public static let onDeviceBackend = "local"
+    /// The backend id of the private cloud.
+    public static let privateCloudBackend = "private-cloud"
+    /// Model ids that name a class of model instead of a model.
+    public static let aliases = ["auto", "on-device", "private-cloud"]
+
+    /// Resolves the aliases to a concrete model id; other ids pass through.
+    ///
+    /// - `on-device`: the local backend's model (without a local backend, the first available model of another
+    ///   non-cloud backend, so a scripted demo answers too).
+    /// - `private-cloud`: the private cloud's model; 503 `model_unavailable` with its reason when it is not
+    ///   configured or not available.
+    /// - `auto`: the private cloud when it is preferred and available, else on-device.
+    public func resolve(_ model: String) throws(AFMError) -> String {
+        guard Self.aliases.contains(model) else { return model }
+        let (onDevice, cloud, preferCloud) = state.withLock { state -> (String?, (String?, String?), Bool) in
+            func available(_ id: String) -> BackendGeneration? {
+                guard let generation = state.slots[id]?.active, generation.description.available else { return nil }
+                return generation
+            }
+            var local = available(Self.onDeviceBackend)?.description.models.first?.id
+            for id in state.order where local == nil && id != Self.privateCloudBackend {
+                local = available(id)?.description.models.first?.id
+            }
+            let cloudSlot = state.slots[Self.privateCloudBackend]
+            let cloudModel = available(Self.privateCloudBackend)?.description.models.first?.id
+            let cloudReason = cloudSlot == nil
+                ? "private cloud is not configured"
+                : cloudSlot?.active?.description.reason ?? cloudSlot?.lastError?.message ?? "private cloud is not available"
+            return (local, (cloudModel, cloudReason), state.configuration.preferPrivateCloud)
+        }
+        switch model {
+        case "private-cloud":
+            guard let id = cloud.0 else {
+                throw AFMError(.modelUnavailable, "The private cloud is unavailable: \(cloud.1 ?? "unknown reason").", param: "model", retryAfterSeconds: 30)
+            }
+            return id
+        case "auto" where preferCloud && cloud.0 != nil:
+            return cloud.0!  // Safety: checked non-nil in the pattern.
+        default:
+            guard let id = onDevice else {
+                throw AFMError(.modelUnavailable, "No on-device model is available.", param: "model", retryAfterSeconds: 5)
+            }
+            return id
+        }
+    }
+
+    /// Whether an alias can be served right now (for `/v1/models`).
+    public func aliasIsUsable(_ alias: String) -> Bool {
+        (try? resolve(alias)) != nil
+    }
+
     // MARK: - Status
 
     /// The status of every discovered backend, in discovery order.
@@ -321,7 +379,7 @@ public final class BackendRegistry: Sendable {
         }
     }
 
-    /// Every model served by an active generation, in backend order.
+    /// Every model served by an active generation, in backend order (unavailable ones included, flagged).
     public func models() -> [(model: BackendDescription.Model, backend: String, available: Bool)] {
         state.withLock { state in
             var seen = Set<String>()

@@ -92,8 +92,10 @@ struct APIHandler: Sendable {
         String(String.UnicodeScalarView(text.unicodeScalars.prefix(400).map { $0.isASCII && $0.value >= 0x20 && $0.value != 0x7f ? $0 : "?" }))
     }
 
+    /// The OpenAI model list: the models that can answer now, plus the aliases that resolve now (`auto`,
+    /// `on-device`, `private-cloud`). `/status` lists every model, usable or not.
     private func modelList() -> JSONValue {
-        let models = registry.models().map { entry -> JSONValue in
+        var data: [JSONValue] = registry.models().filter(\.available).map { entry in
             [
                 "id": .string(entry.model.id),
                 "object": "model",
@@ -103,10 +105,13 @@ struct APIHandler: Sendable {
                 "max_input_tokens": .number(JSONNumber(entry.model.maxInputTokens)),
                 "max_output_tokens": .number(JSONNumber(entry.model.maxOutputTokens)),
                 "capabilities": entry.model.capabilities.json,
-                "available": .bool(entry.available),
             ]
         }
-        return ["object": "list", "data": .array(models)]
+        for alias in BackendRegistry.aliases {
+            guard let target = try? registry.resolve(alias) else { continue }
+            data.append(["id": .string(alias), "object": "model", "created": 0, "owned_by": "afm", "alias_of": .string(target)])
+        }
+        return ["object": "list", "data": .array(data)]
     }
 
     private func sendJSON(_ writer: HTTPResponseWriter, status: Int, _ body: JSONValue, extra: [(String, String)] = []) async {

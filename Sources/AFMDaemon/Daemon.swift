@@ -75,7 +75,7 @@ public final class Daemon: Sendable {
     }
 
     static func registryConfiguration(_ configuration: DaemonConfiguration, backendDirectory: String) -> BackendRegistry.Configuration {
-        .init(
+        var registry = BackendRegistry.Configuration(
             backendDirectory: backendDirectory,
             copyDirectory: (configuration.runtimeDirectory as NSString).appendingPathComponent("backend-copies"),
             stateDirectory: (configuration.stateDirectory as NSString).appendingPathComponent("backends"),
@@ -83,6 +83,8 @@ public final class Daemon: Sendable {
             disabled: configuration.disabledBackends,
             limits: GenerationLimits(silenceLimit: configuration.silenceTimeout, cancelGrace: configuration.cancelGrace),
             drainTimeout: configuration.drainTimeout)
+        registry.preferPrivateCloud = configuration.preferPrivateCloud
+        return registry
     }
 
     // MARK: - Start and stop

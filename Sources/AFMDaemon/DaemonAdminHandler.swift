@@ -102,6 +102,9 @@ struct DaemonAdminHandler: AdminHandler {
         if let prompt = saved.commonPrompt, ServerSettings.settingNames[key] == "commonPrompt" {
             daemon.service.setCommonPrompt(prompt)
         }
+        if let preference = saved.privateCloudPreference {
+            daemon.registry.updateConfiguration { $0.preferPrivateCloud = preference }
+        }
         if ["host", "port", "listen"].contains(ServerSettings.settingNames[key] ?? "") {
             let current = daemon.configuration.listen
             let address = ListenAddress(host: saved.host ?? current.host, port: saved.port ?? current.port)

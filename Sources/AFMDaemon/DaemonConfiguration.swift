@@ -23,6 +23,8 @@ public struct DaemonConfiguration: Sendable {
     public var runtimeDirectory: String
     public var adminSocket: String
     public var operatorGroups: [String]
+    /// Whether `auto` prefers the private cloud when it is available.
+    public var preferPrivateCloud: Bool
     /// Whether the listen address came from the control layer (a saved setting): a bind failure then keeps the
     /// daemon up and is reported, instead of stopping it.
     public var listenFromControlLayer: Bool
@@ -44,6 +46,7 @@ public struct DaemonConfiguration: Sendable {
         runtimeDirectory = loaded.paths.runtimeDirectory
         adminSocket = loaded.adminSocket
         operatorGroups = loaded.operatorGroups
+        preferPrivateCloud = loaded.cloudPreference
         if case .controlLayer = loaded.origin(of: .serverListen) {
             listenFromControlLayer = true
         } else {

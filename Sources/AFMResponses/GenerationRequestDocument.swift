@@ -8,18 +8,18 @@ public enum GenerationRequestDocument {
     /// The version of the document this host writes.
     public static let version = 1
 
-    /// The document for a validated request.
+    /// The document for a validated request; `model` is the concrete model id (aliases already resolved).
     ///
     /// - Parameters:
     ///   - responseID: the public id of the response, for the backend's logs.
     ///   - maxOutputTokens: the resolved output cap (never absent in the document).
     public static func make(
-        for request: ResponsesRequest, responseID: String, maxOutputTokens: Int, system: [String], input: [JSONValue]
+        for request: ResponsesRequest, model: String, responseID: String, maxOutputTokens: Int, system: [String], input: [JSONValue]
     ) -> JSONValue {
         [
             "request_version": .number(JSONNumber(version)),
             "response_id": .string(responseID),
-            "model": .string(request.model),
+            "model": .string(model),
             "system": .array(system.map(JSONValue.string)),
             "input": .array(input),
             "tools": request.toolSet.documentTools,

@@ -100,7 +100,7 @@ public final class ResponsesService: Sendable {
         while true {
             let input = try GenerationRequestDocument.inputItems(items, openReasoning: open)
             document = GenerationRequestDocument.make(
-                for: request, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system, input: input
+                for: request, model: model.id, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system, input: input
             ).encoded()
             inputTokens = lease.countInputTokens(requestDocument: document) ?? InputEstimate.tokens(system: system, input: input)
             if inputTokens <= model.maxInputTokens { break }

@@ -12,9 +12,14 @@
 //   - Events go to the job's queue (job.cpp); the decode thread never calls the host.
 #include "local.h"
 
+#include "chat-peg-parser.h"
 #include "common.h"
+#include "json-schema-to-grammar.h"
 #include "ggml-backend.h"
+#include "ggml-cpu.h"
 #include "sampling.h"
+
+#include <nlohmann/json.hpp>
 
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -23,6 +28,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -46,6 +52,9 @@ int64_t now_us() {
     return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
 }
+
+// Borrowing another slot's prefix copies a whole KV stream (tens of MB): worth it only for a long prefix.
+constexpr size_t kMinBorrowTokens = 128;
 
 size_t common_prefix(const std::vector<llama_token> &a, const std::vector<llama_token> &b) {
     size_t n = std::min(a.size(), b.size()), i = 0;
@@ -97,6 +106,80 @@ void init_backends() {
         }
         if (ggml_backend_dev_count() == 0) ggml_backend_load_all();
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The generic tool format, for chat templates that cannot render tools (SmolLM2's, for one). The tools are
+// described in the system message; a call is a JSON object in a <tool_call> block; earlier calls and their
+// results are rendered as text in the same format. llama.cpp common builds the parser and the grammar from it.
+// ---------------------------------------------------------------------------------------------------------------
+
+const char kToolCallOpen[] = "<tool_call>";
+const char kToolCallClose[] = "</tool_call>";
+
+nlohmann::ordered_json parse_or_string(const std::string &text) {
+    auto value = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (value.is_discarded()) return nlohmann::ordered_json(text);
+    return value;
+}
+
+std::string render_calls(const std::vector<common_chat_tool_call> &calls) {
+    std::string block = std::string(kToolCallOpen) + "\n";
+    for (size_t i = 0; i < calls.size(); i++) {
+        nlohmann::ordered_json call;
+        call["name"] = calls[i].name;
+        call["arguments"] = parse_or_string(calls[i].arguments);
+        if (i) block += ", ";
+        block += call.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    }
+    return block + "\n" + kToolCallClose;
+}
+
+/** Rewrites tool calls and tool results as plain text and merges consecutive messages of one role. */
+std::vector<common_chat_msg> text_tool_history(const std::vector<common_chat_msg> &messages) {
+    std::vector<common_chat_msg> out;
+    for (const auto &original : messages) {
+        common_chat_msg msg;
+        if (original.role == "tool") {
+            msg.role = "user";
+            msg.content = "<tool_response>\n" + original.content + "\n</tool_response>";
+        } else {
+            msg.role = original.role;
+            msg.content = original.content;
+            if (!original.tool_calls.empty()) {
+                if (!msg.content.empty()) msg.content += "\n";
+                msg.content += render_calls(original.tool_calls);
+            }
+        }
+        if (!out.empty() && out.back().role == msg.role && msg.role != "system") {
+            out.back().content += (original.role == "tool" ? "\n" : "\n\n") + msg.content;
+        } else {
+            out.push_back(std::move(msg));
+        }
+    }
+    return out;
+}
+
+std::string tools_instructions(const std::vector<common_chat_tool> &tools, ToolMode mode, const std::string &name,
+                               bool parallel) {
+    std::string text = "# Tools\n\nYou can call these functions. Each line describes one: its name, what it does, and "
+                       "the JSON Schema of its arguments.\n";
+    for (const auto &tool : tools) {
+        nlohmann::ordered_json t;
+        t["name"] = tool.name;
+        t["description"] = tool.description;
+        t["parameters"] = parse_or_string(tool.parameters);
+        text += t.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    }
+    text += std::string("\nTo call a function, reply with this block and nothing after it, with arguments that "
+                        "follow the function's schema:\n") +
+            kToolCallOpen + "\n{\"name\": \"<function name>\", \"arguments\": {<arguments>}}\n" + kToolCallClose + "\n";
+    if (parallel) text += "To call several functions at once, put their objects in the same block, separated by commas.\n";
+    if (mode == ToolMode::Function) text += "You must call the function " + name + " now.\n";
+    else if (mode == ToolMode::Required) text += "You must call a function now.\n";
+    else text += "When no function is needed, answer in plain text.\n";
+    text += "Function results come back in <tool_response> blocks.";
+    return text;
 }
 
 }  // namespace
@@ -158,15 +241,19 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
                                       " exceeds the model's training context (" + std::to_string(n_ctx_train) + ")");
 
     llama_context_params cp = llama_context_default_params();
-    // Every slot may hold a whole context's worth of tokens; the cache is one unified pool, so slots can share
-    // prefix cells (llama_memory_seq_cp) and memory is used only where sequences are.
+    // Every slot may hold a whole context's worth of tokens.
     cp.n_ctx = (uint32_t)settings.context_tokens * (uint32_t)settings.parallel;
     cp.n_batch = (uint32_t)engine->n_batch_;
     cp.n_ubatch = (uint32_t)engine->n_batch_;
     cp.n_seq_max = (uint32_t)settings.parallel;
     cp.n_threads = settings.threads;
     cp.n_threads_batch = settings.threads;
-    cp.kv_unified = true;
+    // Separate KV streams per sequence (kv_unified = false): each sequence attends only over its own cells, so
+    // a long conversation kept in one slot does not slow the others down. AFM_LOCAL_KV_UNIFIED=1 switches to one
+    // shared pool (measured slower here, see README).
+    const char *unified = std::getenv("AFM_LOCAL_KV_UNIFIED");
+    engine->kv_unified_ = unified && std::strcmp(unified, "1") == 0;
+    cp.kv_unified = engine->kv_unified_;
     cp.swa_full = true;  // keep whole sequences for sliding-window models, so prefixes stay reusable
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
     cp.no_perf = true;
@@ -180,6 +267,23 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
         return nullptr;
     }
 
+    // A persistent ggml thread pool for the decode thread, as llama-server attaches one (with OpenMP builds it
+    // keeps the per-graph setup off the hot path).
+    if (ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)) {
+        ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(cpu);
+        auto new_fn = (decltype(ggml_threadpool_new) *)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
+        auto free_fn = (decltype(ggml_threadpool_free) *)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
+        if (new_fn && free_fn) {
+            ggml_threadpool_params tpp;
+            ggml_threadpool_params_init(&tpp, settings.threads);
+            engine->threadpool_ = new_fn(&tpp);
+            if (engine->threadpool_) {
+                engine->threadpool_free_ = free_fn;
+                llama_attach_threadpool(engine->ctx_, engine->threadpool_, nullptr);
+            }
+        }
+    }
+
     try {
         engine->templates_ = common_chat_templates_init(engine->model_, "");
     } catch (const std::exception &e) {
@@ -189,6 +293,10 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
     if (!engine->templates_) {
         failure = {"the model has no usable chat template", "model_invalid"};
         return nullptr;
+    }
+    {
+        auto caps = common_chat_templates_get_caps(engine->templates_.get());
+        engine->native_tools_ = caps["supports_tool_calls"];
     }
 
     // Sampling defaults: llama.cpp's, overridden by the model's own recommendations (general.sampling.*).
@@ -265,6 +373,7 @@ Engine::~Engine() {
     slots_.clear();
     templates_.reset();
     if (ctx_) llama_free(ctx_);
+    if (threadpool_ && threadpool_free_) threadpool_free_(threadpool_);
     if (model_) llama_model_free(model_);
 }
 
@@ -280,18 +389,37 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     if (request.messages.empty()) throw BackendError(AFM_ERR_INVALID_REQUEST, "the request has no input");
 
     common_chat_templates_inputs inputs;
-    inputs.messages = request.messages;
     bool offer_tools = !request.tools.empty() && request.tool_mode != ToolMode::None;
+    std::vector<common_chat_tool> tools;
     if (offer_tools) {
         if (request.tool_mode == ToolMode::Function) {
             for (const auto &tool : request.tools)
-                if (tool.name == request.tool_name) inputs.tools.push_back(tool);
+                if (tool.name == request.tool_name) tools.push_back(tool);
         } else {
-            inputs.tools = request.tools;
+            tools = request.tools;
         }
-        inputs.tool_choice = request.tool_mode == ToolMode::Auto ? COMMON_CHAT_TOOL_CHOICE_AUTO
-                                                                 : COMMON_CHAT_TOOL_CHOICE_REQUIRED;
-        inputs.parallel_tool_calls = request.parallel_tool_calls;
+    }
+    const bool forced = request.tool_mode == ToolMode::Required || request.tool_mode == ToolMode::Function;
+    if (native_tools_) {
+        inputs.messages = request.messages;
+        if (offer_tools) {
+            inputs.tools = tools;
+            inputs.tool_choice = forced ? COMMON_CHAT_TOOL_CHOICE_REQUIRED : COMMON_CHAT_TOOL_CHOICE_AUTO;
+            inputs.parallel_tool_calls = request.parallel_tool_calls;
+        }
+    } else {
+        inputs.messages = text_tool_history(request.messages);
+        if (offer_tools) {
+            std::string block = tools_instructions(tools, request.tool_mode, request.tool_name, request.parallel_tool_calls);
+            if (!inputs.messages.empty() && inputs.messages.front().role == "system") {
+                inputs.messages.front().content += "\n\n" + block;
+            } else {
+                common_chat_msg system;
+                system.role = "system";
+                system.content = block;
+                inputs.messages.insert(inputs.messages.begin(), std::move(system));
+            }
+        }
     }
     inputs.add_generation_prompt = true;
     inputs.use_jinja = true;
@@ -305,6 +433,29 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     } catch (const std::exception &e) {
         throw BackendError(offer_tools ? AFM_ERR_TOOL_FAILED : AFM_ERR_INVALID_REQUEST,
                            std::string("the model's chat template cannot render this request: ") + e.what());
+    }
+
+    if (offer_tools && !native_tools_) {
+        // The generic format: optional text, then one <tool_call> block (required: the block only).
+        try {
+            auto tools_json = common_chat_tools_to_json_oaicompat(tools);
+            common_peg_arena parser = build_chat_peg_parser([&](common_chat_peg_builder &b) {
+                auto calls = b.standard_json_tools(kToolCallOpen, kToolCallClose, tools_json,
+                                                   request.parallel_tool_calls, /*force_tool_calls*/ true);
+                if (forced) return b.literal(chat.generation_prompt) + calls + b.space() + b.end();
+                return b.literal(chat.generation_prompt) + b.content(b.until(kToolCallOpen)) + b.optional(calls) +
+                       b.space() + b.end();
+            });
+            chat.format = COMMON_CHAT_FORMAT_PEG_NATIVE;
+            chat.grammar_lazy = !forced;
+            chat.grammar = build_grammar([&](const common_grammar_builder &builder) {
+                parser.build_grammar(builder, chat.grammar_lazy);
+            });
+            chat.grammar_triggers = {{COMMON_GRAMMAR_TRIGGER_TYPE_WORD, kToolCallOpen}};
+            chat.parser = parser.save();
+        } catch (const std::exception &e) {
+            throw BackendError(AFM_ERR_TOOL_FAILED, std::string("cannot build the tool-call grammar: ") + e.what());
+        }
     }
 
     Prepared p;
@@ -434,9 +585,14 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
         }
     }
     size_t reuse;
-    if (donor && donor_len > own + 16) {
+    if (donor && donor_len >= kMinBorrowTokens && donor_len > own + kMinBorrowTokens / 2) {
         llama_memory_seq_rm(mem, slot.id, -1, -1);
-        llama_memory_seq_cp(mem, donor->id, slot.id, 0, (llama_pos)donor_len);
+        if (kv_unified_) {
+            llama_memory_seq_cp(mem, donor->id, slot.id, 0, (llama_pos)donor_len);  // shares the cells
+        } else {
+            llama_memory_seq_cp(mem, donor->id, slot.id, -1, -1);  // copies the donor's stream, then trims it
+            llama_memory_seq_rm(mem, slot.id, (llama_pos)donor_len, -1);
+        }
         reuse = donor_len;
     } else {
         reuse = own;
@@ -604,6 +760,18 @@ void Engine::finish(Slot &slot, int32_t reason) {
     usage.reasoning_tokens = 0;
     usage.cached_tokens = job.cached_tokens.load();
     job.push(std::move(usage));
+    {
+        int64_t now = now_us();
+        double ttft = (job.t_first_us - job.t_start_us) / 1000.0;
+        double gen_s = (now - job.t_first_us) / 1e6;
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "request %" PRIu64 " on slot %d: %zu prompt tokens (%" PRId64 " cached), first token after %.1f ms, "
+                      "%" PRId64 " tokens in %.2f s (%.1f tokens/s), %d steps, finish %d",
+                      job.request_id(), slot.id, job.prep.prompt.size(), job.cached_tokens.load(), ttft,
+                      job.n_generated, gen_s, gen_s > 0 ? (job.n_generated - 1) / gen_s : 0.0, job.decode_steps, reason);
+        log_line(AFM_LOG_DEBUG, settings_.instance + ": " + line);
+    }
     Event done;
     done.type = AFM_EVENT_DONE;
     done.code = reason;
@@ -639,6 +807,7 @@ void Engine::fail_slot(Slot &slot, afm_status code, const std::string &message) 
 
 void Engine::on_token(Slot &slot, llama_token token) {
     Job &job = *slot.job;
+    if (job.t_first_us == 0) job.t_first_us = now_us();
     if (llama_vocab_is_eog(vocab_, token)) {
         finish(slot, AFM_FINISH_STOP);
         return;
@@ -772,6 +941,7 @@ void Engine::run() {
         for (Slot *slot : slots_) {
             if (slot->batch_count == 0) continue;
             Job &job = *slot->job;
+            job.decode_steps++;
             if (job.n_prompt_done < job.prep.prompt.size()) {
                 auto first = job.prep.prompt.begin() + (std::ptrdiff_t)job.n_prompt_done;
                 slot->cache.insert(slot->cache.end(), first, first + slot->batch_count);
@@ -782,8 +952,11 @@ void Engine::run() {
         }
         for (Slot *slot : slots_) {
             if (slot->batch_index < 0 || !slot->job) continue;
+            // Keep the job alive through on_token: finishing releases the slot's reference, and the host may
+            // reap the job as soon as its emitter delivered the terminal event.
+            std::shared_ptr<Job> hold = slot->job;
             try {
-                Job &job = *slot->job;
+                Job &job = *hold;
                 if (job.stopped()) {
                     release(*slot, false);
                     continue;

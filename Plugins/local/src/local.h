@@ -22,6 +22,8 @@
 #include "chat.h"      // llama.cpp common: chat templates, tool-call parsing
 #include "llama.h"
 
+struct ggml_threadpool;
+
 struct common_sampler;
 
 namespace afm_local {
@@ -196,7 +198,9 @@ public:
     std::string content_sent;      // tool mode: content already passed on
     std::vector<ToolCallProgress> calls;
     bool done = false;             // the decode thread queued the terminal event
-    int64_t t_start_us = 0;
+    int64_t t_start_us = 0;        // submitted
+    int64_t t_first_us = 0;        // first output token sampled
+    int32_t decode_steps = 0;
 
 private:
     void run();
@@ -276,6 +280,11 @@ private:
         float temp = 0.80f;
     } defaults_;
     int32_t n_batch_ = 512;
+
+    bool kv_unified_ = false;
+    bool native_tools_ = false;  // the chat template renders tool calls itself (else: the generic format below)
+    ggml_threadpool *threadpool_ = nullptr;
+    void (*threadpool_free_)(ggml_threadpool *) = nullptr;
 
     std::vector<Slot *> slots_;
     std::thread thread_;

@@ -37,6 +37,9 @@ void dispatch_line(int level, std::string line) {
             t_captured += line;
         }
     }
+    // With per-slot contexts llama.cpp compares the whole KV size with the training context; the backend caps
+    // every sequence at ContextTokens itself, so this warning would only mislead operators.
+    if (line.find("possible training context overflow") != std::string::npos) level = GGML_LOG_LEVEL_DEBUG;
     int32_t afm_level;
     switch (level) {
     case GGML_LOG_LEVEL_ERROR: afm_level = AFM_LOG_ERROR; break;

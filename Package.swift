@@ -22,6 +22,7 @@ let package = Package(
         .executable(name: "afmd", targets: ["afmd"]),
         .executable(name: "afmctl", targets: ["afmctl"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
+        .executable(name: "afm", targets: ["afm"]),
     ],
     targets: [
         // The C ABI between host and backends (header-only contract plus layout checks).
@@ -74,6 +75,24 @@ let package = Package(
         .executableTarget(
             name: "afmctl",
             dependencies: ["AFMAdmin", "AFMCore", "AFMJSON", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+
+        // Storage: SQLite (Debian libsqlite3-dev) behind AFMStore, its only importer.
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .target(name: "AFMStore", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+        // Image decoding/encoding for `afm chat` attachments: libgd (Debian libgd-dev) behind AFMImageCodec.
+        .systemLibrary(name: "CGD", path: "Sources/CGD", providers: [.apt(["libgd-dev"])]),
+        .target(name: "AFMImageCodec", dependencies: ["CGD"], swiftSettings: swiftSettings),
+        // The chat client: history store, inference window, Responses SSE client, Markdown, import; and `afm`.
+        .target(
+            name: "AFMChat",
+            dependencies: ["AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "afm",
+            dependencies: ["AFMChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
 
@@ -132,6 +151,12 @@ let package = Package(
         .testTarget(
             name: "AFMAdminTests",
             dependencies: ["AFMAdmin", "AFMJSON", "AFMSystem", "AFMLogging", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "AFMStoreTests", dependencies: ["AFMStore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "AFMChatTests",
+            dependencies: ["AFMChat", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

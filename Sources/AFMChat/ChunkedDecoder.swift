@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+
+/// Decodes an HTTP/1.1 `Transfer-Encoding: chunked` body incrementally (chunk extensions and trailers ignored).
+struct ChunkedDecoder: Sendable {
+    private enum State: Sendable {
+        case size
+        case data(remaining: Int)
+        case dataEnd
+        case trailers
+        case done
+    }
+
+    private var state = State.size
+    private var line: [UInt8] = []
+
+    /// Whether the terminating zero-size chunk (and its trailers) was read.
+    var isDone: Bool {
+        if case .done = state { return true }
+        return false
+    }
+
+    /// Feeds raw body bytes; returns the decoded payload bytes.
+    mutating func feed(_ bytes: ArraySlice<UInt8>) throws -> [UInt8] {
+        var output: [UInt8] = []
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            switch state {
+            case .size, .dataEnd, .trailers:
+                let byte = bytes[index]
+                index += 1
+                guard byte == 0x0A else {
+                    if byte != 0x0D { line.append(byte) }
+                    guard line.count < 4096 else { throw HistoryError("malformed chunked response (line too long)") }
+                    continue
+                }
+                let text = String(decoding: line, as: UTF8.self)
+                line.removeAll()
+                switch state {
+                case .size:
+                    let digits = text.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
+                    guard let size = Int(digits, radix: 16), size >= 0 else {
+                        throw HistoryError("malformed chunk size '\(digits)'")
+                    }
+                    state = size == 0 ? .trailers : .data(remaining: size)
+                case .dataEnd:
+                    state = .size
+                case .trailers:
+                    if text.isEmpty { state = .done }
+                default: break
+                }
+            case .data(let remaining):
+                let take = min(remaining, bytes.endIndex - index)
+                output.append(contentsOf: bytes[index..<index + take])
+                index += take
+                state = remaining - take == 0 ? .dataEnd : .data(remaining: remaining - take)
+            case .done:
+                return output
+            }
+        }
+        return output
+    }
+}

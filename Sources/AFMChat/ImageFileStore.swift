@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMSystem
+import Foundation
+
+/// The directory of image files, one per distinct content, named `<sha256>.<ext>`.
+///
+/// Files are written atomically before the rows that reference them are committed, and removed after the
+/// commit that dropped their last reference; a crash between the two leaves an unreferenced file, which
+/// ``sweep(keeping:)`` removes at the next start.
+public struct ImageFileStore: Sendable {
+    public let directory: String
+
+    public init(directory: String) throws {
+        self.directory = directory
+        try AtomicFile.makeDirectories(directory, mode: 0o700)
+    }
+
+    /// The file path for a hash and MIME type.
+    public func path(hash: String, mimeType: String) -> String {
+        let ext =
+            switch mimeType {
+            case "image/jpeg": "jpg"
+            case "image/webp": "webp"
+            case "image/gif": "gif"
+            default: "png"
+            }
+        return directory + "/" + hash + "." + ext
+    }
+
+    /// Writes the bytes unless a file with that content already exists.
+    public func write(_ bytes: [UInt8], hash: String, mimeType: String) throws {
+        let path = path(hash: hash, mimeType: mimeType)
+        if FileManager.default.fileExists(atPath: path) { return }
+        try AtomicFile.write(bytes, to: path, mode: 0o600)
+    }
+
+    /// The bytes of an image.
+    public func read(hash: String, mimeType: String) throws -> [UInt8] {
+        let path = path(hash: hash, mimeType: mimeType)
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw HistoryError("the image file \(path) is missing")
+        }
+        return [UInt8](data)
+    }
+
+    /// Removes the file of a hash (any extension).
+    public func remove(hash: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(hash + ".") {
+            try? FileManager.default.removeItem(atPath: directory + "/" + name)
+        }
+    }
+
+    /// Removes files whose hash is not in `hashes` (left by a crash between a file write and its commit).
+    public func sweep(keeping hashes: Set<String>) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
+            let hash = String(name.prefix { $0 != "." })
+            if !hashes.contains(hash) { try? FileManager.default.removeItem(atPath: directory + "/" + name) }
+        }
+    }
+}

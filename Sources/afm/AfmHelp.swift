@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// The text of `afm --help`.
+enum AfmHelp {
+    static let text = """
+        afm: chat with the models an afmd gateway serves
+
+        Usage:
+          afm chat [--model ID] [--url URL] [--data-dir DIR]     interactive chat with saved history
+          afm chat --import DIR [--data-dir DIR]                 import an archive (conversations.json + Images/)
+          afm respond [--model ID] [--url URL] [TEXT | -]        one answer for scripts (TEXT, or standard input)
+          afm --help | --version
+
+        Options:
+          --model ID      the model to ask (default: the first model of GET /v1/models)
+          --url URL       the gateway (default: http://127.0.0.1:11535)
+          --data-dir DIR  where history.sqlite and images/ live (default: $XDG_DATA_HOME/afm,
+                          else ~/.local/share/afm)
+
+        In a chat, type a message and press Enter. Ctrl-C stops the answer being written (and clears the line at the
+        prompt); Ctrl-D on an empty line or /quit leaves. Unsent text is kept as a draft for the next start.
+
+        Commands in a chat:
+          /new               start a new conversation
+          /list, /more       list conversations, newest first, 50 at a time
+          /open ID           open a conversation (an id prefix of 4+ characters is enough)
+          /earlier           show 60 earlier messages of the open conversation
+          /search TEXT       find conversations by title and message text
+          /rename TITLE      rename the open conversation
+          /delete            delete the open conversation (asks for confirmation)
+          /attach PATH       attach a PNG, JPEG, WebP or GIF image (up to 32 MiB) to the next message
+          /retry             ask again after an interrupted, failed or cut-off answer
+          /copy              print the last answer as plain text (and copy it on terminals that allow it)
+          /help, /quit
+
+        Exit status (afm respond): 0 answered; 64 usage; 65 invalid request or context too long; 69 server or
+        model unavailable; 75 timeout; 70 internal error; 130 interrupted.
+        See afm(1).
+        """
+}

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMChat
+import AFMCore
+import AFMSystem
+import Foundation
+
+/// `afm`: the terminal chat client of the gateway.
+@main
+enum AfmMain {
+    static func main() {
+        let console = Console()
+        let options: AfmOptions
+        do {
+            options = try AfmOptions(arguments: Array(CommandLine.arguments.dropFirst()))
+        } catch let error as AfmOptions.UsageError {
+            console.error("afm: \(error.message)")
+            exit(64)
+        } catch {
+            exit(64)
+        }
+        let dataDirectory = options.dataDirectory ?? HistoryStore.defaultDirectory()
+        let client = ResponsesClient(url: options.url)
+        switch options.command {
+        case .help:
+            console.write(AfmHelp.text + "\n")
+        case .version:
+            console.write("afm \(AFMVersion.string)\n")
+        case .chat:
+            do {
+                let store = try HistoryStore(directory: dataDirectory)
+                exit(ChatSession(store: store, console: console, client: client, model: options.model).run())
+            } catch {
+                console.error("afm: cannot open the history in \(dataDirectory): \(error)")
+                exit(70)
+            }
+        case .importArchive(let directory):
+            do {
+                let store = try HistoryStore(directory: dataDirectory)
+                let outcome = try ArchiveImporter(store: store).importArchive(at: directory)
+                if outcome.alreadyImported {
+                    console.write("\(directory) was imported before; nothing to do\n")
+                } else {
+                    console.write("imported \(outcome.conversations) conversations, \(outcome.messages) messages, \(outcome.images) images\n")
+                }
+            } catch {
+                console.error("afm: import failed, nothing was changed: \(error)")
+                exit(65)
+            }
+        case .respond(let text):
+            exit(RespondCommand(console: console, client: client, model: options.model).run(text: text))
+        }
+        exit(0)
+    }
+}

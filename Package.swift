@@ -22,6 +22,7 @@ let package = Package(
         .executable(name: "afmd", targets: ["afmd"]),
         .executable(name: "afmctl", targets: ["afmctl"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
+        .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
         .executable(name: "afm", targets: ["afm"]),
     ],
     targets: [
@@ -104,6 +105,19 @@ let package = Package(
             exclude: ["scripted.json"],
             swiftSettings: swiftSettings
         ),
+        // The private-cloud backend: libcurl (Debian libcurl4-openssl-dev) for HTTP, SQLite for the daily quota.
+        .target(
+            name: "CPrivateCloudSupport",
+            path: "Plugins/private-cloud/CSupport",
+            linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("sqlite3")]
+        ),
+        .target(
+            name: "AFMPrivateCloudBackend",
+            dependencies: ["CAFMBackendABI", "CPrivateCloudSupport"],
+            path: "Plugins/private-cloud",
+            exclude: ["private-cloud.json", "CSupport"],
+            swiftSettings: swiftSettings
+        ),
 
         // Tests.
         .target(
@@ -157,6 +171,11 @@ let package = Package(
         .testTarget(
             name: "AFMChatTests",
             dependencies: ["AFMChat", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AFMPrivateCloudTests",
+            dependencies: ["CAFMBackendABI", "AFMJSON", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+import CAFMBackendABI
+import Foundation
+
+/// The vtable slots: capture-free C thunks that unwrap the instance and turn every failure into a status code.
+///
+/// Nothing here traps on input: NULL pointers, oversized spans and malformed documents all become
+/// `AFM_ERR_INVALID_REQUEST` (or another `AFM_ERR_*`) with a message.
+extension PrivateCloudBackend {
+    // MARK: - The C signatures of the slots (afm_backend.h)
+
+    typealias CreateFunction =
+        @convention(c) (
+            UnsafePointer<afm_host_api>?, afm_str, UnsafeMutablePointer<OpaquePointer?>?,
+            UnsafeMutablePointer<afm_error>?
+        ) -> afm_status
+    typealias DescribeFunction =
+        @convention(c) (
+            OpaquePointer?, UnsafePointer<afm_writer>?, UnsafeMutablePointer<afm_error>?
+        ) -> afm_status
+    typealias GenerateFunction =
+        @convention(c) (
+            OpaquePointer?, UInt64, afm_str, UnsafePointer<afm_event_sink>?, UnsafeMutablePointer<afm_error>?
+        ) -> afm_status
+    typealias CancelFunction = @convention(c) (OpaquePointer?, UInt64) -> Void
+    typealias DestroyFunction = @convention(c) (OpaquePointer?) -> Void
+    typealias GetExtensionFunction = @convention(c) (OpaquePointer?, UnsafePointer<CChar>?) -> UnsafeRawPointer?
+
+    // MARK: - The slots
+
+    /// `create`: parses the settings, reads the credentials, opens the quota store, probes the upstreams once.
+    static let create: CreateFunction = { host, config, out, errorOut in
+        guard let out else { return BackendError.invalidRequest("create: out is NULL").report(into: errorOut) }
+        guard let bytes = data(config) else {
+            return BackendError.invalidRequest("create: the config span is invalid").report(into: errorOut)
+        }
+        do throws(BackendError) {
+            let instance = try PrivateCloudInstance(host: HostAPI(host), configJSON: bytes)
+            out.pointee = OpaquePointer(Unmanaged.passRetained(instance).toOpaque())
+            return AFM_OK
+        } catch {
+            return error.report(into: errorOut)
+        }
+    }
+
+    /// `describe`: writes the describe document (availability, upstreams, quota).
+    static let describe: DescribeFunction = { pointer, writer, errorOut in
+        guard let instance = instance(pointer) else {
+            return BackendError.invalidRequest("describe: instance is NULL").report(into: errorOut)
+        }
+        guard let writer, Int(writer.pointee.struct_size) >= MemoryLayout<afm_writer>.size,
+            let write = writer.pointee.write
+        else {
+            return BackendError.invalidRequest("describe: the writer is NULL, too small or has no write function")
+                .report(into: errorOut)
+        }
+        var document = instance.describeDocument()
+        document.withUTF8 { bytes in
+            let data = bytes.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
+            write(writer.pointee.ctx, afm_str(data: data, size: UInt64(bytes.count)))
+        }
+        return AFM_OK
+    }
+
+    /// `generate`: validates the request, charges the quota and starts its thread; returns at once.
+    static let generate: GenerateFunction = { pointer, requestID, request, sink, errorOut in
+        guard let instance = instance(pointer) else {
+            return BackendError.invalidRequest("generate: instance is NULL").report(into: errorOut)
+        }
+        guard let bytes = data(request) else {
+            return BackendError.invalidRequest("generate: the request span is invalid").report(into: errorOut)
+        }
+        do throws(BackendError) {
+            try instance.generate(requestID: requestID, requestJSON: bytes, sink: sink)
+            return AFM_OK
+        } catch {
+            return error.report(into: errorOut)
+        }
+    }
+
+    /// `cancel`: stops a running generation and closes its upstream request; harmless for unknown ids.
+    static let cancel: CancelFunction = { pointer, requestID in
+        instance(pointer)?.cancel(requestID: requestID)
+    }
+
+    /// `destroy`: stops the prober, joins every generation thread and releases the instance.
+    static let destroy: DestroyFunction = { pointer in
+        guard let pointer else { return }
+        let unmanaged = Unmanaged<PrivateCloudInstance>.fromOpaque(UnsafeRawPointer(pointer))
+        unmanaged.takeUnretainedValue().destroy()
+        unmanaged.release()
+    }
+
+    /// `get_extension`: none (token counts come from the upstream's usage; the host estimates input).
+    static let getExtension: GetExtensionFunction = { _, _ in nil }
+
+    // MARK: - Helpers
+
+    /// The instance behind an `afm_instance *`, without changing its retain count.
+    private static func instance(_ pointer: OpaquePointer?) -> PrivateCloudInstance? {
+        guard let pointer else { return nil }
+        return Unmanaged<PrivateCloudInstance>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue()
+    }
+
+    /// A copy of the bytes of a borrowed span, or nil when the span is impossible (NULL data with a size).
+    private static func data(_ span: afm_str) -> Data? {
+        guard span.size > 0 else { return Data() }
+        guard let base = span.data, let count = Int(exactly: span.size) else { return nil }
+        return Data(bytes: base, count: count)
+    }
+}

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+import CAFMBackendABI
+import Dispatch
+import Foundation
+import Synchronization
+
+/// One instance of the private-cloud backend: the settings, the credentials, the upstream pool with its prober,
+/// the quota store, and the generations running on their threads.
+///
+/// ```
+/// create   ─► settings ─► credentials ─► quota store ─► probe every upstream once ─► start the prober
+/// generate ─► validate ─► capability checks ─► charge one request ─► bodies per upstream ─► Thread ─► run
+/// cancel   ─► UpstreamGeneration.cancel (closes the upstream request)
+/// destroy  ─► cancel all ─► join the generation threads ─► stop the prober ─► close the store
+/// ```
+///
+/// Without `Upstreams` the instance is created but disabled: describe says "private cloud is not configured"
+/// (`not_configured`) and generate refuses with `model_unavailable`.
+final class PrivateCloudInstance: Sendable {
+    /// The parts that exist only when the backend is configured.
+    struct Configured: Sendable {
+        var credentials: Credentials
+        var pool: UpstreamPool
+        var quota: QuotaStore
+    }
+
+    let settings: Settings
+    let configured: Configured?
+    let host: HostAPI
+
+    private struct State {
+        var running: [UInt64: UpstreamGeneration] = [:]
+        var destroyed = false
+    }
+
+    private let state = Mutex(State())
+    private let threads = DispatchGroup()
+
+    /// Creates an instance from a config document.
+    ///
+    /// - Throws: `BackendError` for bad settings, an unreadable or too-open `APIKeyFile`, or a quota database that
+    ///   cannot be opened.
+    init(host: HostAPI, configJSON: Data) throws(BackendError) {
+        let settings = try Settings(parsing: configJSON)
+        self.settings = settings
+        self.host = host
+        guard settings.isConfigured else {
+            configured = nil
+            host.log(AFM_LOG_INFO, "private-cloud instance \(settings.instance): not configured (no Upstreams)")
+            return
+        }
+        let credentials = try Credentials(source: settings.keySource)
+        let quota = try QuotaStore(directory: settings.stateDirectory)
+        let pool = UpstreamPool(settings: settings, credentials: credentials, host: host)
+        pool.probeAll()
+        pool.start()
+        configured = Configured(credentials: credentials, pool: pool, quota: quota)
+        let list = settings.upstreams.map { "\($0.baseURL) (\($0.wireProtocol.rawValue), model \($0.model))" }
+        let key: String =
+            switch settings.keySource {
+            case .none: "no API key"
+            case .file(let path): "API key from \(path)"
+            case .environment(let name): "API key from $\(name)"
+            }
+        host.log(
+            AFM_LOG_INFO,
+            "private-cloud instance \(settings.instance): model \(settings.modelID) via "
+                + list.joined(separator: ", ") + "; \(key); quota in \(quota.path)")
+    }
+
+    // MARK: - Describe
+
+    /// Availability: (available, reason, reason_code).
+    private func availability() -> (Bool, String?, String?) {
+        guard let configured else { return (false, "private cloud is not configured", "not_configured") }
+        if let problem = configured.credentials.problem { return (false, problem.reason, problem.code) }
+        let entries = configured.pool.entries()
+        if entries.allSatisfy({ $0.health.healthy == false }) {
+            let reasons = entries.map { "\($0.config.baseURL): \($0.health.reason)" }.joined(separator: "; ")
+            return (false, "no private-cloud upstream is reachable (\(reasons))", "upstream_unreachable")
+        }
+        return (true, nil, nil)
+    }
+
+    /// The describe document, with the extension fields `upstreams` and `quota`.
+    func describeDocument() -> String {
+        let (available, reason, code) = availability()
+        let credentials = configured?.credentials
+        func quote(_ text: String?) -> String { text.map { JSON.quote(credentials?.redact($0) ?? $0) } ?? "null" }
+        var json = "{\"describe_version\":1,\"backend\":\"private-cloud\",\"version\":"
+        json += JSON.quote(PrivateCloudBackend.version)
+        json += ",\"available\":\(available),\"reason\":\(quote(reason)),\"reason_code\":\(quote(code))"
+        let maxInput = settings.contextTokens - settings.maxOutputTokens
+        json += ",\"models\":[{\"id\":" + JSON.quote(settings.modelID)
+        json += ",\"context_tokens\":\(settings.contextTokens),\"max_input_tokens\":\(maxInput)"
+        json += ",\"max_output_tokens\":\(settings.maxOutputTokens),\"capabilities\":{\"streaming\":true,\"tools\":true"
+        json += ",\"vision\":\(settings.vision),\"reasoning\":\(settings.reasoning != .no)"
+        json += ",\"reasoning_optional\":\(settings.reasoning != .yes)}}]"
+        json += ",\"upstreams\":["
+        json += (configured?.pool.entries() ?? []).map { entry in
+            var item = "{\"url\":" + JSON.quote(entry.config.baseURL)
+            item += ",\"protocol\":" + JSON.quote(entry.config.wireProtocol.rawValue)
+            item += ",\"model\":" + JSON.quote(entry.config.model)
+            item += ",\"healthy\":" + (entry.health.healthy.map { "\($0)" } ?? "null")
+            item += ",\"reason\":" + quote(entry.health.reason)
+            item += ",\"last_probe\":" + quote(entry.health.lastProbe.map { ISO8601DateFormatter().string(from: $0) })
+            return item + "}"
+        }.joined(separator: ",")
+        json += "]"
+        if let quota = configured?.quota {
+            let today = quota.snapshot()
+            func remaining(_ limit: Int?, _ used: Int) -> String { limit.map { "\(max(0, $0 - used))" } ?? "null" }
+            json += ",\"quota\":{\"requests_remaining\":\(remaining(settings.dailyRequestQuota, today.requests))"
+            json += ",\"tokens_remaining\":\(remaining(settings.dailyTokenQuota, today.tokens))"
+            json += ",\"requests_used\":\(today.requests),\"tokens_used\":\(today.tokens)"
+            json += ",\"daily_request_quota\":" + (settings.dailyRequestQuota.map { "\($0)" } ?? "null")
+            json += ",\"daily_token_quota\":" + (settings.dailyTokenQuota.map { "\($0)" } ?? "null")
+            json += ",\"resets_at\":" + JSON.quote(today.resetsAt) + "}"
+        }
+        return json + "}"
+    }
+
+    // MARK: - Generate
+
+    /// Validates a request, charges one request to the quota and starts its generation on a new thread.
+    ///
+    /// - Throws (nothing is emitted then): `invalid_request` for a malformed document or sink;
+    ///   `model_unavailable` when not configured, without credentials or for another model;
+    ///   `unsupported_capability` for images without `Vision=yes` or `reasoning_effort: "none"` with
+    ///   `Reasoning=yes`; `quota_exceeded` with the reset time.
+    func generate(requestID: UInt64, requestJSON: Data, sink rawSink: UnsafePointer<afm_event_sink>?)
+        throws(BackendError)
+    {
+        let document: [String: Any]
+        do {
+            document = try JSON.object(from: requestJSON)
+        } catch {
+            throw .invalidRequest("generation request: \(error.message)")
+        }
+        let request = try UpstreamRequest(parsing: document)
+        guard let configured else { throw .modelUnavailable("private cloud is not configured") }
+        guard request.model == settings.modelID else {
+            throw .modelUnavailable(
+                "model \"\(request.model)\" is not served by the private-cloud backend (model: \"\(settings.modelID)\")")
+        }
+        if let problem = configured.credentials.problem { throw .modelUnavailable(problem.reason) }
+        if request.hasImages && !settings.vision {
+            throw BackendError(
+                AFM_ERR_UNSUPPORTED_CAPABILITY,
+                "the private-cloud upstream is not configured for images (set Vision=yes if its model accepts them)")
+        }
+        if request.reasoningEffort == "none" && settings.reasoning == .yes {
+            throw BackendError(
+                AFM_ERR_UNSUPPORTED_CAPABILITY,
+                "the private-cloud model reasons always; reasoning effort \"none\" is not supported")
+        }
+        guard let sink = EventSink(rawSink) else {
+            throw .invalidRequest("generate: the event sink is NULL, too small or has no emit function")
+        }
+        let sendsReasoning = settings.reasoning != .no
+        let bodies = configured.pool.upstreams.map {
+            request.body(for: $0.wireProtocol, model: $0.model, sendsReasoning: sendsReasoning)
+        }
+        let generation = UpstreamGeneration(
+            requestID: requestID, responseID: request.responseID, sink: sink, bodies: bodies,
+            toolNames: request.toolNames,
+            context: .init(
+                pool: configured.pool, credentials: configured.credentials, quota: configured.quota, host: host,
+                connectTimeoutMilliseconds: settings.connectTimeoutSeconds * 1000,
+                readTimeoutSeconds: settings.readTimeoutSeconds))
+        let refusal: BackendError? = state.withLock { state in
+            if state.destroyed { return .internal("generate called after destroy") }
+            if state.running[requestID] != nil { return .invalidRequest("request_id \(requestID) is already running") }
+            return nil
+        }
+        if let refusal { throw refusal }
+        try configured.quota.chargeRequest(
+            requestLimit: settings.dailyRequestQuota, tokenLimit: settings.dailyTokenQuota)
+        state.withLock { $0.running[requestID] = generation }
+        threads.enter()
+        let thread = Thread { [self] in
+            generation.run()
+            _ = state.withLock { $0.running.removeValue(forKey: requestID) }
+            threads.leave()
+        }
+        thread.name = "afm-private-cloud-\(requestID)"
+        thread.start()
+    }
+
+    // MARK: - Cancel and destroy
+
+    /// Stops the generation, if it is running, and closes its upstream request. Non-blocking and idempotent.
+    func cancel(requestID: UInt64) {
+        state.withLock { $0.running[requestID] }?.cancel()
+    }
+
+    /// Cancels what still runs (a well-behaved host leaves nothing), joins every thread, stops the prober and
+    /// closes the quota store.
+    func destroy() {
+        let leftovers = state.withLock { state in
+            state.destroyed = true
+            return Array(state.running.values)
+        }
+        if !leftovers.isEmpty {
+            host.log(AFM_LOG_WARNING, "destroy with \(leftovers.count) generation(s) still running; cancelling them")
+        }
+        for generation in leftovers { generation.cancel() }
+        threads.wait()
+        configured?.pool.stop()
+        configured?.quota.close()
+    }
+}

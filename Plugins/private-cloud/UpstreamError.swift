@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+
+/// Helpers that turn an upstream's HTTP failure into a short, secret-free message.
+enum UpstreamError {
+    /// The `error.message` (or `message`, or `detail`) of a JSON error body, at most 300 characters.
+    static func message(fromBody body: [UInt8]) -> String? {
+        guard !body.isEmpty else { return nil }
+        var text: String?
+        if let object = try? JSON.object(from: Data(body)) {
+            text =
+                JSON.string(JSON.object(object["error"])?["message"]) ?? JSON.string(object["error"])
+                ?? JSON.string(object["message"]) ?? JSON.string(object["detail"])
+        }
+        if text == nil {
+            let raw = String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            text = raw.isEmpty ? nil : raw
+        }
+        guard let text else { return nil }
+        return text.count > 300 ? String(text.prefix(300)) + "…" : text
+    }
+
+    /// A hint for statuses with an obvious cause.
+    static func hint(_ status: Int) -> String {
+        switch status {
+        case 401, 403: " (the upstream refused the credentials)"
+        case 404: " (check the base URL and the model name)"
+        case 429: " (the upstream is rate limiting)"
+        default: ""
+        }
+    }
+}

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: Apache-2.0
+import CAFMBackendABI
+import Foundation
+import Synchronization
+
+/// One accepted generation: it picks an upstream, streams the upstream's answer to the host as ABI events, and
+/// sends exactly one terminal event.
+///
+/// ```
+/// for upstream in pool.order():                       (healthy first)
+///     POST <base>/responses | <base>/chat/completions (stream: true)
+///     connect error, timeout, 408/429/5xx before the first event ─► mark it unhealthy, try the next one
+///     first event sent to the host ─► this upstream is committed: any later failure ends with ERROR
+/// cancel() or emit() ≠ 0 ─► close the upstream request ─► USAGE (if known) ─► DONE/cancelled
+/// ```
+///
+/// A generation never switches upstream after its first event, so a stream never mixes two models.
+final class UpstreamGeneration: Sendable {
+    /// What the generation needs from its instance.
+    struct Context: Sendable {
+        var pool: UpstreamPool
+        var credentials: Credentials
+        var quota: QuotaStore
+        var host: HostAPI
+        var connectTimeoutMilliseconds: Int
+        var readTimeoutSeconds: Int
+    }
+
+    let requestID: UInt64
+    let responseID: String
+    let sink: EventSink
+    /// The request body for each upstream (index as in the pool), already in that upstream's protocol.
+    let bodies: [[UInt8]]
+    /// Upstream tool name → the host's name.
+    let toolNames: [String: String]
+    private let context: Context
+    private let cancelled = Atomic<Bool>(false)
+    private let transfer = Mutex<HTTPTransfer?>(nil)
+
+    init(
+        requestID: UInt64, responseID: String, sink: EventSink, bodies: [[UInt8]], toolNames: [String: String],
+        context: Context
+    ) {
+        self.requestID = requestID
+        self.responseID = responseID
+        self.sink = sink
+        self.bodies = bodies
+        self.toolNames = toolNames
+        self.context = context
+    }
+
+    /// True once `cancel()` was called.
+    var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+
+    /// Stops the generation and closes its upstream request at once. Idempotent, non-blocking.
+    func cancel() {
+        cancelled.store(true, ordering: .releasing)
+        transfer.withLock { $0?.cancel() }
+    }
+
+    // MARK: - Running
+
+    /// Runs the generation to its terminal event (on the generation's own thread).
+    func run() {
+        var failures: [String] = []
+        for index in context.pool.order() {
+            if isCancelled { return finishCancelled(usage: nil) }
+            switch attempt(upstream: index) {
+            case .finished:
+                return
+            case .failover(let reason):
+                let url = context.pool.upstreams[index].baseURL
+                failures.append("\(url): \(reason)")
+                context.host.log(AFM_LOG_WARNING, "\(responseID): upstream \(url) failed before the first token (\(reason)); trying the next one")
+            }
+        }
+        if isCancelled { return finishCancelled(usage: nil) }
+        fail(AFM_ERR_MODEL_UNAVAILABLE, "no private-cloud upstream could serve the request: " + failures.joined(separator: "; "))
+    }
+
+    private enum Attempt {
+        case finished
+        case failover(String)
+    }
+
+    /// One upstream: streams its answer, or reports why another upstream should be tried.
+    private func attempt(upstream index: Int) -> Attempt {
+        let upstream = context.pool.upstreams[index]
+        let http = HTTPTransfer()
+        transfer.withLock { $0 = http }
+        if isCancelled { http.cancel() }
+        defer { transfer.withLock { $0 = nil } }
+
+        var headers = ["Content-Type: application/json", "Accept: text/event-stream"]
+        if let authorization = context.credentials.authorizationHeader { headers.append(authorization) }
+        var parser = SSEParser()
+        var translator: any StreamTranslator =
+            upstream.wireProtocol == .responses
+            ? ResponsesStreamTranslator(toolNames: toolNames) : ChatStreamTranslator(toolNames: toolNames)
+        var started = false
+        var clientGone = false
+        var terminal: StreamOutput?
+        var usage: EventSink.Usage?
+        var errorBody: [UInt8] = []
+        var loggedModel = false
+
+        let outcome = http.run(
+            HTTPTransfer.Request(
+                url: upstream.baseURL + upstream.wireProtocol.path, headers: headers, body: bodies[index],
+                connectTimeoutMilliseconds: context.connectTimeoutMilliseconds,
+                idleTimeoutSeconds: context.readTimeoutSeconds)
+        ) { [self] status, bytes in
+            guard (200..<300).contains(status) else {
+                if errorBody.count < 8192 { errorBody += bytes.prefix(8192 - errorBody.count) }
+                return true
+            }
+            for event in parser.feed(bytes) {
+                for output in translator.translate(event) {
+                    switch output {
+                    case .done, .failed:
+                        terminal = output
+                    case .usage(let counts):
+                        usage = counts
+                    case .upstreamModel(let model):
+                        if !loggedModel {
+                            loggedModel = true
+                            context.host.log(
+                                AFM_LOG_INFO,
+                                context.credentials.redact(
+                                    "\(responseID): served by \(upstream.baseURL) (\(upstream.wireProtocol.rawValue)), upstream model \"\(model)\""))
+                        }
+                    default:
+                        started = true
+                        if !emit(output) {
+                            clientGone = true
+                            return false
+                        }
+                    }
+                }
+            }
+            return true
+        }
+
+        switch outcome {
+        case .cancelled:
+            finishCancelled(usage: usage)
+            return .finished
+        case .stopped where clientGone:
+            finishCancelled(usage: usage)
+            return .finished
+        case .completed(let status) where (200..<300).contains(status), .stopped(let status) where (200..<300).contains(status):
+            switch terminal {
+            case .done(let reason)?:
+                if let usage { sink.emit(AFM_EVENT_USAGE, usage: usage) }
+                chargeTokens(usage)
+                sink.emit(AFM_EVENT_DONE, code: reason)
+                return .finished
+            case .failed(let code, let message)?:
+                if !started {
+                    context.pool.markFailure(index, reason: message)
+                    return .failover(message)
+                }
+                chargeTokens(usage)
+                fail(code, "upstream \(upstream.baseURL): \(message)")
+                return .finished
+            default:
+                let message = "the upstream closed the stream before it finished"
+                if !started {
+                    context.pool.markFailure(index, reason: message)
+                    return .failover(message)
+                }
+                chargeTokens(usage)
+                fail(AFM_ERR_MODEL_UNAVAILABLE, "upstream \(upstream.baseURL) failed mid-stream: \(message)")
+                return .finished
+            }
+        case .completed(let status), .stopped(let status):
+            let detail = UpstreamError.message(fromBody: errorBody).map { ": \($0)" } ?? ""
+            let message = "HTTP \(status)\(UpstreamError.hint(status))\(detail)"
+            if status == 408 || status == 429 || status >= 500 {
+                context.pool.markFailure(index, reason: message)
+                return .failover(message)
+            }
+            let code: afm_status =
+                switch status {
+                case 400, 413, 422: AFM_ERR_INVALID_REQUEST
+                default: AFM_ERR_MODEL_UNAVAILABLE
+                }
+            fail(code, "upstream \(upstream.baseURL) refused the request: \(message)")
+            return .finished
+        case .failed(let message, let timedOut, _):
+            let reason = timedOut ? "no data within the timeout (\(message))" : "connection failed: \(message)"
+            if !started {
+                context.pool.markFailure(index, reason: reason)
+                return .failover(reason)
+            }
+            chargeTokens(usage)
+            fail(
+                timedOut ? AFM_ERR_TIMEOUT : AFM_ERR_MODEL_UNAVAILABLE,
+                "upstream \(upstream.baseURL) failed mid-stream: \(reason)")
+            return .finished
+        }
+    }
+
+    // MARK: - Events
+
+    /// Sends one non-terminal output; false when the host asked to stop.
+    private func emit(_ output: StreamOutput) -> Bool {
+        switch output {
+        case .text(let text): sink.emit(AFM_EVENT_TEXT_DELTA, text: text)
+        case .toolBegin(let index, let name, let callID):
+            sink.emit(AFM_EVENT_TOOL_CALL_BEGIN, index: index, text: callID, name: name)
+        case .toolArguments(let index, let delta): sink.emit(AFM_EVENT_TOOL_CALL_ARGUMENTS, index: index, text: delta)
+        case .toolEnd(let index): sink.emit(AFM_EVENT_TOOL_CALL_END, index: index)
+        case .reasoningText(let text): sink.emit(AFM_EVENT_REASONING_TEXT, text: text)
+        case .reasoningState(let bytes): sink.emit(AFM_EVENT_REASONING_STATE, text: bytes)
+        case .usage(let usage): sink.emit(AFM_EVENT_USAGE, usage: usage)
+        case .upstreamModel, .done, .failed: true
+        }
+    }
+
+    private func finishCancelled(usage: EventSink.Usage?) {
+        if let usage { sink.emit(AFM_EVENT_USAGE, usage: usage) }
+        chargeTokens(usage)
+        sink.emit(AFM_EVENT_DONE, code: AFM_FINISH_CANCELLED)
+    }
+
+    private func fail(_ code: afm_status, _ message: String) {
+        let message = context.credentials.redact(message)
+        context.host.log(AFM_LOG_WARNING, "\(responseID): \(message)")
+        sink.emit(AFM_EVENT_ERROR, code: code, text: message)
+    }
+
+    /// Adds the request's input and output tokens to today's quota count.
+    private func chargeTokens(_ usage: EventSink.Usage?) {
+        guard let usage else { return }
+        let tokens = max(0, usage.inputTokens) + max(0, usage.outputTokens)
+        do {
+            try context.quota.chargeTokens(Int(tokens))
+        } catch {
+            context.host.log(AFM_LOG_ERROR, "\(responseID): could not count \(tokens) tokens: \(error.message)")
+        }
+    }
+}

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMTestSupport
+import Foundation
+
+/// A real llama-server (built by `scripts/build-llama`) serving SmolLM2 (fetched by `scripts/fetch-model`) on a
+/// free loopback port, as an upstream of the private-cloud backend.
+final class LlamaServer {
+    let process = Process()
+    let port: Int
+    let logPath: String
+    var baseURL: String { "http://127.0.0.1:\(port)/v1" }
+
+    struct Failure: Error, CustomStringConvertible { var description: String }
+
+    /// The llama-server binary: `AFM_LLAMA_SERVER`, else the one `scripts/build-llama` left under `.cache/afm/llama`.
+    static var binary: String? {
+        if let path = ProcessInfo.processInfo.environment["AFM_LLAMA_SERVER"], !path.isEmpty { return path }
+        let root = TestPaths.root + "/.cache/afm/llama"
+        let builds = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        return builds.sorted().map { root + "/" + $0 + "/bin/llama-server" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// The SmolLM2 model: `AFM_MODEL`, else `.cache/afm/models/smollm2-135m-instruct-q4_1.gguf`.
+    static var model: String? {
+        if let path = ProcessInfo.processInfo.environment["AFM_MODEL"], !path.isEmpty { return path }
+        let path = TestPaths.root + "/.cache/afm/models/smollm2-135m-instruct-q4_1.gguf"
+        return FileManager.default.fileExists(atPath: path) ? path : nil
+    }
+
+    /// Whether the binary and the model exist (tests that need them are skipped otherwise).
+    static var isAvailable: Bool { binary != nil && model != nil }
+
+    /// Starts llama-server and waits until `/health` answers 200.
+    init(extraArguments: [String] = []) throws {
+        guard let binary = Self.binary, let model = Self.model else {
+            throw Failure(description: "llama-server or the model is missing (run scripts/build-llama and scripts/fetch-model)")
+        }
+        port = freeLoopbackPort()
+        logPath = TestPaths.makeTemporaryDirectory("llama") + "/llama-server.log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments =
+            ["-m", model, "--host", "127.0.0.1", "--port", "\(port)", "-c", "2048", "-np", "2", "-t", "1", "--jinja"]
+            + extraArguments
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardOutput = FileHandle(forWritingAtPath: logPath)
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            if !process.isRunning { throw Failure(description: "llama-server exited: \(log.suffix(2000))") }
+            if let client = try? TestHTTPClient(port: port, timeoutSeconds: 5), let response = try? client.get("/health"),
+                response.status == 200
+            {
+                return
+            }
+            usleep(100_000)
+        }
+        kill()
+        throw Failure(description: "llama-server did not become healthy within 60 s: \(log.suffix(2000))")
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// `GET /slots`: whether any slot is processing.
+    func anySlotProcessing() -> Bool? {
+        guard let client = try? TestHTTPClient(port: port, timeoutSeconds: 5), let response = try? client.get("/slots"),
+            let slots = response.json?.arrayValue
+        else { return nil }
+        return slots.contains { $0["is_processing"]?.boolValue == true }
+    }
+
+    /// SIGKILL, as a crashed upstream.
+    func kill() {
+        if process.isRunning {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    deinit { kill() }
+}
+
+/// A loopback TCP port that was free a moment ago (bind to port 0, read it, close).
+func freeLoopbackPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A loopback port nobody listens on (an upstream that is down).
+func closedLoopbackPort() -> Int { freeLoopbackPort() }

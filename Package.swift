@@ -115,7 +115,7 @@ let package = Package(
             name: "AFMPrivateCloudBackend",
             dependencies: ["CAFMBackendABI", "CPrivateCloudSupport"],
             path: "Plugins/private-cloud",
-            exclude: ["private-cloud.json", "CSupport"],
+            exclude: ["private-cloud.json", "README.md", "CSupport"],
             swiftSettings: swiftSettings
         ),
 

@@ -36,6 +36,9 @@ public struct BackendDescription: Sendable, Hashable {
     public var reason: String?
     public var reasonCode: String?
     public var models: [Model]
+    /// Fields of the describe document beyond the documented ones (for example the private cloud's `upstreams`
+    /// and `quota`), shown in `/status` as they are.
+    public var details: JSONObject
 
     /// Parses a describe document.
     ///
@@ -84,6 +87,11 @@ public struct BackendDescription: Sendable, Hashable {
                     )))
         }
         self.models = models
+        var details = JSONObject()
+        for (key, value) in root where !["describe_version", "backend", "version", "available", "reason", "reason_code", "models"].contains(key) {
+            details[key] = value
+        }
+        self.details = details
     }
 }
 

@@ -28,8 +28,10 @@ public final class BackendGeneration: Sendable {
     public let number: UInt64
     /// The loaded library this instance lives in.
     public let library: BackendLibrary
-    /// What the instance serves.
-    public let description: BackendDescription
+    /// What the instance serves, as its latest describe document says (refreshed periodically: availability,
+    /// quota and upstream health change while it runs).
+    public var description: BackendDescription { described.withLock { $0 } }
+    private let described: Mutex<BackendDescription>
     /// The config document the instance was created with.
     public let configDocument: [UInt8]
     /// The settings the instance was created with, and the files they name as they were then (a model swapped
@@ -68,7 +70,7 @@ public final class BackendGeneration: Sendable {
         self.backendID = backendID
         self.number = number
         self.library = library
-        self.description = description
+        self.described = Mutex(description)
         self.configDocument = configDocument
         self.instance = instance
         self.controlQueue = controlQueue
@@ -115,24 +117,11 @@ public final class BackendGeneration: Sendable {
                     path: library.sourcePath, "create failed (\(code.rawValue)): \(message)", reason: "create_failed"))
         }
         let instance = Instance(pointer: created)
-        let collector = DocumentCollector()
-        var writer = afm_writer(
-            struct_size: UInt32(MemoryLayout<afm_writer>.size), reserved0: 0,
-            ctx: Unmanaged.passUnretained(collector).toOpaque(), write: documentWriteTrampoline)
-        error = afm_error()
-        error.struct_size = UInt32(MemoryLayout<afm_error>.size)
-        let describeStatus = withExtendedLifetime(collector) { table.describe(created, &writer, &error) }
-        let describeFailure: String?
         var description: BackendDescription?
-        if describeStatus != AFM_OK {
-            describeFailure = "describe failed: \(error.messageString)"
-        } else {
-            do {
-                description = try BackendDescription(document: collector.bytes)
-                describeFailure = nil
-            } catch {
-                describeFailure = error.message
-            }
+        var describeFailure: String?
+        switch describe(library: library, instance: instance) {
+        case .success(let parsed): description = parsed
+        case .failure(let failure): describeFailure = failure.message
         }
         guard let description else {
             table.destroy(created)
@@ -150,6 +139,43 @@ public final class BackendGeneration: Sendable {
     /// they name changed on disk.
     func isOutdated(comparedWith settings: [String: String]) -> Bool {
         settings != self.settings || FileStamp.stamps(ofFilesIn: settings) != fileStamps
+    }
+
+    /// Calls the backend's describe and parses the document. [control-thread]
+    private static func describe(library: BackendLibrary, instance: Instance) -> Result<BackendDescription, DescribeError> {
+        let collector = DocumentCollector()
+        var writer = afm_writer(
+            struct_size: UInt32(MemoryLayout<afm_writer>.size), reserved0: 0,
+            ctx: Unmanaged.passUnretained(collector).toOpaque(), write: documentWriteTrampoline)
+        var error = afm_error()
+        error.struct_size = UInt32(MemoryLayout<afm_error>.size)
+        let status = withExtendedLifetime(collector) { library.vtable.describe(instance.pointer, &writer, &error) }
+        guard status == AFM_OK else { return .failure(DescribeError(message: "describe failed: \(error.messageString)")) }
+        do {
+            return .success(try BackendDescription(document: collector.bytes))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Asks the backend to describe itself again (on the control queue) and keeps the new document. A failing
+    /// describe keeps the previous document and returns false.
+    @discardableResult
+    func refreshDescription() async -> Bool {
+        let library = self.library
+        let instance = self.instance
+        let result: Result<BackendDescription, DescribeError>? = await withCheckedContinuation { continuation in
+            controlQueue.async { [self] in
+                guard snapshot.phase != .retired else {
+                    continuation.resume(returning: nil)
+                    return
+                }
+                continuation.resume(returning: Self.describe(library: library, instance: instance))
+            }
+        }
+        guard case .success(let fresh)? = result else { return false }
+        described.withLock { $0 = fresh }
+        return true
     }
 
     // MARK: - Leases

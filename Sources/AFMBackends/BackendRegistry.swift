@@ -311,6 +311,14 @@ public final class BackendRegistry: Sendable {
         throw AFMError(.busy, "The backend for '\(model)' is switching generations; retry.", retryAfterSeconds: 1)
     }
 
+    /// Describes every active generation again, so availability, quota and upstream health that changed while
+    /// it ran reach routing and `/status`. Describe is cheap by contract.
+    public func refreshDescriptions() async {
+        let generations = state.withLock { state in state.order.compactMap { state.slots[$0]?.active } }
+        for generation in generations { await generation.refreshDescription() }
+        state.withLock { $0.rebuildModelIndex(logger: logger) }
+    }
+
     // MARK: - Routing
 
     /// The backend id of the on-device class (the local model).

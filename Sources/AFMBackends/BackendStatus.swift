@@ -17,6 +17,8 @@ public struct BackendStatus: Sendable {
     /// Generations still finishing requests after a reload: (number, requests in flight).
     public var draining: [(generation: UInt64, inflight: Int)]
     public var models: [BackendDescription.Model]
+    /// Extra fields of the backend's describe document (e.g. upstream health, quota).
+    public var details: JSONObject
 
     init(id: String, slot: BackendRegistry.Slot, disabled: Bool) {
         self.id = id
@@ -29,6 +31,7 @@ public struct BackendStatus: Sendable {
         self.hosting = slot.manifest?.hosting.rawValue
         self.library = slot.library?.sourcePath ?? slot.manifest?.libraryPath
         self.models = active?.description.models ?? []
+        self.details = active?.description.details ?? [:]
         self.draining = slot.draining.compactMap { generation in
             let snapshot = generation.snapshot
             return snapshot.phase == .retired ? nil : (generation.number, snapshot.inflight)
@@ -74,6 +77,7 @@ public struct BackendStatus: Sendable {
         object["draining"] = .array(
             draining.map { ["generation": .number(JSONNumber(Int($0.generation))), "inflight": .number(JSONNumber($0.inflight))] })
         object["models"] = .array(models.map { .string($0.id) })
+        for (key, value) in details where object[key] == nil { object[key] = value }
         return .object(object)
     }
 }

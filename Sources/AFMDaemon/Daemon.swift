@@ -30,6 +30,9 @@ public final class Daemon: Sendable {
     let startedAt = Date()
     private let state: Mutex<State>
     private let admin = Mutex<AdminServer?>(nil)
+    private let refresher = Mutex<Task<Void, Never>?>(nil)
+    /// How often backends are asked to describe themselves again (availability, quota, upstream health).
+    static let describeInterval: Duration = .seconds(5)
 
     struct State {
         var loaded: LoadedConfiguration
@@ -114,6 +117,16 @@ public final class Daemon: Sendable {
             logger.error("cannot listen on the saved address; the listener stays stopped", ["address": configuration.listen.description, "error": "\(error)"])
         }
         try startAdmin(configuration)
+        let registry = self.registry
+        refresher.withLock {
+            $0 = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: Self.describeInterval)
+                    if Task.isCancelled { break }
+                    await registry.refreshDescriptions()
+                }
+            }
+        }
         notifier.notify("READY=1\nSTATUS=serving")
         return bound
     }
@@ -154,6 +167,7 @@ public final class Daemon: Sendable {
         notifier.notify("STOPPING=1")
         logger.info("stopping: draining in-flight requests", ["timeout_s": String(timeout.components.seconds)])
         await server.shutdown(deadline: timeout)
+        refresher.withLock { $0?.cancel() }
         if let admin = admin.withLock({ $0 }) { await admin.stop() }
         await registry.drainAll(deadline: .seconds(2))
         logger.info("stopped")

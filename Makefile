@@ -10,13 +10,16 @@ SWIFTFLAGS   := -c $(CONFIG) -Xswiftc -warnings-as-errors
 BIN          := .build/$(CONFIG)
 STAGE        := .build/afm
 LISTEN       ?= 127.0.0.1:11535
+# The pinned llama.cpp build, the default model and the local backend live in a cache that survives `make clean`.
+CACHE        ?= $(CURDIR)/.cache/afm
+MODEL        := $(CACHE)/models/smollm2-135m-instruct-q4_1.gguf
 
-.PHONY: all bootstrap build stage run test bench-http clean help
+.PHONY: all bootstrap llama model local-backend build stage run test bench-http clean help
 
 all: build
 
 help:
-	@echo "make run         set up, build, and serve afmd on $(LISTEN) (scripted demo backend)"
+	@echo "make run         set up, build, and serve afmd on $(LISTEN) with the local model (SmolLM2-135M)"
 	@echo "make test        set up, build, and run every test"
 	@echo "make bench-http  compare afmd with nginx under wrk (release build); see docs/PERFORMANCE.md"
 	@echo "make clean       remove build outputs"
@@ -24,7 +27,17 @@ help:
 bootstrap:
 	@scripts/bootstrap
 
-build: bootstrap
+# llama.cpp from the pinned sources (minutes, once; cached), and the default model (verified by sha256).
+llama: bootstrap
+	@AFM_CACHE_DIR=$(CACHE) scripts/build-llama >/dev/null
+
+model: bootstrap
+	@AFM_CACHE_DIR=$(CACHE) scripts/fetch-model >/dev/null
+
+local-backend: llama
+	@AFM_CACHE_DIR=$(CACHE) scripts/build-local-backend $(STAGE)/backends >/dev/null
+
+build: bootstrap llama model local-backend
 	$(SWIFT) build $(SWIFTFLAGS)
 	@scripts/stage-backends $(BIN) $(STAGE)/backends
 
@@ -33,9 +46,9 @@ stage: build
 
 run: build
 	@mkdir -p $(STAGE)/root
-	@printf '[Backend.scripted]\nScript=%s\n' "$(CURDIR)/share/afm/demo-script.json" > $(STAGE)/root/afmd.conf
-	@echo "afmd: serving the scripted demo backend on http://$(LISTEN) (Ctrl-C stops it)"
-	@echo "try:  curl -N http://$(LISTEN)/v1/responses -H 'Content-Type: application/json' -d '{\"model\":\"scripted-demo\",\"input\":\"Hello there\",\"stream\":true}'"
+	@printf '[Backend.local]\nModel=%s\n\n[Backend.scripted]\nScript=%s\n' "$(MODEL)" "$(CURDIR)/share/afm/demo-script.json" > $(STAGE)/root/afmd.conf
+	@echo "afmd: serving the local model (SmolLM2-135M on llama.cpp) on http://$(LISTEN) (Ctrl-C stops it)"
+	@echo "try:  curl -N http://$(LISTEN)/v1/responses -H 'Content-Type: application/json' -d '{\"model\":\"on-device\",\"input\":\"What is the capital of France?\",\"stream\":true}'"
 	exec $(BIN)/afmd --listen $(LISTEN) --config-root $(STAGE)/root --backend-dir $(STAGE)/backends
 
 # Tests run one at a time: many of them drive real daemons over blocking sockets, and on a 2-core machine

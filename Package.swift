@@ -21,6 +21,7 @@ let package = Package(
     products: [
         .executable(name: "afmd", targets: ["afmd"]),
         .executable(name: "afmctl", targets: ["afmctl"]),
+        .executable(name: "afm-backend-runner", targets: ["afm-backend-runner"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
         .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
         .executable(name: "afm", targets: ["afm"]),
@@ -45,7 +46,7 @@ let package = Package(
         ),
         .target(
             name: "AFMBackends",
-            dependencies: ["CAFMBackendABI", "AFMCore", "AFMJSON", "AFMLogging"],
+            dependencies: ["CAFMBackendABI", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -61,6 +62,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(name: "afmd", dependencies: ["AFMDaemon", "AFMConfig"], swiftSettings: swiftSettings),
+        // Runner hosting: loads one backend .so (AFMBackends' loader) in its own process and relays the ABI.
+        .executableTarget(
+            name: "afm-backend-runner",
+            dependencies: ["AFMBackends", "AFMLogging", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
         // Operations plane: layered configuration and versioned settings (the control layer).
         .target(
             name: "AFMConfig",

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMCore
 import AFMLogging
-import CAFMBackendABI
 import Dispatch
 import Foundation
 import Synchronization
@@ -20,14 +19,14 @@ public final class BackendGeneration: Sendable {
         case active
         case draining
         case retired
+        /// The runner hosting the instance died; a restart replaces the generation.
+        case crashed
     }
 
     /// The backend id.
     public let backendID: String
     /// Generation number, increasing per backend from 1.
     public let number: UInt64
-    /// The loaded library this instance lives in.
-    public let library: BackendLibrary
     /// What the instance serves, as its latest describe document says (refreshed periodically: availability,
     /// quota and upstream health change while it runs).
     public var description: BackendDescription { described.withLock { $0 } }
@@ -38,18 +37,14 @@ public final class BackendGeneration: Sendable {
     /// in place at the same path is a change too).
     public let settings: [String: String]
     let fileStamps: [String: FileStamp]
+    /// When the instance was created (for the restart policy: a runner that ran long enough before crashing was stable).
+    let createdAt = ContinuousClock.now
 
-    let instance: Instance
+    /// Where the instance runs: in this process, or in a runner process.
+    let host: any BackendInstanceHost
     private let controlQueue: DispatchQueue
     private let logger: Logger
     private let state = Mutex(State())
-
-    /// The backend's instance pointer. Safety: `generate`, `cancel` and `get_extension` are [thread-safe] by the
-    /// ABI, and `destroy` is called once, on the control queue, only when no generation is in flight
-    /// (`State.inflight == 0`) and never after a stream was cut off by the watchdog.
-    struct Instance: @unchecked Sendable {
-        let pointer: OpaquePointer
-    }
 
     struct State {
         var phase: Phase = .active
@@ -62,77 +57,58 @@ public final class BackendGeneration: Sendable {
     }
 
     private init(
-        backendID: String, number: UInt64, library: BackendLibrary, description: BackendDescription,
-        configDocument: [UInt8], settings: [String: String], instance: Instance, controlQueue: DispatchQueue, logger: Logger
+        backendID: String, number: UInt64, description: BackendDescription, configDocument: [UInt8],
+        settings: [String: String], host: any BackendInstanceHost, controlQueue: DispatchQueue, logger: Logger
     ) {
         self.settings = settings
         self.fileStamps = FileStamp.stamps(ofFilesIn: settings)
         self.backendID = backendID
         self.number = number
-        self.library = library
         self.described = Mutex(description)
         self.configDocument = configDocument
-        self.instance = instance
+        self.host = host
         self.controlQueue = controlQueue
         self.logger = logger
     }
 
-    /// Creates and describes a new instance on a fresh control queue.
+    /// How the instance is hosted.
+    public var hosting: BackendManifest.Hosting { host.hosting }
+
+    /// The runner's process id, when the instance runs in a runner.
+    public var processID: Int32? { host.processID }
+
+    /// Creates (with `launch`) and describes a new instance on a fresh control queue.
     ///
-    /// - Throws: `BackendLoadError` with reason `create_failed` or `describe_failed`.
+    /// - Parameter launch: creates the instance and returns its host; runs on the control queue and may block
+    ///   (model loading, starting a runner).
+    /// - Throws: `BackendLoadError` with reason `create_failed`, `describe_failed` or a runner failure.
     static func make(
-        library: BackendLibrary, number: UInt64, configDocument: [UInt8], settings: [String: String], logger: Logger
+        backendID: String, number: UInt64, configDocument: [UInt8], settings: [String: String], logger: Logger,
+        launch: @escaping @Sendable () throws(BackendLoadError) -> any BackendInstanceHost
     ) async throws(BackendLoadError) -> BackendGeneration {
-        let queue = DispatchQueue(label: "afm.backend.\(library.backendID).g\(number)")
+        let queue = DispatchQueue(label: "afm.backend.\(backendID).g\(number)")
         let result: Result<BackendGeneration, BackendLoadError> = await withCheckedContinuation { continuation in
             queue.async {
-                continuation.resume(
-                    returning: Self.createOnControlQueue(
-                        library: library, number: number, configDocument: configDocument, settings: settings, queue: queue,
-                        logger: logger))
+                do throws(BackendLoadError) {
+                    let host = try launch()
+                    let description: BackendDescription
+                    do throws(BackendLoadError) {
+                        description = try host.describe()
+                    } catch {
+                        host.retire(abandoned: false)
+                        throw error
+                    }
+                    continuation.resume(
+                        returning: .success(
+                            BackendGeneration(
+                                backendID: backendID, number: number, description: description, configDocument: configDocument,
+                                settings: settings, host: host, controlQueue: queue, logger: logger.with("generation", String(number)))))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
             }
         }
         return try result.get()
-    }
-
-    private static func createOnControlQueue(
-        library: BackendLibrary, number: UInt64, configDocument: [UInt8], settings: [String: String], queue: DispatchQueue,
-        logger: Logger
-    ) -> Result<BackendGeneration, BackendLoadError> {
-        let table = library.vtable
-        var error = afm_error()
-        error.struct_size = UInt32(MemoryLayout<afm_error>.size)
-        var created: OpaquePointer?
-        let status = configDocument.withUnsafeBytes { bytes in
-            table.create(
-                library.host.pointer,
-                afm_str(data: bytes.baseAddress?.assumingMemoryBound(to: CChar.self), size: UInt64(bytes.count)),
-                &created, &error)
-        }
-        guard status == AFM_OK, let created else {
-            let code = AFMErrorCode(abiValue: status == AFM_OK ? AFM_ERR_INTERNAL : status)
-            let message = status == AFM_OK ? "create returned AFM_OK without an instance" : error.messageString
-            return .failure(
-                BackendLoadError(
-                    path: library.sourcePath, "create failed (\(code.rawValue)): \(message)", reason: "create_failed"))
-        }
-        let instance = Instance(pointer: created)
-        var description: BackendDescription?
-        var describeFailure: String?
-        switch describe(library: library, instance: instance) {
-        case .success(let parsed): description = parsed
-        case .failure(let failure): describeFailure = failure.message
-        }
-        guard let description else {
-            table.destroy(created)
-            return .failure(
-                BackendLoadError(path: library.sourcePath, describeFailure ?? "describe failed", reason: "describe_failed"))
-        }
-        return .success(
-            BackendGeneration(
-                backendID: library.backendID, number: number, library: library, description: description,
-                configDocument: configDocument, settings: settings, instance: instance, controlQueue: queue,
-                logger: logger.with("generation", String(number))))
     }
 
     /// Whether a generation built now from `settings` would differ from this one: other settings, or a file
@@ -141,39 +117,21 @@ public final class BackendGeneration: Sendable {
         settings != self.settings || FileStamp.stamps(ofFilesIn: settings) != fileStamps
     }
 
-    /// Calls the backend's describe and parses the document. [control-thread]
-    private static func describe(library: BackendLibrary, instance: Instance) -> Result<BackendDescription, DescribeError> {
-        let collector = DocumentCollector()
-        var writer = afm_writer(
-            struct_size: UInt32(MemoryLayout<afm_writer>.size), reserved0: 0,
-            ctx: Unmanaged.passUnretained(collector).toOpaque(), write: documentWriteTrampoline)
-        var error = afm_error()
-        error.struct_size = UInt32(MemoryLayout<afm_error>.size)
-        let status = withExtendedLifetime(collector) { library.vtable.describe(instance.pointer, &writer, &error) }
-        guard status == AFM_OK else { return .failure(DescribeError(message: "describe failed: \(error.messageString)")) }
-        do {
-            return .success(try BackendDescription(document: collector.bytes))
-        } catch {
-            return .failure(error)
-        }
-    }
-
     /// Asks the backend to describe itself again (on the control queue) and keeps the new document. A failing
     /// describe keeps the previous document and returns false.
     @discardableResult
     func refreshDescription() async -> Bool {
-        let library = self.library
-        let instance = self.instance
-        let result: Result<BackendDescription, DescribeError>? = await withCheckedContinuation { continuation in
+        let host = self.host
+        let result: BackendDescription? = await withCheckedContinuation { continuation in
             controlQueue.async { [self] in
-                guard snapshot.phase != .retired else {
+                guard snapshot.phase == .active || snapshot.phase == .draining else {
                     continuation.resume(returning: nil)
                     return
                 }
-                continuation.resume(returning: Self.describe(library: library, instance: instance))
+                continuation.resume(returning: try? host.describe())
             }
         }
-        guard case .success(let fresh)? = result else { return false }
+        guard let fresh = result else { return false }
         described.withLock { $0 = fresh }
         return true
     }
@@ -209,48 +167,36 @@ public final class BackendGeneration: Sendable {
     func start(requestDocument: [UInt8], lease: BackendLease, limits: GenerationLimits) throws(AFMError) -> GenerationStream {
         let table = GenerationTable.shared
         let id = table.makeID()
-        let sink = table.makeSink(for: id)
-        let instance = self.instance
-        let vtable = library.vtable
+        let host = self.host
+        let credit: (@Sendable (Int) -> Void)? =
+            if let runner = host as? RunnerInstanceHost { { count in runner.grantCredit(requestID: id, events: count) } } else { nil }
         let stream = GenerationStream(
             id: id,
+            capacity: RunnerInstanceHost.creditWindow,
             silenceLimit: limits.silenceLimit,
             cancelGrace: limits.cancelGrace,
             onCancel: {
-                vtable.cancel(instance.pointer, id)
+                host.cancel(requestID: id)
             },
             onTerminal: { [weak self] expired in
                 table.remove(id)
-                if expired {
-                    // The backend may still call the sink: leave it out of the pool for good.
-                    self?.state.withLock { $0.hasAbandonedStreams = true }
-                } else {
-                    table.recycle(sink)
-                }
+                if expired { self?.state.withLock { $0.hasAbandonedStreams = true } }
+                host.generationEnded(requestID: id, expired: expired)
                 self?.state.withLock { _ = $0.streams.removeValue(forKey: id) }
                 lease.release()
-            })
+            },
+            onConsumed: credit)
         table.register(stream)
         Watchdog.shared.ensureRunning()
         state.withLock { $0.streams[id] = stream }
-
-        var error = afm_error()
-        error.struct_size = UInt32(MemoryLayout<afm_error>.size)
-        let status = requestDocument.withUnsafeBytes { bytes in
-            vtable.generate(
-                instance.pointer, id,
-                afm_str(data: bytes.baseAddress?.assumingMemoryBound(to: CChar.self), size: UInt64(bytes.count)),
-                sink.pointer, &error)
-        }
-        if status != AFM_OK {
+        do {
+            try host.generate(requestID: id, document: requestDocument, stream: stream)
+        } catch {
             // Refused synchronously: no event will come (ABI rule), so undo the registration here.
             table.remove(id)
-            table.recycle(sink)
             state.withLock { _ = $0.streams.removeValue(forKey: id) }
             lease.release()
-            let code = AFMErrorCode(abiValue: status)
-            let message = error.messageString
-            throw AFMError(code, message.isEmpty ? "the backend refused the request (\(code.rawValue))" : message)
+            throw error
         }
         stream.armCancel()
         return stream
@@ -258,22 +204,7 @@ public final class BackendGeneration: Sendable {
 
     /// Counts input tokens with the backend's `afm.tokenize/1` extension, or nil when it has none.
     func countInputTokens(requestDocument: [UInt8]) -> Int? {
-        guard let getExtension = library.vtable.getExtension,
-            let raw = getExtension(instance.pointer, AFM_EXT_TOKENIZE)
-        else { return nil }
-        let tokenize = raw.assumingMemoryBound(to: afm_ext_tokenize.self).pointee
-        guard tokenize.struct_size >= UInt32(MemoryLayout<afm_ext_tokenize>.size), let count = tokenize.count_input_tokens
-        else { return nil }
-        var tokens: Int64 = 0
-        var error = afm_error()
-        error.struct_size = UInt32(MemoryLayout<afm_error>.size)
-        let status = requestDocument.withUnsafeBytes { bytes in
-            count(
-                instance.pointer,
-                afm_str(data: bytes.baseAddress?.assumingMemoryBound(to: CChar.self), size: UInt64(bytes.count)),
-                &tokens, &error)
-        }
-        return status == AFM_OK && tokens >= 0 ? Int(tokens) : nil
+        host.countInputTokens(document: requestDocument)
     }
 
     // MARK: - Draining and retiring
@@ -301,22 +232,31 @@ public final class BackendGeneration: Sendable {
     }
 
     private func retireNow() {
-        let (shouldDestroy, abandoned) = state.withLock { state -> (Bool, Bool) in
-            guard state.phase != .retired else { return (false, false) }
+        let abandoned = state.withLock { state -> Bool? in
+            guard state.phase != .retired, state.phase != .crashed else { return nil }
             state.phase = .retired
-            return (!state.hasAbandonedStreams, state.hasAbandonedStreams)
+            return state.hasAbandonedStreams
         }
-        guard shouldDestroy || abandoned else { return }
+        guard let abandoned else { return }
         if abandoned {
             logger.warning("retired without destroy: a request was cut off while the backend may still run it")
-            return
         }
-        let instance = self.instance
-        let destroy = library.vtable.destroy
+        let host = self.host
         let logger = self.logger
         controlQueue.async {
-            destroy(instance.pointer)
+            host.retire(abandoned: abandoned)
             logger.info("retired")
+        }
+    }
+
+    /// The instance's runner died: no request is routed here any more (its streams were already failed).
+    /// Returns false when the generation had already retired (an expected exit).
+    @discardableResult
+    func markCrashed() -> Bool {
+        state.withLock { state in
+            guard state.phase != .retired else { return false }
+            state.phase = .crashed
+            return true
         }
     }
 
@@ -326,16 +266,4 @@ public final class BackendGeneration: Sendable {
             controlQueue.async { continuation.resume() }
         }
     }
-}
-
-/// Collects the bytes a backend writes through an `afm_writer`.
-private final class DocumentCollector {
-    var bytes: [UInt8] = []
-}
-
-private let documentWriteTrampoline: @convention(c) (UnsafeMutableRawPointer?, afm_str) -> Void = { context, chunk in
-    guard let context else { return }
-    let collector = Unmanaged<DocumentCollector>.fromOpaque(context).takeUnretainedValue()
-    guard collector.bytes.count + Int(min(chunk.size, 64 << 20)) <= 64 << 20 else { return }  // 64 MiB cap
-    collector.bytes += chunk.bytes()
 }

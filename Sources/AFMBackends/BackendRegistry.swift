@@ -31,14 +31,21 @@ public final class BackendRegistry: Sendable {
         public var limits: GenerationLimits
         /// How long an old generation may keep serving its requests after a reload before they are cancelled.
         public var drainTimeout: Duration
+        /// The `afm-backend-runner` executable; nil means next to the running executable.
+        public var runnerPath: String?
+        /// How crashed runners are restarted.
+        public var restartPolicy: RestartPolicy
         /// Whether `auto` prefers the private cloud when it is available (the private-cloud preference).
         public var preferPrivateCloud = false
 
         public init(
             backendDirectory: String, copyDirectory: String, stateDirectory: String,
             settings: [String: [String: String]] = [:], disabled: Set<String> = [],
-            limits: GenerationLimits = .init(), drainTimeout: Duration = .seconds(120)
+            limits: GenerationLimits = .init(), drainTimeout: Duration = .seconds(120),
+            runnerPath: String? = nil, restartPolicy: RestartPolicy = .init()
         ) {
+            self.runnerPath = runnerPath
+            self.restartPolicy = restartPolicy
             self.backendDirectory = backendDirectory
             self.copyDirectory = copyDirectory
             self.stateDirectory = stateDirectory
@@ -52,12 +59,28 @@ public final class BackendRegistry: Sendable {
     struct Slot {
         var manifestPath: String
         var manifest: BackendManifest?
+        /// The library loaded into this process (in-process hosting).
         var library: BackendLibrary?
+        /// The library bytes the active runner generation was started from (runner hosting), to notice a change.
+        var runnerLibraryContents: Data?
         var active: BackendGeneration?
         var draining: [BackendGeneration] = []
         var lastError: BackendLoadError?
         var generationsBuilt: UInt64 = 0
         var reloading = false
+        /// Runner crashes and restarts.
+        var crashes = CrashHistory()
+        var restartTask: Task<Void, Never>?
+
+        /// Whether the library file differs from what the active generation runs.
+        func libraryChanged() -> Bool {
+            guard let manifest else { return false }
+            if let library { return !library.isUnchanged(atPath: manifest.libraryPath) }
+            if let runnerLibraryContents {
+                return (try? Data(contentsOf: URL(fileURLWithPath: manifest.libraryPath))) != runnerLibraryContents
+            }
+            return false
+        }
     }
 
     struct State {
@@ -65,6 +88,7 @@ public final class BackendRegistry: Sendable {
         var order: [String] = []
         var slots: [String: Slot] = [:]
         var modelIndex: [String: BackendGeneration] = [:]
+        var shuttingDown = false
     }
 
     private let state: Mutex<State>
@@ -158,17 +182,19 @@ public final class BackendRegistry: Sendable {
                 "reload failed; the previous generation keeps serving",
                 ["backend": id, "generation": String(number), "error": error.description])
             throw error
-        case .success(let (manifest, library, generation)):
+        case .success(let built):
+            let generation = built.generation
             let old = state.withLock { state -> BackendGeneration? in
                 var slot = state.slots[id]!  // Safety: slots are never removed.
                 let old = slot.active
-                slot.manifest = manifest
-                slot.library = library
+                slot.manifest = built.manifest
+                slot.library = built.library
+                slot.runnerLibraryContents = built.runnerLibraryContents
                 slot.active = generation
                 slot.lastError = nil
                 slot.reloading = false
-                if let old { slot.draining.append(old) }
-                slot.draining.removeAll { $0.snapshot.phase == .retired }
+                if let old, old.snapshot.phase != .crashed { slot.draining.append(old) }
+                slot.draining.removeAll { [.retired, .crashed].contains($0.snapshot.phase) }
                 state.slots[id] = slot
                 state.rebuildModelIndex(logger: logger)
                 return old
@@ -184,39 +210,81 @@ public final class BackendRegistry: Sendable {
         }
     }
 
+    /// What `build` made.
+    struct Built: Sendable {
+        var manifest: BackendManifest
+        var library: BackendLibrary?
+        var runnerLibraryContents: Data?
+        var generation: BackendGeneration
+    }
+
     private func build(
         id: String, slot: Slot, configuration: Configuration, number: UInt64
-    ) async -> Result<(BackendManifest, BackendLibrary, BackendGeneration), BackendLoadError> {
+    ) async -> Result<Built, BackendLoadError> {
         do throws(BackendLoadError) {
             let manifest = try BackendManifest(contentsOf: slot.manifestPath)
             guard manifest.id == id else {
                 throw BackendLoadError(path: slot.manifestPath, "manifest id changed from '\(id)' to '\(manifest.id)'")
             }
-            let library: BackendLibrary
-            if let loaded = slot.library, loaded.isUnchanged(atPath: manifest.libraryPath) {
-                library = loaded
-            } else {
-                // dlopen and negotiation may take a while (relocations, constructors): keep them off the pool.
-                let logger = self.logger
-                library = try await runOffPool { () throws(BackendLoadError) -> BackendLibrary in
-                    try BackendLibrary(
-                        manifest: manifest, copyDirectory: configuration.copyDirectory, uniqueName: "\(id)-g\(number)",
-                        logger: logger)
-                }
-            }
+            let settings = configuration.settings[id] ?? [:]
+            let hosting = try Self.hosting(of: manifest, settings: settings)
             let document = Self.configDocument(id: id, number: number, configuration: configuration)
-            let generation = try await BackendGeneration.make(
-                library: library, number: number, configDocument: document, settings: configuration.settings[id] ?? [:],
-                logger: logger.with("backend", id))
-            return .success((manifest, library, generation))
+            let logger = self.logger.with("backend", id)
+            switch hosting {
+            case .inProcess:
+                let library: BackendLibrary
+                if let loaded = slot.library, loaded.isUnchanged(atPath: manifest.libraryPath) {
+                    library = loaded
+                } else {
+                    // dlopen and negotiation may take a while (relocations, constructors): keep them off the pool.
+                    let logger = self.logger
+                    library = try await runOffPool { () throws(BackendLoadError) -> BackendLibrary in
+                        try BackendLibrary(
+                            manifest: manifest, copyDirectory: configuration.copyDirectory, uniqueName: "\(id)-g\(number)",
+                            logger: logger)
+                    }
+                }
+                let generation = try await BackendGeneration.make(
+                    backendID: id, number: number, configDocument: document, settings: settings, logger: logger
+                ) { () throws(BackendLoadError) -> any BackendInstanceHost in
+                    InProcessInstanceHost(instance: try BackendInstance.create(library: library, configDocument: document))
+                }
+                return .success(Built(manifest: manifest, library: library, generation: generation))
+            case .runner:
+                let limits = try RunnerLimits(settings: settings, backend: id)
+                let contents = try? Data(contentsOf: URL(fileURLWithPath: manifest.libraryPath))
+                let runnerPath = configuration.runnerPath ?? RunnerInstanceHost.defaultRunnerPath()
+                let generation = try await BackendGeneration.make(
+                    backendID: id, number: number, configDocument: document, settings: settings, logger: logger
+                ) { [reference = WeakRegistry(self)] () throws(BackendLoadError) -> any BackendInstanceHost in
+                    try RunnerInstanceHost.launch(
+                        manifest: manifest, runnerPath: runnerPath, limits: limits, copyDirectory: configuration.copyDirectory,
+                        uniqueName: "\(id)-g\(number)", configDocument: document, logger: logger
+                    ) { exit in
+                        reference.registry?.runnerExited(backend: id, generation: number, exit: exit)
+                    }
+                }
+                return .success(Built(manifest: manifest, runnerLibraryContents: contents, generation: generation))
+            }
         } catch {
             return .failure(error)
         }
     }
 
+    /// The hosting of a backend: its `Hosting` setting when present, else its manifest's.
+    static func hosting(of manifest: BackendManifest, settings: [String: String]) throws(BackendLoadError) -> BackendManifest.Hosting {
+        guard let value = settings["Hosting"], !value.isEmpty else { return manifest.hosting }
+        guard let hosting = BackendManifest.Hosting(rawValue: value) else {
+            throw BackendLoadError(
+                path: "[Backend.\(manifest.id)]", "Hosting=\(value) must be \"in-process\" or \"runner\"", reason: "invalid_setting")
+        }
+        return hosting
+    }
+
     static func configDocument(id: String, number: UInt64, configuration: Configuration) -> [UInt8] {
         var settings = JSONObject()
-        for (key, value) in (configuration.settings[id] ?? [:]).sorted(by: { $0.key < $1.key }) {
+        for (key, value) in (configuration.settings[id] ?? [:]).sorted(by: { $0.key < $1.key })
+        where !RunnerLimits.settingKeys.contains(key) {
             settings[key] = .string(value)
         }
         let document: JSONValue = [
@@ -257,9 +325,7 @@ public final class BackendRegistry: Sendable {
                 guard let slot = state.slots[id], !state.configuration.disabled.contains(id) else { return nil }
                 let settings = state.configuration.settings[id] ?? [:]
                 var changed = slot.active.map { $0.isOutdated(comparedWith: settings) } ?? true
-                if let library = slot.library, let manifest = slot.manifest, !library.isUnchanged(atPath: manifest.libraryPath) {
-                    changed = true
-                }
+                if slot.libraryChanged() { changed = true }
                 return (id, changed, slot.active?.number)
             }
         }
@@ -297,6 +363,12 @@ public final class BackendRegistry: Sendable {
                 throw AFMError(
                     .invalidRequest, "The model '\(model)' does not exist or is not served by any loaded backend.",
                     param: "model", publicCode: "model_not_found", httpStatus: 404)
+            }
+            if generation.snapshot.phase == .crashed {
+                let retry = state.withLock { $0.slots[generation.backendID]?.crashes.secondsUntilRestart() } ?? 1
+                throw AFMError(
+                    .backendCrashed, "The backend '\(generation.backendID)' serving '\(model)' crashed and is restarting; retry.",
+                    retryAfterSeconds: max(1, retry))
             }
             guard generation.description.available else {
                 let reason = generation.description.reason ?? "the backend reports it is unavailable"
@@ -382,7 +454,8 @@ public final class BackendRegistry: Sendable {
             state.order.compactMap { id -> BackendStatus? in
                 guard let slot = state.slots[id] else { return nil }
                 let disabled = state.configuration.disabled.contains(id)
-                return BackendStatus(id: id, slot: slot, disabled: disabled)
+                return BackendStatus(
+                    id: id, slot: slot, disabled: disabled, crashLoopThreshold: state.configuration.restartPolicy.crashLoopThreshold)
             }
         }
     }
@@ -406,18 +479,94 @@ public final class BackendRegistry: Sendable {
     /// cancelled. Used by graceful shutdown.
     public func drainAll(deadline: Duration) async {
         let generations = state.withLock { state -> [BackendGeneration] in
+            state.shuttingDown = true
             let all = state.slots.values.flatMap { slot in (slot.active.map { [$0] } ?? []) + slot.draining }
-            for id in state.order { state.slots[id]?.active = nil }
+            for id in state.order {
+                state.slots[id]?.active = nil
+                state.slots[id]?.restartTask?.cancel()
+                state.slots[id]?.restartTask = nil
+            }
             state.modelIndex = [:]
             return all
         }
         for generation in generations { generation.beginDrain(deadline: deadline) }
         let clock = ContinuousClock()
         let end = clock.now + deadline + .seconds(1)
-        while clock.now < end, generations.contains(where: { $0.snapshot.phase != .retired }) {
+        while clock.now < end, generations.contains(where: { ![.retired, .crashed].contains($0.snapshot.phase) }) {
             try? await Task.sleep(for: .milliseconds(20))
         }
         for generation in generations { await generation.waitForControlQueue() }
+    }
+}
+
+extension BackendRegistry {
+    // MARK: - Crashes and restarts
+
+    /// A runner ended. An expected exit (a retired generation) needs nothing; a crash of the active generation
+    /// takes it out of service (its streams already failed with `backend_crashed`) and schedules a restart with
+    /// exponential backoff.
+    func runnerExited(backend id: String, generation number: UInt64, exit: RunnerExit) {
+        guard !exit.expected else { return }
+        let now = ContinuousClock.now
+        let decision = state.withLock { state -> (delay: Duration, crashLoop: Bool, crashes: Int)? in
+            guard !state.shuttingDown, var slot = state.slots[id] else { return nil }
+            let policy = state.configuration.restartPolicy
+            let isActive = slot.active?.number == number
+            let generation = isActive ? slot.active : slot.draining.first { $0.number == number }
+            guard let generation, generation.markCrashed() else { return nil }
+            slot.draining.removeAll { $0.number == number }
+            let stableFor = now - generation.createdAt
+            slot.crashes.record(exit: exit, at: now, stableFor: stableFor, policy: policy)
+            var delay: Duration?
+            if isActive {
+                delay = slot.crashes.scheduleRestart(now: now, policy: policy)
+            }
+            state.slots[id] = slot
+            guard let delay else { return nil }
+            return (delay, slot.crashes.recentCount(now: now, policy: policy) >= policy.crashLoopThreshold, slot.crashes.total)
+        }
+        guard let decision else {
+            logger.error("backend runner crashed", ["backend": id, "generation": String(number), "status": exit.summary])
+            return
+        }
+        logger.error(
+            decision.crashLoop ? "backend is in a crash loop; restarting with backoff" : "backend crashed; restarting",
+            [
+                "backend": id, "generation": String(number), "status": exit.summary,
+                "restart_in_ms": String(decision.delay.components.seconds * 1000 + decision.delay.components.attoseconds / 1_000_000_000_000_000),
+                "crashes": String(decision.crashes),
+            ])
+        scheduleRestart(id, after: decision.delay)
+    }
+
+    private func scheduleRestart(_ id: String, after delay: Duration) {
+        let task = Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            guard !Task.isCancelled else { return }
+            await self?.restart(id)
+        }
+        state.withLock { state in
+            state.slots[id]?.restartTask?.cancel()
+            state.slots[id]?.restartTask = task
+        }
+    }
+
+    private func restart(_ id: String) async {
+        guard state.withLock({ !$0.shuttingDown && $0.slots[id]?.active?.snapshot.phase == .crashed }) else { return }
+        do {
+            let number = try await reload(id)
+            state.withLock { $0.slots[id]?.crashes.restarted() }
+            logger.info("backend restarted after a crash", ["backend": id, "generation": String(number)])
+        } catch {
+            let delay = state.withLock { state -> Duration? in
+                guard !state.shuttingDown, var slot = state.slots[id] else { return nil }
+                let delay = slot.crashes.scheduleRestart(now: .now, policy: state.configuration.restartPolicy)
+                state.slots[id] = slot
+                return delay
+            }
+            logger.error("restart after a crash failed", ["backend": id, "error": error.description])
+            if let delay { scheduleRestart(id, after: delay) }
+        }
     }
 }
 
@@ -440,6 +589,12 @@ extension BackendRegistry.State {
         }
         modelIndex = index
     }
+}
+
+/// A weak reference to a registry, for runner exit callbacks (a runner must not keep its registry alive).
+private final class WeakRegistry: Sendable {
+    weak let registry: BackendRegistry?
+    init(_ registry: BackendRegistry) { self.registry = registry }
 }
 
 /// Runs blocking work on a Dispatch thread instead of the cooperative pool.

@@ -3,7 +3,8 @@ import AFMJSON
 
 /// A point-in-time view of one backend, for `/status`, the admin socket and logs.
 public struct BackendStatus: Sendable {
-    /// `ready`, `unavailable` (loaded but says it cannot serve), `failed` (never loaded), `loading`, `disabled`.
+    /// `ready`, `unavailable` (loaded but says it cannot serve), `failed` (never loaded), `loading`, `disabled`,
+    /// `restarting` (its runner crashed; a restart is pending) or `crash_loop` (restarting after many crashes).
     public var state: String
     public var id: String
     public var reason: String?
@@ -19,16 +20,27 @@ public struct BackendStatus: Sendable {
     public var models: [BackendDescription.Model]
     /// Extra fields of the backend's describe document (e.g. upstream health, quota).
     public var details: JSONObject
+    /// The runner's process id, when the active generation runs in a runner.
+    public var runnerPID: Int32?
+    /// The last runner crash (`signal`, `exit_status`, `at`, `crashes`, `restarts`…), or null.
+    public var lastCrash: JSONValue
+    /// Crashes since the daemon started.
+    public var crashes: Int
+    /// Seconds until a pending restart, when one is pending.
+    public var restartInSeconds: Int?
 
-    init(id: String, slot: BackendRegistry.Slot, disabled: Bool) {
+    init(id: String, slot: BackendRegistry.Slot, disabled: Bool, crashLoopThreshold: Int) {
         self.id = id
         let active = slot.active
+        self.runnerPID = active?.snapshot.phase == .crashed ? nil : active?.processID
+        self.lastCrash = slot.crashes.json
+        self.crashes = slot.crashes.total
         let snapshot = active?.snapshot
         self.generation = active?.number
         self.inflight = snapshot?.inflight ?? 0
         self.completed = snapshot?.completed ?? 0
         self.version = active?.description.version ?? slot.manifest?.version
-        self.hosting = slot.manifest?.hosting.rawValue
+        self.hosting = active?.hosting.rawValue ?? slot.manifest?.hosting.rawValue
         self.library = slot.library?.sourcePath ?? slot.manifest?.libraryPath
         self.models = active?.description.models ?? []
         self.details = active?.description.details ?? [:]
@@ -40,6 +52,12 @@ public struct BackendStatus: Sendable {
             state = "disabled"
             reason = "disabled in the configuration"
             reasonCode = "disabled"
+        } else if let active, active.snapshot.phase == .crashed {
+            let loop = slot.crashes.recent.count >= crashLoopThreshold
+            state = loop ? "crash_loop" : "restarting"
+            reason = slot.crashes.last.map { "runner crashed (\($0.exit.summary)); restarting" }
+            reasonCode = loop ? "crash_loop" : "backend_crashed"
+            restartInSeconds = slot.crashes.secondsUntilRestart()
         } else if let active {
             if active.description.available {
                 state = "ready"
@@ -77,6 +95,9 @@ public struct BackendStatus: Sendable {
         object["draining"] = .array(
             draining.map { ["generation": .number(JSONNumber(Int($0.generation))), "inflight": .number(JSONNumber($0.inflight))] })
         object["models"] = .array(models.map { .string($0.id) })
+        object["runner_pid"] = runnerPID.map { .number(JSONNumber(Int($0))) } ?? .null
+        object["last_crash"] = lastCrash
+        object["restart_in_s"] = restartInSeconds.map { .number(JSONNumber($0)) } ?? .null
         for (key, value) in details where object[key] == nil { object[key] = value }
         return .object(object)
     }

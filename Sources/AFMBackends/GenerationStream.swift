@@ -31,6 +31,10 @@ public final class GenerationStream: Sendable, AsyncSequence {
     private let emitterWakeup = DispatchSemaphore(value: 0)
     private let onCancel: @Sendable () -> Void
     private let onTerminal: @Sendable (_ expired: Bool) -> Void
+    /// Runner hosting: called with a count every `consumedBatch` events the consumer took (flow-control credit).
+    private let onConsumed: (@Sendable (Int) -> Void)?
+    /// How many consumed events make one `onConsumed` call.
+    static let consumedBatch = 64
 
     struct State {
         var buffer: [BackendEvent] = []
@@ -47,6 +51,8 @@ public final class GenerationStream: Sendable, AsyncSequence {
         var emitterBlocked = false
         var waiter: CheckedContinuation<BackendEvent?, Never>?
         var lastActivity: ContinuousClock.Instant
+        /// Events consumed since the last `onConsumed` call.
+        var consumedSinceCredit = 0
 
         var pending: Int { buffer.count - head }
 
@@ -68,7 +74,8 @@ public final class GenerationStream: Sendable, AsyncSequence {
         silenceLimit: Duration,
         cancelGrace: Duration,
         onCancel: @escaping @Sendable () -> Void,
-        onTerminal: @escaping @Sendable (_ expired: Bool) -> Void
+        onTerminal: @escaping @Sendable (_ expired: Bool) -> Void,
+        onConsumed: (@Sendable (Int) -> Void)? = nil
     ) {
         self.id = id
         self.capacity = capacity
@@ -76,6 +83,7 @@ public final class GenerationStream: Sendable, AsyncSequence {
         self.cancelGrace = cancelGrace
         self.onCancel = onCancel
         self.onTerminal = onTerminal
+        self.onConsumed = onConsumed
         self.state = Mutex(State(lastActivity: .now))
     }
 
@@ -87,27 +95,29 @@ public final class GenerationStream: Sendable, AsyncSequence {
             case event(BackendEvent?)
             case wait
         }
-        let (first, wake) = state.withLock { state -> (Step, Bool) in
+        let (first, wake, credit) = state.withLock { state -> (Step, Bool, Int) in
             if let event = state.pop() {
                 if event.isTerminal { state.terminalDelivered = true }
-                return (.event(event), state.releaseEmitterIfRoom(capacity: capacity))
+                return (.event(event), state.releaseEmitterIfRoom(capacity: capacity), state.countConsumed())
             }
-            return (state.terminalDelivered ? .event(nil) : .wait, false)
+            return (state.terminalDelivered ? .event(nil) : .wait, false, 0)
         }
         if wake { emitterWakeup.signal() }
+        if credit > 0 { onConsumed?(credit) }
         if case .event(let event) = first { return event }
 
         return await withCheckedContinuation { continuation in
-            let (immediate, wake) = state.withLock { state -> (Step, Bool) in
+            let (immediate, wake, credit) = state.withLock { state -> (Step, Bool, Int) in
                 if let event = state.pop() {
                     if event.isTerminal { state.terminalDelivered = true }
-                    return (.event(event), state.releaseEmitterIfRoom(capacity: capacity))
+                    return (.event(event), state.releaseEmitterIfRoom(capacity: capacity), state.countConsumed())
                 }
-                if state.terminalDelivered { return (.event(nil), false) }
+                if state.terminalDelivered { return (.event(nil), false, 0) }
                 state.waiter = continuation
-                return (.wait, false)
+                return (.wait, false, 0)
             }
             if wake { emitterWakeup.signal() }
+            if credit > 0 { onConsumed?(credit) }
             if case .event(let event) = immediate { continuation.resume(returning: event) }
         }
     }
@@ -155,9 +165,14 @@ public final class GenerationStream: Sendable, AsyncSequence {
     // MARK: - Producer side (backend threads)
 
     /// Accepts one event from the backend. Returns the value `emit` returns: 0 continue, 1 stop.
-    func receive(_ event: BackendEvent) -> Int32 {
+    ///
+    /// With `waitForRoom` (in-process hosting) a full buffer blocks the caller until the consumer makes room or
+    /// the request is cancelled. Without it (runner hosting: the relay thread must never block) the event is
+    /// always buffered; the runner's credit window (`onConsumed`) bounds the buffer instead.
+    func receive(_ event: BackendEvent, waitForRoom: Bool = true) -> Int32 {
         var resume: CheckedContinuation<BackendEvent?, Never>?
         var mustWait = false
+        var credit = 0
         let verdict = state.withLock { state -> Int32 in
             if state.terminalReceived { return 1 }  // after the terminal event: ignored (ABI rule)
             if state.cancelRequested && !event.isTerminal {
@@ -169,9 +184,10 @@ public final class GenerationStream: Sendable, AsyncSequence {
                 state.waiter = nil
                 resume = waiter
                 if event.isTerminal { state.terminalDelivered = true }
+                credit = state.countConsumed()
             } else {
                 state.buffer.append(event)
-                if !event.isTerminal && !state.cancelRequested && state.pending >= capacity {
+                if waitForRoom && !event.isTerminal && !state.cancelRequested && state.pending >= capacity {
                     state.emitterBlocked = true
                     mustWait = true
                 }
@@ -179,6 +195,7 @@ public final class GenerationStream: Sendable, AsyncSequence {
             return state.cancelRequested ? 1 : 0
         }
         resume?.resume(returning: event)
+        if credit > 0 { onConsumed?(credit) }
         if event.isTerminal {
             onTerminal(false)
             return verdict
@@ -201,7 +218,9 @@ public final class GenerationStream: Sendable, AsyncSequence {
 
     func watchdogCheck(now: ContinuousClock.Instant) -> WatchdogVerdict {
         state.withLock { state in
-            guard !state.terminalReceived, !state.emitterBlocked else { return .healthy }
+            // A full buffer means the consumer is the slow side, not the backend (in runner hosting the runner
+            // then waits for credit without the host seeing a blocked emitter).
+            guard !state.terminalReceived, !state.emitterBlocked, state.pending < capacity else { return .healthy }
             if let cancelledAt = state.cancelRequestedAt, now - cancelledAt > cancelGrace {
                 return .expire(.done(.cancelled))
             }
@@ -241,6 +260,14 @@ public final class GenerationStream: Sendable, AsyncSequence {
 }
 
 extension GenerationStream.State {
+    /// Counts one consumed event; returns the credit to send now (0 until a batch is complete).
+    mutating func countConsumed() -> Int {
+        consumedSinceCredit += 1
+        guard consumedSinceCredit >= GenerationStream.consumedBatch else { return 0 }
+        defer { consumedSinceCredit = 0 }
+        return consumedSinceCredit
+    }
+
     /// Wakes a blocked emitter once the buffer is below capacity again. Returns whether to signal.
     mutating func releaseEmitterIfRoom(capacity: Int) -> Bool {
         guard emitterBlocked, pending < capacity else { return false }

@@ -14,7 +14,11 @@ final class SinkPool: Sendable {
     private static let quarantine: Duration = .seconds(30)
     private let free = Mutex<[(sink: Sink, releasedAt: ContinuousClock.Instant)]>([])
 
-    func take(id: UInt64) -> Sink {
+    /// The C signature of `afm_event_sink.emit`.
+    typealias Emit = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<afm_event>?) -> Int32
+
+    /// A sink whose `ctx` carries `id` and whose `emit` is `emit` (the host's trampoline, or the runner's relay).
+    func take(id: UInt64, emit: Emit = emitTrampoline) -> Sink {
         let now = ContinuousClock.now
         let reused = free.withLock { list -> Sink? in
             guard let first = list.first, now - first.releasedAt > Self.quarantine else { return nil }
@@ -26,7 +30,7 @@ final class SinkPool: Sendable {
                 struct_size: UInt32(MemoryLayout<afm_event_sink>.size),
                 reserved0: 0,
                 ctx: UnsafeMutableRawPointer(bitPattern: UInt(id)),
-                emit: emitTrampoline))
+                emit: emit))
         return sink
     }
 

@@ -20,6 +20,8 @@ public enum AFMErrorCode: String, Sendable, Hashable, CaseIterable {
     case timeout = "timeout"
     case `internal` = "internal"
     case incompatible = "incompatible"
+    /// Host-only: the process hosting the backend (its runner) died mid-request. Never crosses the ABI.
+    case backendCrashed = "backend_crashed"
 
     /// The `AFM_ERR_*` value of this code in `afm_backend.h`.
     public var abiValue: Int32 {
@@ -38,12 +40,17 @@ public enum AFMErrorCode: String, Sendable, Hashable, CaseIterable {
         case .timeout: 12
         case .internal: 13
         case .incompatible: 14
+        case .backendCrashed: 1000
         }
     }
 
+    /// Whether the code exists only in the host (values from 1000): a backend cannot send it, and
+    /// `init(abiValue:)` never returns it.
+    public var isHostOnly: Bool { abiValue >= 1000 }
+
     /// The code for an `AFM_ERR_*` value; unknown values (a newer backend's codes) map to `.internal`.
     public init(abiValue: Int32) {
-        self = Self.allCases.first(where: { $0.abiValue == abiValue }) ?? .internal
+        self = Self.allCases.first(where: { $0.abiValue == abiValue && !$0.isHostOnly }) ?? .internal
     }
 
     /// The HTTP status a client sees for this code.
@@ -53,7 +60,7 @@ public enum AFMErrorCode: String, Sendable, Hashable, CaseIterable {
         switch self {
         case .invalidRequest, .contextLengthExceeded, .guardrailViolation, .refusal, .unsupportedCapability: 400
         case .rateLimited, .quotaExceeded: 429
-        case .modelUnavailable, .busy: 503
+        case .modelUnavailable, .busy, .backendCrashed: 503
         case .timeout: 504
         case .cancelled: 499
         case .toolFailed, .internal, .incompatible: 500
@@ -75,7 +82,7 @@ public enum AFMErrorCode: String, Sendable, Hashable, CaseIterable {
     public var exitStatus: Int32 {
         switch self {
         case .invalidRequest, .contextLengthExceeded, .unsupportedCapability, .guardrailViolation, .refusal: 65  // EX_DATAERR
-        case .modelUnavailable, .busy, .rateLimited, .quotaExceeded: 69  // EX_UNAVAILABLE
+        case .modelUnavailable, .busy, .rateLimited, .quotaExceeded, .backendCrashed: 69  // EX_UNAVAILABLE
         case .timeout: 75  // EX_TEMPFAIL
         case .cancelled: 130
         case .toolFailed, .internal, .incompatible: 70  // EX_SOFTWARE

@@ -7,9 +7,9 @@ import Testing
 
 /// The host's guarantees about a generation's event stream, shown with misbehaving fixture backends.
 @Suite struct GenerationTests {
-    @Test func watchdogCutsOffABackendThatNeverSendsItsTerminalEvent() async throws {
+    @Test(arguments: Hosting.both) func watchdogCutsOffABackendThatNeverSendsItsTerminalEvent(hosting: String) async throws {
         let harness = RegistryHarness(limits: GenerationLimits(silenceLimit: .milliseconds(500), cancelGrace: .milliseconds(500)))
-        try harness.directory.addCFixture()
+        try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
         let lease = try harness.registry.lease(model: "c-no-terminal")
         let started = ContinuousClock.now
@@ -27,9 +27,9 @@ import Testing
         #expect(await eventually { harness.status("c-fixture")?.inflight == 0 })
     }
 
-    @Test func eventsAfterTheTerminalEventAreIgnored() async throws {
+    @Test(arguments: Hosting.both) func eventsAfterTheTerminalEventAreIgnored(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture()
+        try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
         for _ in 0..<3 {
             let lease = try harness.registry.lease(model: "c-after-terminal")
@@ -42,18 +42,18 @@ import Testing
         #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "still fine")))) == "still fine")
     }
 
-    @Test func backendErrorsArriveWithTheirCode() async throws {
+    @Test(arguments: Hosting.both) func backendErrorsArriveWithTheirCode(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture()
+        try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
         let lease = try harness.registry.lease(model: "c-error")
         let events = await collect(try lease.start(requestDocument: requestDocument(model: "c-error")))
         #expect(events.last == .failed(.rateLimited, message: "fixture rate limit"))
     }
 
-    @Test func cancelStopsTheBackendPromptly() async throws {
+    @Test(arguments: Hosting.both) func cancelStopsTheBackendPromptly(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture()
+        try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
         let lease = try harness.registry.lease(model: "c-slow")
         let stream = try lease.start(requestDocument: requestDocument(model: "c-slow"))
@@ -67,10 +67,10 @@ import Testing
         #expect(ContinuousClock.now - cancelledAt < .milliseconds(500))
     }
 
-    @Test func aSlowConsumerBlocksTheBackendInsteadOfGrowingTheBuffer() async throws {
+    @Test(arguments: Hosting.both) func aSlowConsumerBlocksTheBackendInsteadOfGrowingTheBuffer(hosting: String) async throws {
         let harness = RegistryHarness()
         let script = try harness.writeScript(model: "flood", steps: #"[{"repeat":5000,"steps":[{"text":"x"}]}]"#)
-        try harness.directory.addScripted()
+        try harness.directory.addScripted(hosting: hosting)
         let registry = RegistryHarness(directory: harness.directory, settings: ["scripted": ["Script": script]])
         await registry.registry.loadAll()
         let lease = try registry.registry.lease(model: "flood")

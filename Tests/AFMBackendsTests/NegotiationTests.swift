@@ -7,9 +7,9 @@ import Testing
 
 /// ABI negotiation against real `.so` files: the plain-C fixture in its variants, and the Swift scripted backend.
 @Suite struct NegotiationTests {
-    @Test func loadsThePlainCBackend() async throws {
+    @Test(arguments: Hosting.both) func loadsThePlainCBackend(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture()
+        try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
         let status = try #require(harness.status("c-fixture"))
         #expect(status.state == "ready")
@@ -21,21 +21,21 @@ import Testing
         #expect(events.last == .done(.stop))
     }
 
-    @Test func loadsTheSwiftScriptedBackend() async throws {
+    @Test(arguments: Hosting.both) func loadsTheSwiftScriptedBackend(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addScripted()
+        try harness.directory.addScripted(hosting: hosting)
         await harness.registry.loadAll()
         let status = try #require(harness.status("scripted"))
         #expect(status.state == "ready")
-        #expect(status.hosting == "in-process")
+        #expect(status.hosting == hosting)
         let lease = try harness.registry.lease(model: "scripted-demo")
         let events = await collect(try lease.start(requestDocument: requestDocument(model: "scripted-demo", text: "echo me")))
         #expect(text(of: events) == "echo me")
     }
 
-    @Test func refusesAManifestForAnotherMajorWithoutLoadingIt() async throws {
+    @Test(arguments: Hosting.both) func refusesAManifestForAnotherMajorWithoutLoadingIt(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture(manifestABIMajor: 2)
+        try harness.directory.addCFixture(manifestABIMajor: 2, hosting: hosting)
         await harness.registry.loadAll()
         let status = try #require(harness.status("c-fixture"))
         #expect(status.state == "failed")
@@ -46,9 +46,9 @@ import Testing
         #expect(throws: AFMError.self) { try harness.registry.lease(model: "c-echo") }
     }
 
-    @Test func refusesALibraryThatNegotiatesAnotherMajor() async throws {
+    @Test(arguments: Hosting.both) func refusesALibraryThatNegotiatesAnotherMajor(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture(defines: ["FIXTURE_ABI_MAJOR=2"])
+        try harness.directory.addCFixture(defines: ["FIXTURE_ABI_MAJOR=2"], hosting: hosting)
         await harness.registry.loadAll()
         let status = try #require(harness.status("c-fixture"))
         #expect(status.state == "failed")
@@ -58,9 +58,9 @@ import Testing
         #expect(reason.contains("ABI 2.0") && reason.contains("ABI 1.0"))
     }
 
-    @Test func refusesALibraryWithoutTheEntrySymbol() async throws {
+    @Test(arguments: Hosting.both) func refusesALibraryWithoutTheEntrySymbol(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture(defines: ["FIXTURE_NO_ENTRY"])
+        try harness.directory.addCFixture(defines: ["FIXTURE_NO_ENTRY"], hosting: hosting)
         await harness.registry.loadAll()
         let status = try #require(harness.status("c-fixture"))
         #expect(status.reasonCode == "missing_entry")
@@ -68,18 +68,18 @@ import Testing
         #expect(status.reason?.contains("c-fixture.so") == true)
     }
 
-    @Test func refusesATooShortFunctionTable() async throws {
+    @Test(arguments: Hosting.both) func refusesATooShortFunctionTable(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture(defines: ["FIXTURE_SHORT_VTABLE"])
+        try harness.directory.addCFixture(defines: ["FIXTURE_SHORT_VTABLE"], hosting: hosting)
         await harness.registry.loadAll()
         let status = try #require(harness.status("c-fixture"))
         #expect(status.reasonCode == "struct_too_short")
         #expect(status.reason?.contains("shorter than ABI 1.0") == true)
     }
 
-    @Test func reportsACreateFailure() async throws {
+    @Test(arguments: Hosting.both) func reportsACreateFailure(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture(defines: ["FIXTURE_CREATE_FAILS"])
+        try harness.directory.addCFixture(defines: ["FIXTURE_CREATE_FAILS"], hosting: hosting)
         await harness.registry.loadAll()
         let status = try #require(harness.status("c-fixture"))
         #expect(status.state == "failed")
@@ -87,10 +87,10 @@ import Testing
         #expect(status.reason?.contains("fixture model file missing") == true)
     }
 
-    @Test func oneBrokenBackendDoesNotStopTheOthers() async throws {
+    @Test(arguments: Hosting.both) func oneBrokenBackendDoesNotStopTheOthers(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture(id: "broken", defines: ["FIXTURE_NO_ENTRY"])
-        try harness.directory.addScripted()
+        try harness.directory.addCFixture(id: "broken", defines: ["FIXTURE_NO_ENTRY"], hosting: hosting)
+        try harness.directory.addScripted(hosting: hosting)
         await harness.registry.loadAll()
         #expect(harness.status("broken")?.state == "failed")
         #expect(harness.status("scripted")?.state == "ready")

@@ -16,14 +16,16 @@ struct RegistryHarness {
         directory: BackendDirectoryBuilder = BackendDirectoryBuilder(),
         settings: [String: [String: String]] = [:],
         limits: GenerationLimits = .init(),
-        drainTimeout: Duration = .seconds(120)
+        drainTimeout: Duration = .seconds(120),
+        restartPolicy: RestartPolicy = .init()
     ) {
         self.directory = directory
         root = TestPaths.makeTemporaryDirectory("afm-registry")
         registry = BackendRegistry(
             configuration: .init(
                 backendDirectory: directory.path, copyDirectory: root + "/copies", stateDirectory: root + "/state",
-                settings: settings, limits: limits, drainTimeout: drainTimeout),
+                settings: settings, limits: limits, drainTimeout: drainTimeout, runnerPath: TestPaths.runner,
+                restartPolicy: restartPolicy),
             logger: Logger(label: "test", level: .debug, sink: sink))
     }
 
@@ -40,6 +42,11 @@ struct RegistryHarness {
         try script.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
+}
+
+/// The two hostings every ABI test runs in.
+enum Hosting {
+    static let both = ["in-process", "runner"]
 }
 
 /// A minimal generation request document for `model`.

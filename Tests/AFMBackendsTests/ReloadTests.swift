@@ -7,11 +7,11 @@ import Testing
 
 /// Generations and leases: reload switches new requests, in-flight ones finish where they started.
 @Suite struct ReloadTests {
-    @Test func reloadWhileStreamingFinishesTheStreamOnItsGeneration() async throws {
+    @Test(arguments: Hosting.both) func reloadWhileStreamingFinishesTheStreamOnItsGeneration(hosting: String) async throws {
         let base = RegistryHarness()
         let script = try base.writeScript(model: "slow", steps: #"[{"repeat":40,"steps":[{"text":"a"},{"delay_ms":25}]}]"#)
         let record = base.root + "/record.jsonl"
-        try base.directory.addScripted()
+        try base.directory.addScripted(hosting: hosting)
         let harness = RegistryHarness(directory: base.directory, settings: ["scripted": ["Script": script, "RecordFile": record]])
         await harness.registry.loadAll()
 
@@ -38,29 +38,35 @@ import Testing
         #expect(await eventually { ((try? String(contentsOfFile: record, encoding: .utf8)) ?? "").contains(#""event":"destroy""#) })
     }
 
-    @Test func aNewLibraryVersionIsLoadedFromANewCopy() async throws {
+    @Test(arguments: Hosting.both) func aNewLibraryVersionIsLoadedFromANewCopy(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture()
+        try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
         #expect(harness.status("c-fixture")?.version == "1.0.0")
 
-        try harness.directory.addCFixture(defines: [#"FIXTURE_VERSION="2.0.0""#])
+        try harness.directory.addCFixture(defines: [#"FIXTURE_VERSION="2.0.0""#], hosting: hosting)
         try await harness.registry.reload("c-fixture")
         let status = try #require(harness.status("c-fixture"))
         #expect(status.version == "2.0.0")
         #expect(status.generation == 2)
-        let maps = readProcFile("/proc/self/maps")
-        #expect(maps.contains(harness.root + "/copies/c-fixture-g2.so"))
+        if hosting == "in-process" {
+            let maps = readProcFile("/proc/self/maps")
+            #expect(maps.contains(harness.root + "/copies/c-fixture-g2.so"))
+        } else {
+            // The runner of generation 2 mapped its own copy (and removed the file once it was loaded).
+            let pid = try #require(status.runnerPID)
+            #expect(readProcFile("/proc/\(pid)/maps").contains(harness.root + "/copies/c-fixture-g2.so"))
+        }
         let lease = try harness.registry.lease(model: "c-echo")
         #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "v2")))) == "v2")
     }
 
-    @Test func aFailedReloadKeepsTheActiveGeneration() async throws {
+    @Test(arguments: Hosting.both) func aFailedReloadKeepsTheActiveGeneration(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture()
+        try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
 
-        try harness.directory.addCFixture(defines: ["FIXTURE_NO_ENTRY"])
+        try harness.directory.addCFixture(defines: ["FIXTURE_NO_ENTRY"], hosting: hosting)
         await #expect(throws: BackendLoadError.self) { try await harness.registry.reload("c-fixture") }
         let status = try #require(harness.status("c-fixture"))
         #expect(status.state == "ready")
@@ -71,9 +77,9 @@ import Testing
         #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "old one")))) == "old one")
     }
 
-    @Test func theDrainDeadlineCancelsWhatIsLeft() async throws {
+    @Test(arguments: Hosting.both) func theDrainDeadlineCancelsWhatIsLeft(hosting: String) async throws {
         let harness = RegistryHarness(drainTimeout: .milliseconds(300))
-        try harness.directory.addCFixture()
+        try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
         let lease = try harness.registry.lease(model: "c-slow")
         let stream = try lease.start(requestDocument: requestDocument(model: "c-slow"))
@@ -84,9 +90,9 @@ import Testing
         #expect(await eventually { harness.status("c-fixture")?.draining.isEmpty == true })
     }
 
-    @Test func unknownModelsAreNotFound() async throws {
+    @Test(arguments: Hosting.both) func unknownModelsAreNotFound(hosting: String) async throws {
         let harness = RegistryHarness()
-        try harness.directory.addCFixture()
+        try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
         do {
             _ = try harness.registry.lease(model: "nope")

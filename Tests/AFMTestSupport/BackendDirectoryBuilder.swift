@@ -11,28 +11,35 @@ public struct BackendDirectoryBuilder {
     }
 
     /// Installs the scripted backend (the real `.so` from the build).
+    ///
+    /// - Parameter hosting: the manifest's `hosting` (`in-process`, `runner`), or nil to leave the field out.
     @discardableResult
-    public func addScripted(id: String = "scripted") throws -> String {
+    public func addScripted(id: String = "scripted", hosting: String? = "in-process") throws -> String {
         let library = path + "/\(id).so"
         try? FileManager.default.removeItem(atPath: library)
         try FileManager.default.copyItem(atPath: TestPaths.scriptedLibrary, toPath: library)
-        try writeManifest(id: id, library: "\(id).so", hosting: "in-process")
+        try writeManifest(id: id, library: "\(id).so", hosting: hosting)
         return library
     }
 
     /// Compiles the C fixture backend with the given `-D` flags and installs it as `id`.
+    ///
+    /// - Parameter hosting: the manifest's `hosting` (`in-process`, `runner`), or nil to leave the field out.
     @discardableResult
-    public func addCFixture(id: String = "c-fixture", defines: [String] = [], manifestABIMajor: Int = 1) throws -> String {
+    public func addCFixture(
+        id: String = "c-fixture", defines: [String] = [], manifestABIMajor: Int = 1, hosting: String? = "in-process"
+    ) throws -> String {
         let library = path + "/\(id).so"
         try FixtureCompiler.compile(defines: defines, output: library)
-        try writeManifest(id: id, library: "\(id).so", hosting: "in-process", abiMajor: manifestABIMajor)
+        try writeManifest(id: id, library: "\(id).so", hosting: hosting, abiMajor: manifestABIMajor)
         return library
     }
 
     /// Writes `<id>.json`.
-    public func writeManifest(id: String, library: String, hosting: String, abiMajor: Int = 1, version: String = "1.0.0") throws {
+    public func writeManifest(id: String, library: String, hosting: String?, abiMajor: Int = 1, version: String = "1.0.0") throws {
+        let hostingField = hosting.map { #","hosting":"\#($0)""# } ?? ""
         let manifest = """
-            {"manifest_version":1,"id":"\(id)","library":"\(library)","abi_major":\(abiMajor),"version":"\(version)","hosting":"\(hosting)"}
+            {"manifest_version":1,"id":"\(id)","library":"\(library)","abi_major":\(abiMajor),"version":"\(version)"\(hostingField)}
             """
         try manifest.write(toFile: path + "/\(id).json", atomically: true, encoding: .utf8)
     }

@@ -20,6 +20,7 @@ public enum TestPaths {
     }
 
     public static var afmd: String { binDirectory + "/afmd" }
+    public static var runner: String { binDirectory + "/afm-backend-runner" }
     public static var scriptedLibrary: String { binDirectory + "/libafm-backend-scripted.so" }
     public static var scriptedManifest: String { root + "/Plugins/scripted/scripted.json" }
     public static var abiInclude: String { root + "/Sources/CAFMBackendABI/include" }

@@ -6,7 +6,8 @@
  *
  *   cc -std=c99 -shared -fPIC -fvisibility=hidden -I<include dir> fixture_backend.c -o X.so -lpthread
  *
- * Models: c-echo, c-no-terminal, c-after-terminal, c-slow, c-error (README.md gives their exact event sequences).
+ * Models: c-echo, c-no-terminal, c-after-terminal, c-slow, c-error, and for runner hosting the process killers
+ * c-segfault, c-abort, c-exit, c-hang and the throughput model c-flood (README.md gives their exact event sequences).
  * The request JSON is read by a tiny hand-written scanner that is FIXTURE-GRADE: it understands exactly the
  * fields it needs ("model", "system", "input[].type/role/content[].type/text"), skips everything else, decodes
  * string escapes (\uXXXX included), and rejects what it cannot read. It is not a general JSON parser.
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------------- */
 /* Build-time variants                                                                                   */
@@ -352,9 +354,18 @@ static int scan_request(const char *json, size_t size, request_info *info) {
 /* Instances and generations                                                                             */
 /* ---------------------------------------------------------------------------------------------------- */
 
-enum { MODEL_ECHO, MODEL_NO_TERMINAL, MODEL_AFTER_TERMINAL, MODEL_SLOW, MODEL_ERROR, MODEL_COUNT };
+enum {
+    MODEL_ECHO, MODEL_NO_TERMINAL, MODEL_AFTER_TERMINAL, MODEL_SLOW, MODEL_ERROR,
+    MODEL_SEGFAULT, MODEL_ABORT, MODEL_EXIT, MODEL_HANG, MODEL_FLOOD, MODEL_COUNT
+};
 
-static const char *const model_ids[MODEL_COUNT] = {"c-echo", "c-no-terminal", "c-after-terminal", "c-slow", "c-error"};
+static const char *const model_ids[MODEL_COUNT] = {
+    "c-echo", "c-no-terminal", "c-after-terminal", "c-slow", "c-error",
+    "c-segfault", "c-abort", "c-exit", "c-hang", "c-flood",
+};
+
+#define FIXTURE_CRASH_DELTAS 10   /* the process killers stream this many deltas first ...          */
+#define FIXTURE_FLOOD_DEFAULT 100000 /* c-flood's delta count when the user text is not a number     */
 
 typedef struct generation {
     struct generation *next;
@@ -449,6 +460,52 @@ static void run_slow(generation *g) {
     (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0);
 }
 
+/** Streams FIXTURE_CRASH_DELTAS "tick " deltas 20 ms apart (so other streams are mid-flight), then kills the
+ *  whole process the way `model` says. Returns only when cancelled first. */
+static void run_crash(generation *g) {
+    for (int i = 0; i < FIXTURE_CRASH_DELTAS; i++) {
+        if (i > 0 && wait_or_cancel(g, FIXTURE_SLOW_INTERVAL_MS)) break;
+        if (emit(g, AFM_EVENT_TEXT_DELTA, 0, "tick ", 5) != 0) break;
+    }
+    if (is_cancelled(g)) {
+        (void)emit(g, AFM_EVENT_DONE, AFM_FINISH_CANCELLED, NULL, 0);
+        return;
+    }
+    switch (g->model) {
+    case MODEL_SEGFAULT: {
+        volatile int *nowhere = NULL;
+        *nowhere = 1; /* SIGSEGV */
+        break;
+    }
+    case MODEL_ABORT: abort(); /* SIGABRT */
+    case MODEL_EXIT: _exit(3);  /* exit status 3, no atexit handlers */
+    default: break;
+    }
+}
+
+/** One delta, then never returns and ignores cancel: only the watchdog (and, in a runner, SIGKILL) ends it. */
+static void run_hang(generation *g) {
+    (void)emit(g, AFM_EVENT_TEXT_DELTA, 0, "stuck", 5);
+    for (;;) {
+        struct timespec pause = {0, 100000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/** N one-byte deltas as fast as emit() takes them (N = the user text as a number, or FIXTURE_FLOOD_DEFAULT). */
+static void run_flood(generation *g) {
+    long count = g->text.data ? strtol(g->text.data, NULL, 10) : 0;
+    if (count <= 0) count = FIXTURE_FLOOD_DEFAULT;
+    int32_t finish = AFM_FINISH_STOP;
+    int64_t deltas = 0;
+    for (long i = 0; i < count; i++) {
+        if (emit(g, AFM_EVENT_TEXT_DELTA, 0, "x", 1) != 0) { finish = AFM_FINISH_CANCELLED; break; }
+        deltas++;
+    }
+    emit_usage(g, deltas);
+    (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0);
+}
+
 static void *generation_main(void *arg) {
     generation *g = arg;
     switch (g->model) {
@@ -467,6 +524,11 @@ static void *generation_main(void *arg) {
         (void)emit(g, AFM_EVENT_ERROR, AFM_ERR_RATE_LIMITED, message, sizeof message - 1);
         break;
     }
+    case MODEL_SEGFAULT:
+    case MODEL_ABORT:
+    case MODEL_EXIT: run_crash(g); break;
+    case MODEL_HANG: run_hang(g); break;
+    case MODEL_FLOOD: run_flood(g); break;
     default: break;
     }
     pthread_mutex_lock(&g->owner->mutex);
@@ -524,7 +586,7 @@ static afm_status fixture_describe(afm_instance *instance, const afm_writer *wri
     (void)instance;
     if (!writer || writer->struct_size < sizeof(afm_writer) || !writer->write)
         return fail(error, AFM_ERR_INVALID_REQUEST, "describe: bad writer");
-    char document[2048];
+    char document[4096];
     int n = snprintf(document, sizeof document,
                      "{\"describe_version\":1,\"backend\":\"" FIXTURE_ID "\",\"version\":\"" FIXTURE_VERSION
                      "\",\"available\":true,\"reason\":null,\"reason_code\":null,\"models\":[");

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+
+@preconcurrency import Glibc
+
+/// Facts about, and exits of, the running process.
+public enum CurrentProcess {
+    /// The process id. The corresponding C function is `getpid`.
+    public static var id: Int32 { getpid() }
+
+    /// Ends the process at once with `status`, without running `atexit` handlers or flushing stdio: for a
+    /// backend runner whose backend threads may still hold locks. The corresponding C function is `_exit`.
+    public static func exitImmediately(_ status: Int32) -> Never {
+        _exit(status)
+    }
+
+    /// The resident set size of a process in KiB (`VmRSS` in `/proc/<pid>/status`), or nil when it is gone.
+    public static func residentKilobytes(of pid: Int32) -> Int? {
+        guard let file = fopen("/proc/\(pid)/status", "r") else { return nil }
+        defer { fclose(file) }
+        var line = [CChar](repeating: 0, count: 256)
+        while fgets(&line, Int32(line.count), file) != nil {
+            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if text.hasPrefix("VmRSS:") {
+                return Int(text.dropFirst(6).filter { $0.isNumber })
+            }
+        }
+        return nil
+    }
+
+    /// The absolute path of the running executable (`/proc/self/exe`), or nil when it cannot be read.
+    public static func executablePath() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+
+@preconcurrency import Glibc
+
+/// Resource limits a process can set on itself without privileges (a backend runner applies them at start).
+public enum ResourceLimits {
+    /// Limits the address space (`RLIMIT_AS`) to `bytes`: allocations beyond it fail (`malloc` returns NULL,
+    /// `mmap` gives `ENOMEM`). Soft and hard limit are both set, so the backend cannot raise it again.
+    /// The corresponding C function is `setrlimit`.
+    public static func limitAddressSpace(bytes: UInt64) throws(SystemCallError) {
+        try set(resource: Int32(RLIMIT_AS.rawValue), to: bytes)
+    }
+
+    /// Limits open descriptors (`RLIMIT_NOFILE`). The corresponding C function is `setrlimit`.
+    public static func limitOpenFiles(_ count: UInt64) throws(SystemCallError) {
+        try set(resource: Int32(RLIMIT_NOFILE.rawValue), to: count)
+    }
+
+    /// Adds `increment` to the process's nice value (positive is lower priority; an unprivileged process can
+    /// only raise it). The corresponding C function is `setpriority`.
+    public static func adjustNice(by increment: Int32) throws(SystemCallError) {
+        errno = 0
+        let current = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+        if current == -1 && errno != 0 { throw SystemCallError(call: "getpriority", errno: Errno(rawValue: errno)) }
+        let target = min(19, max(-20, current + increment))
+        _ = try blockingSystemCall("setpriority") { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, target) }
+    }
+
+    /// The current soft limit of `RLIMIT_AS` (`RLIM_INFINITY` is `UInt64.max`), for tests and status.
+    public static func addressSpaceLimit() -> UInt64 {
+        var value = rlimit()
+        _ = getrlimit(__rlimit_resource_t(RLIMIT_AS.rawValue), &value)
+        return UInt64(value.rlim_cur)
+    }
+
+    private static func set(resource: Int32, to value: UInt64) throws(SystemCallError) {
+        var limit = rlimit(rlim_cur: rlim_t(value), rlim_max: rlim_t(value))
+        _ = try blockingSystemCall("setrlimit") { setrlimit(__rlimit_resource_t(UInt32(resource)), &limit) }
+    }
+}

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Runner hosting in a real afmd: a crashing backend fails only its own streams, shows in /status and on the
+/// admin socket, restarts; runners inherit no listener; swapping runners returns their memory.
+@Suite struct RunnerHostingTests {
+    /// afmd with the C fixture in a runner and the scripted backend (model `slow`, ~1 s) in-process.
+    struct Harness {
+        let directory = BackendDirectoryBuilder()
+        let daemon: DaemonProcess
+
+        init() throws {
+            try directory.addCFixture(hosting: "runner")
+            try directory.addScripted(hosting: "in-process")
+            let scratch = TestPaths.makeTemporaryDirectory("afm-runner-daemon")
+            let script = #"{"script_version":1,"models":[{"id":"slow","context_tokens":4096,"steps":[{"repeat":40,"steps":[{"text":"a"},{"delay_ms":25}]}]}]}"#
+            try script.write(toFile: scratch + "/script.json", atomically: true, encoding: .utf8)
+            daemon = try DaemonProcess(
+                backendDirectory: directory.path, config: "[Backend.scripted]\nScript=\(scratch)/script.json\n")
+        }
+
+        func status() throws -> JSONValue {
+            try #require(try TestHTTPClient(port: daemon.port).get("/status").json)
+        }
+
+        func backend(_ id: String) throws -> JSONValue? {
+            try status()["backends"]?.arrayValue?.first { $0["id"] == .string(id) }
+        }
+
+        func runnerPID() throws -> Int32? {
+            try backend("c-fixture")?["runner_pid"]?.numberValue?.intValue.map(Int32.init)
+        }
+    }
+
+    /// Runs every body on its own thread (the test client blocks) and returns the results in order.
+    func parallel<T: Sendable>(_ bodies: [@Sendable () -> T]) -> [T] {
+        let results = Mutex<[Int: T]>([:])
+        let group = DispatchGroup()
+        for (index, body) in bodies.enumerated() {
+            group.enter()
+            Thread {
+                let value = body()
+                results.withLock { $0[index] = value }
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        return results.withLock { dictionary in bodies.indices.map { dictionary[$0]! } }  // Every index was filled.
+    }
+
+    func stream(_ port: Int, _ model: String) -> @Sendable () -> [(event: String, data: JSONValue)] {
+        {
+            guard let client = try? TestHTTPClient(port: port),
+                let response = try? client.post("/v1/responses", json: responsesBody(model: model, stream: true))
+            else { return [] }
+            return response.events
+        }
+    }
+
+    @Test func aCrashingBackendFailsExactlyItsStreamsAndComesBack() throws {
+        let harness = try Harness()
+        let port = harness.daemon.port
+        let bodies = [stream(port, "c-slow"), stream(port, "c-slow"), stream(port, "c-slow"), stream(port, "c-segfault")]
+            + (0..<4).map { _ in stream(port, "slow") }
+        let results = parallel(bodies)
+        for events in results.prefix(4) {
+            #expect(events.last?.event == "response.failed", "\(events.map(\.event))")
+            #expect(events.last?.data["response"]?["error"]?["code"] == "backend_crashed")
+            #expect(events.contains { $0.event == "response.output_text.delta" })  // it was mid-stream
+        }
+        for events in results.suffix(4) {
+            #expect(events.last?.event == "response.completed", "\(events.map(\.event))")
+        }
+        // /status and the admin socket show the crash with its signal.
+        let crash = try #require(try harness.backend("c-fixture")?["last_crash"])
+        #expect(crash["signal"] == 11)
+        let admin = try harness.daemon.afmctl(["--json", "backends"])
+        #expect(admin.status == 0)
+        let listed = try JSONParser.parse(admin.output)["backends"]?.arrayValue?.first { $0["id"] == "c-fixture" }
+        #expect(listed?["last_crash"]?["signal"] == 11)
+        #expect(harness.daemon.log.contains("backend crashed"))
+        // Restarted within the backoff, and serving.
+        #expect(waitUntil(seconds: 5) { (try? harness.backend("c-fixture")?["state"]) == "ready" })
+        let next = try TestHTTPClient(port: port).post("/v1/responses", json: responsesBody(model: "c-echo", input: "again"))
+        #expect(next.status == 200, "\(next)")
+        #expect(next.json?["output"]?[0]?["content"]?[0]?["text"] == "again")
+    }
+
+    @Test func killMinusNineOfTheRunnerMidStream() throws {
+        let harness = try Harness()
+        let port = harness.daemon.port
+        let pid = try #require(try harness.runnerPID())
+        let bodies = (0..<4).map { _ in stream(port, "c-slow") } + (0..<4).map { _ in stream(port, "slow") }
+        let killer: @Sendable () -> [(event: String, data: JSONValue)] = {
+            usleep(300_000)
+            kill(pid, SIGKILL)
+            return []
+        }
+        let results = parallel(bodies + [killer])
+        for events in results.prefix(4) {
+            #expect(events.last?.event == "response.failed", "\(events.map(\.event))")
+            #expect(events.last?.data["response"]?["error"]?["code"] == "backend_crashed")
+        }
+        for events in results[4..<8] { #expect(events.last?.event == "response.completed") }
+        #expect(try harness.backend("c-fixture")?["last_crash"]?["signal"] == 9)
+        #expect(waitUntil(seconds: 5) { (try? harness.backend("c-fixture")?["state"]) == "ready" })
+        #expect(try harness.runnerPID() != pid)
+        #expect(try TestHTTPClient(port: port).post("/v1/responses", json: responsesBody(model: "c-echo")).status == 200)
+    }
+
+    @Test func aRunnerHasNoDescriptorOfTheListener() throws {
+        let harness = try Harness()
+        let daemonPID = harness.daemon.process.processIdentifier
+        let runner = try #require(try harness.runnerPID())
+        // The listener's inode, from /proc/net/tcp (state 0A = LISTEN on the daemon's port).
+        let portHex = String(format: "%04X", harness.daemon.port)
+        let listenerInode = readProcFile("/proc/net/tcp").split(separator: "\n").compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            guard fields.count > 9, fields[1].hasSuffix(":" + portHex), fields[3] == "0A" else { return nil }
+            return String(fields[9])
+        }.first
+        let inode = try #require(listenerInode)
+        func socketInodes(_ pid: Int32) -> [Int: String] {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+            var result: [Int: String] = [:]
+            for name in names {
+                guard let number = Int(name), let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(name)") else { continue }
+                result[number] = target
+            }
+            return result
+        }
+        #expect(socketInodes(daemonPID).values.contains("socket:[\(inode)]"))  // the daemon has it
+        let runnerFDs = socketInodes(runner)
+        #expect(!runnerFDs.values.contains("socket:[\(inode)]"))
+        #expect(runnerFDs.keys.sorted() == [0, 1, 2, 3], "\(runnerFDs)")
+        // Its channel is one end of a socketpair whose other end the daemon holds.
+        #expect(runnerFDs[3]?.hasPrefix("socket:") == true)
+    }
+
+    @Test func tenRunnerSwapsReturnTheirMemory() throws {
+        let harness = try Harness()
+        let daemonPID = harness.daemon.process.processIdentifier
+        func residentKB(_ pid: Int32) -> Int {
+            let line = readProcFile("/proc/\(pid)/status").split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+            return Int(line.filter(\.isNumber)) ?? 0
+        }
+        func total() throws -> (Int, Int32) {
+            let runner = try #require(try harness.runnerPID())
+            return (residentKB(daemonPID) + residentKB(runner), runner)
+        }
+        func useIt() throws {
+            #expect(try TestHTTPClient(port: harness.daemon.port).post("/v1/responses", json: responsesBody(model: "c-echo")).status == 200)
+        }
+        try useIt()
+        let (before, firstRunner) = try total()
+        var runners: [Int32] = [firstRunner]
+        for _ in 0..<10 {
+            let reload = try harness.daemon.afmctl(["reload", "c-fixture", "--wait"])
+            #expect(reload.status == 0, "\(reload.errors)")
+            try useIt()
+            runners.append(try #require(try harness.runnerPID()))
+        }
+        #expect(Set(runners).count == 11)
+        // Every old runner exited and was reaped: no process, no zombie.
+        #expect(waitUntil(seconds: 10) { runners.dropLast().allSatisfy { kill($0, 0) != 0 } })
+        let (after, _) = try total()
+        let change = Double(after - before) / Double(before)
+        print("RSS daemon+runner: before \(before) KiB, after 10 swaps \(after) KiB (\(String(format: "%+.1f", change * 100))%)")
+        #expect(abs(change) < 0.10, "before \(before) KiB, after \(after) KiB")
+    }
+}

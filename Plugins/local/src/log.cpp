@@ -31,12 +31,8 @@ void host_log(int32_t level, const std::string &message) {
 void dispatch_line(int level, std::string line) {
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
     if (line.empty()) return;
-    if (t_capturing && (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN)) {
-        if (t_captured.size() < 2000) {
-            if (!t_captured.empty()) t_captured += "; ";
-            t_captured += line;
-        }
-    }
+    // The first error line is the root cause; the lines after it repeat it from the callers' point of view.
+    if (t_capturing && level == GGML_LOG_LEVEL_ERROR && t_captured.empty()) t_captured = line.substr(0, 400);
     // With per-slot contexts llama.cpp compares the whole KV size with the training context; the backend caps
     // every sequence at ContextTokens itself, so this warning would only mislead operators.
     if (line.find("possible training context overflow") != std::string::npos) level = GGML_LOG_LEVEL_DEBUG;

@@ -93,7 +93,8 @@ Request parse_request(afm_str request_json) {
     const char *begin = request_json.data ? request_json.data : "";
     if (!depth_ok(begin, (size_t)request_json.size)) invalid("request: nested too deeply");
     json doc = json::parse(begin, begin + request_json.size, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object()) invalid("request: not a JSON object");
+    if (doc.is_discarded()) invalid("request: not valid JSON");
+    if (!doc.is_object()) invalid("request: not a JSON object");
 
     if (const json *v = field(doc, "request_version")) {
         if (!v->is_number_integer() || v->get<int64_t>() != 1)

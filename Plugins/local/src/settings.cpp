@@ -71,8 +71,8 @@ Settings parse_config(afm_str config_json) {
         throw BackendError(AFM_ERR_INVALID_REQUEST, "config: bad span");
     const char *begin = config_json.data ? config_json.data : "";
     json doc = json::parse(begin, begin + config_json.size, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object())
-        throw BackendError(AFM_ERR_INVALID_REQUEST, "config: not a JSON object");
+    if (doc.is_discarded()) throw BackendError(AFM_ERR_INVALID_REQUEST, "config: not valid JSON");
+    if (!doc.is_object()) throw BackendError(AFM_ERR_INVALID_REQUEST, "config: not a JSON object");
 
     if (doc.contains("config_version")) {
         const json &v = doc["config_version"];

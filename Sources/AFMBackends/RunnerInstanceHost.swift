@@ -44,6 +44,8 @@ final class RunnerInstanceHost: BackendInstanceHost {
         var calls: [UInt64: PendingCall] = [:]
         var streams: [UInt64: GenerationStream] = [:]
         var alive = true
+        /// `waitpid` returned: the pid may be reused from now on, so it is never signalled again.
+        var reaped = false
         var expectingExit = false
         var killReason: String?
     }
@@ -106,11 +108,10 @@ final class RunnerInstanceHost: BackendInstanceHost {
         }
         do throws(BackendLoadError) {
             try host.handshake(runnerPath: runnerPath)
-            let loaded = try host.call(timeout: .seconds(120), path: manifest.libraryPath) { seq in
+            try host.call(timeout: .seconds(120), path: manifest.libraryPath) { seq in
                 .load(seq: seq, manifestPath: manifest.manifestPath, copyDirectory: copyDirectory, uniqueName: uniqueName)
             }
-            _ = loaded
-            _ = try host.call(timeout: .seconds(1800), path: manifest.libraryPath) { seq in
+            try host.call(timeout: .seconds(1800), path: manifest.libraryPath) { seq in
                 .create(seq: seq, config: configDocument)
             }
         } catch {
@@ -153,6 +154,10 @@ final class RunnerInstanceHost: BackendInstanceHost {
             channel.close()
         }.detach()
         try IOThread.spawn(name: "afm-wait-\(child.pid)") { [self] in
+            // Wait without reaping, mark it reaped under the lock, then reap: a signal sent under the lock
+            // (`signalUnlessReaped`) can never reach a recycled pid.
+            child.waitUntilExited()
+            state.withLock { $0.reaped = true }
             let status = child.wait()
             exited.signal()
             // Let the relay thread deliver what the runner sent before it died (its events come first).
@@ -289,13 +294,15 @@ final class RunnerInstanceHost: BackendInstanceHost {
 
     /// Ends the runner with `SIGKILL` (a hang, a missed deadline); its exit then fails every request on it.
     func kill(reason: String) {
-        let first = state.withLock { state -> Bool in
-            guard state.alive, state.killReason == nil else { return false }
-            state.killReason = reason
-            return true
+        let (alive, first) = state.withLock { state -> (Bool, Bool) in
+            guard state.alive, !state.reaped else { return (false, false) }
+            defer { if state.killReason == nil { state.killReason = reason } }
+            return (true, state.killReason == nil)
         }
+        // Never signal a reaped process: its pid may already belong to another.
+        guard alive else { return }
         if first { logger.warning("killing the backend runner", ["backend": backendID, "reason": reason]) }
-        child.killImmediately()
+        signalUnlessReaped { $0.killImmediately() }
     }
 
     private func handleExit(_ status: ChildExitStatus?) {
@@ -388,13 +395,21 @@ final class RunnerInstanceHost: BackendInstanceHost {
         channel.send(.shutdown)
         if exited.wait(timeout: .now() + 5) == .timedOut {
             logger.warning("backend runner did not exit after shutdown; sending SIGTERM", ["backend": backendID])
-            child.terminate()
+            signalUnlessReaped { $0.terminate() }
             if exited.wait(timeout: .now() + 5) == .timedOut {
                 logger.warning("backend runner ignored SIGTERM; sending SIGKILL", ["backend": backendID])
-                child.killImmediately()
+                signalUnlessReaped { $0.killImmediately() }
                 exited.wait()
             }
         }
         exited.signal()
+    }
+
+    /// Signals the runner unless it is (about to be) reaped; the waiter thread reaps only after setting `reaped`
+    /// under the same lock.
+    private func signalUnlessReaped(_ send: (ChildProcess) -> Void) {
+        state.withLock { state in
+            if !state.reaped { send(child) }
+        }
     }
 }

@@ -91,6 +91,14 @@ public struct ChildProcess: Sendable, Hashable {
         send(signal: SIGKILL)
     }
 
+    /// Waits until the child has ended, **without** reaping it: the pid stays reserved (a zombie) so the caller
+    /// can settle its bookkeeping before ``wait()`` frees it. Blocks: call it on a dedicated thread.
+    /// The corresponding C function is `waitid` with `WNOWAIT`.
+    public func waitUntilExited() {
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+    }
+
     /// Waits until the child ends and reaps it. Blocks: call it on a dedicated thread.
     ///
     /// Returns nil when the process is not (or no longer) this process's child (`ECHILD`).

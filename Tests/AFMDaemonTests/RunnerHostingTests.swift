@@ -141,6 +141,22 @@ import Testing
         #expect(runnerFDs[3]?.hasPrefix("socket:") == true)
     }
 
+    @Test func stoppingAfmdEndsItsRunnersAndKillingItToo() throws {
+        let graceful = try Harness()
+        let first = try #require(try graceful.runnerPID())
+        #expect(graceful.daemon.stop() == 0)
+        #expect(waitUntil(seconds: 5) { kill(first, 0) != 0 })
+        // SIGKILL of afmd: the runner reads end of file on its channel and exits by itself.
+        let killed = try Harness()
+        let second = try #require(try killed.runnerPID())
+        kill(killed.daemon.process.processIdentifier, SIGKILL)
+        killed.daemon.process.waitUntilExit()
+        #expect(waitUntil(seconds: 5) {
+            // Gone, or a zombie waiting for a reaper that is not us (its parent died; init reaps it).
+            kill(second, 0) != 0 || readProcFile("/proc/\(second)/status").contains("State:\tZ")
+        })
+    }
+
     @Test func tenRunnerSwapsReturnTheirMemory() throws {
         let harness = try Harness()
         let daemonPID = harness.daemon.process.processIdentifier

@@ -99,6 +99,16 @@ public final class BackendRegistry: Sendable {
         self.logger = logger
     }
 
+    /// A registry that goes away (tests; the daemon's lives until exit) ends its runners: nothing can reach them
+    /// any more. In-process instances stay as they are, like their libraries.
+    deinit {
+        let runners = state.withLock { state in
+            state.slots.values.flatMap { slot in (slot.active.map { [$0] } ?? []) + slot.draining }
+                .compactMap { $0.host as? RunnerInstanceHost }
+        }
+        for runner in runners { runner.endWithoutDestroy() }
+    }
+
     // MARK: - Loading
 
     /// Discovers the manifests in the backend directory and loads every enabled backend. Failures are recorded

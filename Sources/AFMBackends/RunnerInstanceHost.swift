@@ -405,6 +405,12 @@ final class RunnerInstanceHost: BackendInstanceHost {
         exited.signal()
     }
 
+    /// Asks the runner to exit at once, without `destroy` (its owner is gone); an expected exit, not a crash.
+    func endWithoutDestroy() {
+        state.withLock { $0.expectingExit = true }
+        channel.send(.shutdown)
+    }
+
     /// Signals the runner unless it is (about to be) reaped; the waiter thread reaps only after setting `reaped`
     /// under the same lock.
     private func signalUnlessReaped(_ send: (ChildProcess) -> Void) {

@@ -10,7 +10,7 @@ import Synchronization
 /// retains it and `destroy()` joins every thread and releases it.
 ///
 /// ```
-/// generate ─► validate ─► register ─► record "generate" ─► Thread ─► StepPlayer.run ─► unregister ─► leave
+/// generate ─► validate ─► register ─► record "generate" ─► worker thread ─► StepPlayer.run ─► unregister ─► leave
 /// cancel   ─► record "cancel" ─► Generation.cancel (wakes any delay or hang)
 /// destroy  ─► cancel all ─► wait for the thread group ─► record "destroy" ─► close the record file
 /// ```
@@ -31,7 +31,9 @@ final class ScriptedInstance: Sendable {
 
     private let state = Mutex(State())
     /// Entered before a generation thread starts, left as the very last thing it does; `destroy()` waits on it.
+    /// Counts running generations (destroy waits for them), on threads from `workers`.
     private let threads = DispatchGroup()
+    private let workers = WorkerPool(name: "afm-scripted")
 
     /// Creates an instance from a config document.
     ///
@@ -147,17 +149,15 @@ final class ScriptedInstance: Sendable {
         return generation
     }
 
-    /// Runs a registered generation on its own thread.
+    /// Runs a registered generation on a worker thread of its own (reused across generations).
     private func start(_ generation: Generation) {
         threads.enter()
-        let thread = Thread { [self] in
+        workers.submit { [self] in
             var player = StepPlayer(generation: generation, records: records)
             player.run()
             _ = state.withLock { $0.running.removeValue(forKey: generation.requestID) }
             threads.leave()
         }
-        thread.name = "afm-scripted-\(generation.requestID)"
-        thread.start()
     }
 
     // MARK: - Cancel and destroy
@@ -181,6 +181,7 @@ final class ScriptedInstance: Sendable {
         }
         for generation in leftovers { generation.cancel() }
         threads.wait()
+        workers.stop()
         records.append("destroy", [("leftover_generations", "\(leftovers.count)")])
         records.close()
     }

@@ -12,7 +12,14 @@ final class SinkPool: Sendable {
     }
 
     private static let quarantine: Duration = .seconds(30)
-    private let free = Mutex<[(sink: Sink, releasedAt: ContinuousClock.Instant)]>([])
+    /// Released sinks, oldest first: a FIFO kept as an array with a head index, so taking one is O(1) (the
+    /// consumed prefix is dropped in bulk now and then, not element by element).
+    private struct FreeList {
+        var entries: [(sink: Sink, releasedAt: ContinuousClock.Instant)] = []
+        var head = 0
+    }
+
+    private let free = Mutex(FreeList())
 
     /// The C signature of `afm_event_sink.emit`.
     typealias Emit = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<afm_event>?) -> Int32
@@ -21,8 +28,14 @@ final class SinkPool: Sendable {
     func take(id: UInt64, emit: Emit = emitTrampoline) -> Sink {
         let now = ContinuousClock.now
         let reused = free.withLock { list -> Sink? in
-            guard let first = list.first, now - first.releasedAt > Self.quarantine else { return nil }
-            return list.removeFirst().sink
+            guard list.head < list.entries.count, now - list.entries[list.head].releasedAt > Self.quarantine else { return nil }
+            let sink = list.entries[list.head].sink
+            list.head += 1
+            if list.head >= 1024 && list.head * 2 >= list.entries.count {
+                list.entries.removeFirst(list.head)
+                list.head = 0
+            }
+            return sink
         }
         let sink = reused ?? Sink(pointer: .allocate(capacity: 1))
         sink.pointer.initialize(
@@ -35,6 +48,6 @@ final class SinkPool: Sendable {
     }
 
     func give(_ sink: Sink) {
-        free.withLock { $0.append((sink, .now)) }
+        free.withLock { $0.entries.append((sink, .now)) }
     }
 }

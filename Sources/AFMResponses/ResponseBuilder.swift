@@ -50,6 +50,8 @@ public struct ResponseBuilder: Sendable {
     let maxOutputTokens: Int
     let estimatedInputTokens: Int
     let seal: @Sendable ([UInt8]) -> String
+    /// Whether `start()` and `consume(_:now:)` build stream events (false for non-streaming requests).
+    public var streamsEvents = true
     private var sequence = 0
     private var items: [OutputItem] = []
     private var usage = BackendUsage()
@@ -134,7 +136,7 @@ public struct ResponseBuilder: Sendable {
             item.namespace = tool?.namespace
             item.toolIndex = toolIndex
             items.append(item)
-            out.append(event("response.output_item.added", ["output_index": number(items.count - 1), "item": itemJSON(items.count - 1)]))
+            out.append(event("response.output_item.added", ["output_index": number(items.count - 1), "item": itemSnapshot(items.count - 1)]))
         case .toolCallArguments(let toolIndex, let delta):
             guard !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) else { return [] }
             items[index].text += delta
@@ -154,11 +156,11 @@ public struct ResponseBuilder: Sendable {
             case .stop, .toolCalls:
                 closeOpenItems(into: &out, incomplete: false)
                 outcome = .completed
-                out.append(event("response.completed", ["response": responseObject()]))
+                out.append(event("response.completed", ["response": responseSnapshot()]))
             case .length:
                 closeOpenItems(into: &out, incomplete: true)
                 outcome = .incomplete(reason: "max_output_tokens")
-                out.append(event("response.incomplete", ["response": responseObject()]))
+                out.append(event("response.incomplete", ["response": responseSnapshot()]))
             case .cancelled:
                 out += fail(AFMError(.cancelled, "The response was cancelled before it finished."))
             }
@@ -187,7 +189,7 @@ public struct ResponseBuilder: Sendable {
         // The error event has code/message/param at top level and never an "error" key: the OpenAI SDK raises
         // on any event whose data has a truthy "error" (reference §0.6).
         out.append(event("error", ["code": .string(error.publicCode), "message": .string(error.message), "param": error.param.map(JSONValue.string) ?? nil]))
-        out.append(event("response.failed", ["response": responseObject()]))
+        out.append(event("response.failed", ["response": responseSnapshot()]))
         return out
     }
 
@@ -197,7 +199,7 @@ public struct ResponseBuilder: Sendable {
         closeOpenItems(into: &out, incomplete: false)
         items.append(OutputItem(kind: kind, id: ResponseID.make(kind == .message ? "msg" : "rs")))
         let index = items.count - 1
-        out.append(event("response.output_item.added", ["output_index": number(index), "item": itemJSON(index)]))
+        out.append(event("response.output_item.added", ["output_index": number(index), "item": itemSnapshot(index)]))
         if kind == .message {
             items[index].hasTextPart = true
             out.append(
@@ -244,7 +246,7 @@ public struct ResponseBuilder: Sendable {
             out.append(event("response.custom_tool_call_input.delta", ["item_id": id, "output_index": number(index), "delta": .string(input)]))
             out.append(event("response.custom_tool_call_input.done", ["item_id": id, "output_index": number(index), "input": .string(input)]))
         }
-        out.append(event("response.output_item.done", ["output_index": number(index), "item": itemJSON(index)]))
+        out.append(event("response.output_item.done", ["output_index": number(index), "item": itemSnapshot(index)]))
     }
 
     /// A custom tool's input: the model called it as a function with `{"input": …}`.
@@ -252,12 +254,21 @@ public struct ResponseBuilder: Sendable {
         (try? JSONParser.parse(arguments))?["input"]?.stringValue ?? arguments
     }
 
+    /// One stream event. Without `streamsEvents` (a non-streaming request only needs the final object) nothing
+    /// is built; call sites skip their costly fields (`responseSnapshot`, `itemSnapshot`) the same way.
     private mutating func event(_ type: String, _ fields: JSONObject) -> JSONValue {
-        var object: JSONObject = ["type": .string(type), "sequence_number": number(sequence)]
-        for (key, value) in fields { object[key] = value }
         sequence += 1
+        guard streamsEvents else { return .null }
+        var object: JSONObject = ["type": .string(type), "sequence_number": number(sequence - 1)]
+        for (key, value) in fields { object[key] = value }
         return .object(object)
     }
+
+    /// The response object for an event, or null when events are not built.
+    private func responseSnapshot() -> JSONValue { streamsEvents ? responseObject() : .null }
+
+    /// An item for an event, or null when events are not built.
+    private func itemSnapshot(_ index: Int) -> JSONValue { streamsEvents ? itemJSON(index) : .null }
 
     private func number(_ value: Int) -> JSONValue { .number(JSONNumber(value)) }
 

@@ -102,7 +102,10 @@ public final class ResponsesService: Sendable {
             document = GenerationRequestDocument.make(
                 for: request, model: model.id, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system, input: input
             ).encoded()
-            inputTokens = lease.countInputTokens(requestDocument: document) ?? InputEstimate.tokens(system: system, input: input)
+            // The estimate overestimates on purpose: when even it fits, the backend's exact (and costlier) count
+            // cannot exceed the budget, so the tokenizer is asked only for inputs near or over the limit.
+            let estimate = InputEstimate.tokens(system: system, input: input)
+            inputTokens = estimate <= model.maxInputTokens ? estimate : lease.countInputTokens(requestDocument: document) ?? estimate
             if inputTokens <= model.maxInputTokens { break }
             guard request.truncationAuto, let shorter = Truncation.droppingOldestTurn(items) else {
                 throw AFMError(
@@ -158,6 +161,7 @@ public final class ResponsesService: Sendable {
     /// or the error envelope with its status when the generation failed.
     public func complete(_ started: Started) async -> (status: Int, body: JSONValue, error: AFMError?) {
         var builder = started.builder
+        builder.streamsEvents = false
         let stream = started.stream
         let monitor = self.monitor
         await withTaskCancellationHandler {

@@ -185,6 +185,12 @@ let package = Package(
             dependencies: ["CAFMBackendABI", "AFMJSON", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
+        // afm chat in a pseudo-terminal (tmux) against a real afmd; crash safety of the history.
+        .testTarget(
+            name: "AFMChatCLITests",
+            dependencies: ["AFMChat", "AFMStore", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AFMCtlTests",
             dependencies: ["AFMTestSupport"],

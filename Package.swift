@@ -181,6 +181,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "AFMLocalBackendTests",
+            dependencies: ["AFMJSON", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "AFMPrivateCloudTests",
             dependencies: ["CAFMBackendABI", "AFMJSON", "AFMTestSupport"],
             swiftSettings: swiftSettings

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMTestSupport
+import Foundation
+
+/// A real afmd serving the real local backend (llama.cpp) with the real default model (SmolLM2-135M).
+///
+/// `make test` builds both first (`scripts/build-local-backend`, `scripts/fetch-model`); when they are missing
+/// the tests fail with the reason, they are never skipped.
+struct LocalDaemon {
+    let daemon: DaemonProcess
+    var port: Int { daemon.port }
+
+    struct Failure: Error, CustomStringConvertible { var description: String }
+
+    static var stagedBackends: String {
+        ProcessInfo.processInfo.environment["AFM_STAGE_DIR"].map { $0 + "/backends" } ?? TestPaths.root + "/.build/afm/backends"
+    }
+
+    static var model: String {
+        ProcessInfo.processInfo.environment["AFM_MODEL"] ?? TestPaths.root + "/.cache/afm/models/smollm2-135m-instruct-q4_1.gguf"
+    }
+
+    /// Starts afmd with `local.so` and `Model=` the default model (or `model`), plus extra settings.
+    init(model: String = LocalDaemon.model, settings: String = "") throws {
+        let library = Self.stagedBackends + "/local.so"
+        guard FileManager.default.fileExists(atPath: library) else {
+            throw Failure(description: "\(library) is missing: run `make build` (scripts/build-local-backend)")
+        }
+        guard model != Self.model || FileManager.default.fileExists(atPath: model) else {
+            throw Failure(description: "\(model) is missing: run scripts/fetch-model")
+        }
+        let directory = BackendDirectoryBuilder()
+        try FileManager.default.createSymbolicLink(atPath: directory.path + "/local.so", withDestinationPath: library)
+        try FileManager.default.copyItem(atPath: Self.stagedBackends + "/local.json", toPath: directory.path + "/local.json")
+        daemon = try DaemonProcess(
+            backendDirectory: directory.path, config: "[Backend.local]\nModel=\(model)\nContextTokens=2048\n\(settings)")
+    }
+
+    func client() throws -> TestHTTPClient { try TestHTTPClient(port: port, timeoutSeconds: 120) }
+
+    func status() throws -> JSONValue? {
+        try client().get("/status").json?["backends"]?.arrayValue?.first { $0["id"] == "local" }
+    }
+}

@@ -118,7 +118,7 @@ final class RunnerInstanceHost: BackendInstanceHost {
             host.retire(abandoned: true)
             throw error
         }
-        host.logger.info("runner started", ["backend": manifest.id])
+        host.logger.info("runner started")
         return host
     }
 
@@ -301,7 +301,7 @@ final class RunnerInstanceHost: BackendInstanceHost {
         }
         // Never signal a reaped process: its pid may already belong to another.
         guard alive else { return }
-        if first { logger.warning("killing the backend runner", ["backend": backendID, "reason": reason]) }
+        if first { logger.warning("killing the backend runner", ["reason": reason]) }
         signalUnlessReaped { $0.killImmediately() }
     }
 
@@ -318,7 +318,7 @@ final class RunnerInstanceHost: BackendInstanceHost {
         for call in calls { call.complete(nil) }
         if !streams.isEmpty || !exit.expected {
             logger.error(
-                "backend runner died", ["backend": backendID, "status": exit.summary, "requests_failed": String(streams.count)])
+                "backend runner died", ["status": exit.summary, "requests_failed": String(streams.count)])
         }
         let message = "The backend '\(backendID)' crashed (\(exit.summary)) and is restarting; retry the request."
         for stream in streams { stream.expire(with: .failed(.backendCrashed, message: message)) }
@@ -394,10 +394,10 @@ final class RunnerInstanceHost: BackendInstanceHost {
         }
         channel.send(.shutdown)
         if exited.wait(timeout: .now() + 5) == .timedOut {
-            logger.warning("backend runner did not exit after shutdown; sending SIGTERM", ["backend": backendID])
+            logger.warning("backend runner did not exit after shutdown; sending SIGTERM")
             signalUnlessReaped { $0.terminate() }
             if exited.wait(timeout: .now() + 5) == .timedOut {
-                logger.warning("backend runner ignored SIGTERM; sending SIGKILL", ["backend": backendID])
+                logger.warning("backend runner ignored SIGTERM; sending SIGKILL")
                 signalUnlessReaped { $0.killImmediately() }
                 exited.wait()
             }

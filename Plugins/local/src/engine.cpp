@@ -266,6 +266,12 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
                    "out_of_memory"};
         return nullptr;
     }
+    if (llama_n_ctx_seq(engine->ctx_) < (uint32_t)settings.context_tokens) {
+        failure = {"the inference context holds " + std::to_string(llama_n_ctx_seq(engine->ctx_)) +
+                       " tokens per sequence, fewer than ContextTokens=" + std::to_string(settings.context_tokens),
+                   "model_invalid"};
+        return nullptr;
+    }
 
     // A persistent ggml thread pool for the decode thread, as llama-server attaches one (with OpenMP builds it
     // keeps the per-graph setup off the hot path).
@@ -454,7 +460,9 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
             chat.grammar_triggers = {{COMMON_GRAMMAR_TRIGGER_TYPE_WORD, kToolCallOpen}};
             chat.parser = parser.save();
         } catch (const std::exception &e) {
-            throw BackendError(AFM_ERR_TOOL_FAILED, std::string("cannot build the tool-call grammar: ") + e.what());
+            // The schemas come from the request: one that has no grammar equivalent is the request's problem.
+            throw BackendError(AFM_ERR_INVALID_REQUEST,
+                               std::string("a tool's parameters schema cannot be turned into a grammar: ") + e.what());
         }
     }
 

@@ -12,7 +12,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
 
 namespace afm_local {
 
@@ -48,18 +47,41 @@ int32_t parse_int(const std::string &key, const std::string &value, int32_t min,
 
 }  // namespace
 
+namespace {
+
+/** Whether `t` names a quantization or precision: i?q<digits>(_<alnum>)*, bf16, fp16, f16, f32. */
+bool is_quant_tag(const std::string &t) {
+    if (t == "bf16" || t == "fp16" || t == "f16" || t == "f32") return true;
+    size_t i = 0;
+    if (i < t.size() && t[i] == 'i') i++;
+    if (i >= t.size() || t[i] != 'q') return false;
+    i++;
+    size_t digits = i;
+    while (i < t.size() && std::isdigit((unsigned char)t[i])) i++;
+    if (i == digits) return false;
+    while (i < t.size()) {
+        if (t[i] != '_') return false;
+        size_t start = ++i;
+        while (i < t.size() && std::isalnum((unsigned char)t[i])) i++;
+        if (i == start) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
 std::string model_id_from_path(const std::string &path) {
     std::string name = path;
     size_t slash = name.find_last_of('/');
     if (slash != std::string::npos) name = name.substr(slash + 1);
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return (char)std::tolower(c); });
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
-    // Strip quantization / precision suffixes: -q4_1, .Q4_K_M, -iq3_xxs, -f16, -bf16, -fp16, -f32.
-    static const std::regex quant(R"([-._](i?q[0-9]+(_[0-9a-z]+)*|bf16|fp16|f16|f32)$)");
-    for (int i = 0; i < 3; i++) {
-        std::string stripped = std::regex_replace(name, quant, "");
-        if (stripped == name || stripped.empty()) break;
-        name = stripped;
+    // Strip a quantization / precision suffix: -q4_1, .q4_k_m, -iq3_xxs, -f16, -bf16, -fp16, -f32.
+    for (size_t p = 1; p + 1 < name.size(); p++) {
+        if ((name[p] == '-' || name[p] == '.' || name[p] == '_') && is_quant_tag(name.substr(p + 1))) {
+            name.resize(p);
+            break;
+        }
     }
     std::string id;
     for (char c : name) id += (std::isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_') ? c : '-';

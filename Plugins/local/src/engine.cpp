@@ -303,6 +303,10 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
     {
         auto caps = common_chat_templates_get_caps(engine->templates_.get());
         engine->native_tools_ = caps["supports_tool_calls"];
+        engine->default_template_ = llama_model_chat_template(engine->model_, nullptr) == nullptr;
+        if (engine->default_template_)
+            log_line(AFM_LOG_WARNING, settings.instance + ": " + path +
+                                          " has no chat template; using ChatML, and stopping at its turn markers");
     }
 
     // Sampling defaults: llama.cpp's, overridden by the model's own recommendations (general.sampling.*).
@@ -491,6 +495,12 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
         sp.top_k = 1;
     }
     p.stops = chat.additional_stops;
+    if (default_template_) {
+        // A model without a template of its own (often a base model) may not know ChatML's end-of-turn marker as
+        // a token: stop where it would end its turn or start another.
+        p.stops.push_back("<|im_end|>");
+        p.stops.push_back("<|im_start|>");
+    }
     if (offer_tools) {
         p.parse_tools = true;
         p.single_call = !request.parallel_tool_calls;
@@ -667,7 +677,10 @@ void Engine::emit_text(Job &job, std::string_view bytes) {
 
 void Engine::process_tools(Slot &slot, bool final) {
     Job &job = *slot.job;
-    std::string text = final ? job.raw : job.raw.substr(0, utf8_complete_prefix(job.raw));
+    // While streaming, the parser sees neither an incomplete character nor what may be the start of a stop string.
+    std::string text = final ? job.raw
+                             : job.raw.substr(0, std::min(utf8_complete_prefix(job.raw),
+                                                          job.raw.size() - partial_stop_length(job.raw, job.prep.stops)));
     common_chat_msg msg;
     try {
         msg = common_chat_parse(text, !final, job.prep.parser_params);

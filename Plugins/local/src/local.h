@@ -283,6 +283,7 @@ private:
 
     bool kv_unified_ = false;
     bool native_tools_ = false;  // the chat template renders tool calls itself (else: the generic format below)
+    bool default_template_ = false;  // the GGUF has no chat template: llama.cpp's ChatML default is used
     ggml_threadpool *threadpool_ = nullptr;
     void (*threadpool_free_)(ggml_threadpool *) = nullptr;
 

@@ -539,8 +539,8 @@ def test_tools(inst, model):
         args = json.loads(call['arguments']) if call else None
     except ValueError:
         pass
-    check('required: one tool call, DONE tool_calls', g.finish == 'tool_calls' and call and call['ended'] and
-          call['name'] == 'get_weather' and call['id'], str(g.calls))
+    check('required: a tool call, DONE tool_calls', g.finish == 'tool_calls' and call and call['ended'] and
+          call['name'] == 'get_weather' and call['id'] and all(c['ended'] for c in g.calls.values()), str(g.calls))
     check('required: arguments parse and match the schema', args is not None and valid_against(WEATHER['parameters'], args),
           call['arguments'] if call else '')
 

@@ -176,7 +176,7 @@ public struct ResponseBuilder: Sendable {
     /// tool_failed, incompatible) are replaced by a generic sentence, because they can carry paths or other
     /// internals of the backend; the original is logged with the response id.
     public static func clientFacing(_ code: AFMErrorCode, _ message: String) -> AFMError {
-        guard code.httpStatus >= 500, code != .timeout, code != .modelUnavailable, code != .busy else {
+        guard code.httpStatus >= 500, code != .timeout, code != .modelUnavailable, code != .busy, code != .backendCrashed else {
             return AFMError(code, message)
         }
         return AFMError(code, "The backend failed while generating this response (\(code.rawValue)). The server log has details.")

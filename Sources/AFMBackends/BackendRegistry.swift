@@ -167,6 +167,12 @@ public final class BackendRegistry: Sendable {
     /// - Throws: `BackendLoadError` saying why; the previous generation (if any) keeps serving.
     @discardableResult
     public func reload(_ id: String) async throws(BackendLoadError) -> UInt64 {
+        try await reload(id, atSwitch: nil)
+    }
+
+    /// `reload(_:)`, running `atSwitch` on the slot in the same critical section that makes the new generation
+    /// active, so status readers never see the new generation without the bookkeeping that goes with it.
+    private func reload(_ id: String, atSwitch: (@Sendable (inout Slot) -> Void)?) async throws(BackendLoadError) -> UInt64 {
         let start = state.withLock { state -> Result<(Slot, Configuration, UInt64), BackendLoadError> in
             guard var slot = state.slots[id] else {
                 return .failure(BackendLoadError(path: id, "no backend '\(id)' is installed", reason: "not_configured"))
@@ -205,6 +211,7 @@ public final class BackendRegistry: Sendable {
                 slot.reloading = false
                 if let old, old.snapshot.phase != .crashed { slot.draining.append(old) }
                 slot.draining.removeAll { [.retired, .crashed].contains($0.snapshot.phase) }
+                atSwitch?(&slot)
                 state.slots[id] = slot
                 state.rebuildModelIndex(logger: logger)
                 return old
@@ -564,8 +571,7 @@ extension BackendRegistry {
     private func restart(_ id: String) async {
         guard state.withLock({ !$0.shuttingDown && $0.slots[id]?.active?.snapshot.phase == .crashed }) else { return }
         do {
-            let number = try await reload(id)
-            state.withLock { $0.slots[id]?.crashes.restarted() }
+            let number = try await reload(id) { $0.crashes.restarted() }
             logger.info("backend restarted after a crash", ["backend": id, "generation": String(number)])
         } catch {
             let delay = state.withLock { state -> Duration? in

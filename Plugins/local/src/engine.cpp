@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <random>
 
 namespace afm_local {
@@ -325,32 +326,28 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
     meta_float(LLAMA_MODEL_META_KEY_SAMPLING_MIN_P, engine->defaults_.min_p);
     meta_float(LLAMA_MODEL_META_KEY_SAMPLING_TEMP, engine->defaults_.temp);
 
-    // Warm-up: one decode touches the weights and sets up the thread pool, so the first request is not slower.
-    {
-        llama_token token = llama_vocab_bos(engine->vocab_);
-        if (token == LLAMA_TOKEN_NULL) token = 0;
-        llama_batch batch = llama_batch_init(1, 0, 1);
-        batch_add(batch, token, 0, 0, true);
-        int rc = llama_decode(engine->ctx_, batch);
-        llama_batch_free(batch);
-        llama_memory_clear(llama_get_memory(engine->ctx_), true);
-        if (rc != 0) {
-            failure = {"the model failed its warm-up decode (llama_decode returned " + std::to_string(rc) + ")",
-                       "model_invalid"};
-            return nullptr;
-        }
-    }
-
     for (int32_t i = 0; i < settings.parallel; i++) {
         Slot *slot = new Slot();
         slot->id = i;
         engine->slots_.push_back(slot);
     }
+    // The decode thread warms the model up first (one decode touches the weights and sets up its thread team)
+    // and reports how that went. Every llama_decode runs on that one thread: with OpenMP, each thread that starts
+    // a parallel region gets its own team of workers, and a second team (a warm-up on this thread) made libgomp
+    // throttle its spinning and halved decode speed here (~30 vs ~70 tokens/s).
+    std::promise<int> warmed;
+    std::future<int> warm_result = warmed.get_future();
     try {
-        engine->thread_ = std::thread([e = engine.get()] { e->run(); });
+        engine->thread_ = std::thread([e = engine.get(), p = std::move(warmed)]() mutable { e->run(std::move(p)); });
     } catch (...) {
         failure = {"cannot start the decode thread", "internal"};
         return nullptr;
+    }
+    int rc = warm_result.get();
+    if (rc != 0) {
+        failure = {"the model failed its warm-up decode (llama_decode returned " + std::to_string(rc) + ")",
+                   "model_invalid"};
+        return nullptr;  // the thread has returned; the destructor joins it
     }
 
     char desc[128] = {0};
@@ -788,9 +785,11 @@ void Engine::finish(Slot &slot, int32_t reason) {
         char line[256];
         std::snprintf(line, sizeof line,
                       "request %" PRIu64 " on slot %d: %zu prompt tokens (%" PRId64 " cached), first token after %.1f ms, "
-                      "%" PRId64 " tokens in %.2f s (%.1f tokens/s), %d steps, finish %d",
+                      "%" PRId64 " tokens in %.2f s (%.1f tokens/s), %d steps (decode %.1f ms, sample+emit %.1f ms), "
+                      "finish %d",
                       job.request_id(), slot.id, job.prep.prompt.size(), job.cached_tokens.load(), ttft,
-                      job.n_generated, gen_s, gen_s > 0 ? (job.n_generated - 1) / gen_s : 0.0, job.decode_steps, reason);
+                      job.n_generated, gen_s, gen_s > 0 ? (job.n_generated - 1) / gen_s : 0.0, job.decode_steps,
+                      job.us_decode / 1000.0, job.us_sample / 1000.0, reason);
         log_line(AFM_LOG_DEBUG, settings_.instance + ": " + line);
     }
     Event done;
@@ -876,9 +875,20 @@ void Engine::on_token(Slot &slot, llama_token token) {
     job.next_token = token;
 }
 
-void Engine::run() {
-    llama_batch batch = llama_batch_init(n_batch_, 0, 1);
+void Engine::run(std::promise<int> warmed) {
     llama_memory_t mem = llama_get_memory(ctx_);
+    {
+        llama_token token = llama_vocab_bos(vocab_);
+        if (token == LLAMA_TOKEN_NULL) token = 0;
+        llama_batch one = llama_batch_init(1, 0, 1);
+        batch_add(one, token, 0, 0, true);
+        int rc = llama_decode(ctx_, one);
+        llama_batch_free(one);
+        llama_memory_clear(mem, true);
+        warmed.set_value(rc);
+        if (rc != 0) return;
+    }
+    llama_batch batch = llama_batch_init(n_batch_, 0, 1);
     std::deque<std::shared_ptr<Job>> waiting;
 
     for (;;) {
@@ -942,7 +952,9 @@ void Engine::run() {
             continue;
         }
 
+        int64_t t_decode = now_us();
         int rc = llama_decode(ctx_, batch);
+        t_decode = now_us() - t_decode;
         if (rc == 1) {
             // No room in the KV cache: drop what idle slots keep and try once more (the state was restored).
             for (Slot *slot : slots_)
@@ -963,6 +975,7 @@ void Engine::run() {
             if (slot->batch_count == 0) continue;
             Job &job = *slot->job;
             job.decode_steps++;
+            job.us_decode += t_decode;
             if (job.n_prompt_done < job.prep.prompt.size()) {
                 auto first = job.prep.prompt.begin() + (std::ptrdiff_t)job.n_prompt_done;
                 slot->cache.insert(slot->cache.end(), first, first + slot->batch_count);
@@ -982,9 +995,11 @@ void Engine::run() {
                     release(*slot, false);
                     continue;
                 }
+                int64_t t_sample = now_us();
                 llama_token token = common_sampler_sample(job.prep.sampler, ctx_, slot->batch_index);
                 common_sampler_accept(job.prep.sampler, token, true);
                 on_token(*slot, token);
+                job.us_sample += now_us() - t_sample;
             } catch (const BackendError &e) {
                 fail_slot(*slot, e.code(), e.what());
             } catch (const std::exception &e) {

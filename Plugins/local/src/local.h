@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -201,6 +202,8 @@ public:
     int64_t t_start_us = 0;        // submitted
     int64_t t_first_us = 0;        // first output token sampled
     int32_t decode_steps = 0;
+    int64_t us_decode = 0;         // time in llama_decode for steps this job took part in (debug figures)
+    int64_t us_sample = 0;
 
 private:
     void run();
@@ -257,7 +260,7 @@ public:
 private:
     Engine() = default;
     struct Slot;
-    void run();
+    void run(std::promise<int> warmed);
     void step_assign(std::deque<std::shared_ptr<Job>> &waiting);
     void assign(Slot &slot, const std::shared_ptr<Job> &job);
     void on_token(Slot &slot, llama_token token);

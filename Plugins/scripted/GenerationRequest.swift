@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import Foundation
 
 /// The parts of a generation request document the scripted backend uses.
 ///
@@ -28,28 +29,44 @@ struct GenerationRequest: Sendable, Hashable {
     /// The input size in tokens by the scripted rule: ceil(bytes / 4).
     var inputTokens: Int { inputTextBytes / 4 + (inputTextBytes % 4 == 0 ? 0 : 1) }
 
+    /// Parses the bytes of a request document, which must be a JSON object.
+    ///
+    /// - Throws: `AFM_ERR_INVALID_REQUEST` saying why the bytes are not a JSON object.
+    static func document(from json: Data) throws(BackendError) -> JSONNode {
+        let parsed = json.withUnsafeBytes { raw in
+            Result { () throws(JSONNodeParser.Failure) in try JSONNodeParser.parse(raw.assumingMemoryBound(to: UInt8.self)) }
+        }
+        switch parsed {
+        case .success(let node):
+            guard node.isObject else { throw .invalidRequest("not a JSON object") }
+            return node
+        case .failure(let failure):
+            throw .invalidRequest("not valid JSON (\(failure.message))")
+        }
+    }
+
     /// Validates a parsed request document.
     ///
     /// - Throws: `AFM_ERR_INCOMPATIBLE` for another `request_version`; `AFM_ERR_INVALID_REQUEST` when a field the
     ///   backend reads has the wrong type.
-    init(parsing object: [String: Any]) throws(BackendError) {
-        guard let version = JSON.int(object["request_version"]) else {
+    init(parsing object: JSONNode) throws(BackendError) {
+        guard let version = object["request_version"]?.int else {
             throw .invalidRequest("generation request: request_version must be an integer")
         }
         guard version == Self.version else {
             throw .incompatible(
                 "generation request has request_version \(version); the scripted backend reads version \(Self.version)")
         }
-        guard let model = JSON.string(object["model"]) else {
+        guard let model = object["model"]?.string else {
             throw .invalidRequest("generation request: model must be a string")
         }
         var bytes = 0
-        if !JSON.isNullOrMissing(object["system"]) {
-            guard let system = JSON.array(object["system"]) else {
+        if !JSONNode.isNullOrMissing(object["system"]) {
+            guard let system = object["system"]?.array else {
                 throw .invalidRequest("generation request: system must be an array of strings")
             }
             for (index, item) in system.enumerated() {
-                guard let text = JSON.string(item) else {
+                guard let text = item.string else {
                     throw .invalidRequest("generation request: system[\(index)] must be a string")
                 }
                 bytes += text.utf8.count
@@ -57,24 +74,25 @@ struct GenerationRequest: Sendable, Hashable {
         }
         var lastUserText = ""
         var inputItemTypes: Set<String> = []
-        if !JSON.isNullOrMissing(object["input"]) {
-            guard let input = JSON.array(object["input"]) else {
+        if !JSONNode.isNullOrMissing(object["input"]) {
+            guard let input = object["input"]?.array else {
                 throw .invalidRequest("generation request: input must be an array of items")
             }
-            for (index, raw) in input.enumerated() {
-                guard let item = JSON.object(raw) else {
+            for (index, item) in input.enumerated() {
+                guard item.isObject else {
                     throw .invalidRequest("generation request: input[\(index)] must be an object")
                 }
-                if let type = JSON.string(item["type"]) { inputItemTypes.insert(type) }
-                guard JSON.string(item["type"]) == "message" else { continue }
+                let type = item["type"]?.string
+                if let type { inputItemTypes.insert(type) }
+                guard type == "message" else { continue }
                 let text = try Self.messageText(item["content"], at: "input[\(index)].content")
                 bytes += text.utf8.count
-                if JSON.string(item["role"]) == "user" { lastUserText = text }
+                if item["role"]?.string == "user" { lastUserText = text }
             }
         }
         var maxOutputTokens: Int?
-        if !JSON.isNullOrMissing(object["max_output_tokens"]) {
-            guard let value = JSON.int(object["max_output_tokens"]), value >= 0 else {
+        if !JSONNode.isNullOrMissing(object["max_output_tokens"]) {
+            guard let value = object["max_output_tokens"]?.int, value >= 0 else {
                 throw .invalidRequest("generation request: max_output_tokens must be a non-negative integer or null")
             }
             maxOutputTokens = value
@@ -87,19 +105,19 @@ struct GenerationRequest: Sendable, Hashable {
     }
 
     /// The concatenated `text` parts of a message's `content` (a plain string is accepted as one text part).
-    private static func messageText(_ content: Any?, at path: String) throws(BackendError) -> String {
-        if JSON.isNullOrMissing(content) { return "" }
-        if let text = JSON.string(content) { return text }
-        guard let parts = JSON.array(content) else {
+    private static func messageText(_ content: JSONNode?, at path: String) throws(BackendError) -> String {
+        if JSONNode.isNullOrMissing(content) { return "" }
+        if let text = content?.string { return text }
+        guard let parts = content?.array else {
             throw .invalidRequest("generation request: \(path) must be an array of parts")
         }
         var text = ""
-        for (index, raw) in parts.enumerated() {
-            guard let part = JSON.object(raw) else {
+        for (index, part) in parts.enumerated() {
+            guard part.isObject else {
                 throw .invalidRequest("generation request: \(path)[\(index)] must be an object")
             }
-            guard JSON.string(part["type"]) == "text" else { continue }
-            guard let piece = JSON.string(part["text"]) else {
+            guard part["type"]?.string == "text" else { continue }
+            guard let piece = part["text"]?.string else {
                 throw .invalidRequest("generation request: \(path)[\(index)].text must be a string")
             }
             text += piece

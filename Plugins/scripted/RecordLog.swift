@@ -42,6 +42,8 @@ final class RecordLog: Sendable {
 
     /// Appends one record: `event`, then `request_id` if given, then `time_unix_ns`, then `fields`.
     func append(_ event: String, requestID: UInt64? = nil, _ fields: [Field] = []) {
+        // Most instances record nothing (benchmarks, `make run`): skip building the line.
+        guard isEnabled else { return }
         // Everything but the timestamp is built outside the lock.
         var head = "{\"event\":" + JSON.quote(event)
         if let requestID { head += ",\"request_id\":\(requestID)" }

@@ -87,9 +87,9 @@ final class ScriptedInstance: Sendable {
     func generate(requestID: UInt64, requestJSON: Data, sink rawSink: UnsafePointer<afm_event_sink>?)
         throws(BackendError)
     {
-        let document: [String: Any]
+        let document: JSONNode
         do {
-            document = try JSON.object(from: requestJSON)
+            document = try GenerationRequest.document(from: requestJSON)
         } catch {
             let refusal = BackendError.invalidRequest("generation request: \(error.message)")
             records.append(
@@ -121,7 +121,7 @@ final class ScriptedInstance: Sendable {
     }
 
     /// Checks a parsed request and registers its generation (not yet started).
-    private func prepare(requestID: UInt64, document: [String: Any], sink rawSink: UnsafePointer<afm_event_sink>?)
+    private func prepare(requestID: UInt64, document: JSONNode, sink rawSink: UnsafePointer<afm_event_sink>?)
         throws(BackendError) -> Generation
     {
         guard let sink = EventSink(rawSink) else {
@@ -190,9 +190,9 @@ final class ScriptedInstance: Sendable {
 
     /// `afm.tokenize/1`: the input tokens of a request by the same rule as usage (ceil(bytes / 4)).
     func countInputTokens(requestJSON: Data) throws(BackendError) -> Int {
-        let document: [String: Any]
+        let document: JSONNode
         do {
-            document = try JSON.object(from: requestJSON)
+            document = try GenerationRequest.document(from: requestJSON)
         } catch {
             throw .invalidRequest("generation request: \(error.message)")
         }

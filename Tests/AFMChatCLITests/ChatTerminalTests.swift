@@ -22,14 +22,14 @@ import Testing
             try pane.press("C-c")
             #expect(pane.waitFor("[interrupted"))
             #expect(pane.waitFor("/retry to ask again"))
-            #expect(waitUntil { harness.records("terminal").contains { $0.contains(#""reason":"cancelled""#) } })
+            #expect(waitUntil(seconds: 15) { harness.records("terminal").contains { $0.contains(#""reason":"cancelled""#) } })
             try pane.line("/retry")
             #expect(pane.waitFor("echo: first zebra question"))
             try pane.line("/search zebra")
             #expect(pane.waitFor("match(es)"))
             try pane.type("an unsent draft")
             let store = try HistoryStore(directory: harness.dataDirectory)
-            #expect(waitUntil { (try? store.connection.scalarInteger("SELECT count(*) FROM conversations WHERE draft = 'an unsent draft'")) == 1 })
+            #expect(waitUntil(seconds: 15) { (try? store.connection.scalarInteger("SELECT count(*) FROM conversations WHERE draft = 'an unsent draft'")) == 1 })
             let states = try store.connection.query("SELECT state FROM messages ORDER BY sequence") { $0.text(0) }
             #expect(states == ["complete", "interrupted", "complete", "complete"])
         }
@@ -100,14 +100,4 @@ import Testing
         #expect(try store.connection.scalarInteger("SELECT count(*) FROM images WHERE width = 1536 AND byte_count <= 2097152") == 1)
         #expect((try FileManager.default.contentsOfDirectory(atPath: store.images.directory)).count == 1)
     }
-}
-
-/// Polls until `condition` holds or `seconds` pass.
-func waitUntil(seconds: Double = 15, _ condition: () -> Bool) -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
-        if condition() { return true }
-        usleep(20_000)
-    }
-    return condition()
 }

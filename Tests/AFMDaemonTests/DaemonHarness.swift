@@ -58,13 +58,3 @@ func nowUnixNanoseconds() -> Int64 {
     clock_gettime(CLOCK_REALTIME, &now)
     return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
 }
-
-/// Polls until `condition` holds or `seconds` pass.
-func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
-        if condition() { return true }
-        usleep(5_000)
-    }
-    return condition()
-}

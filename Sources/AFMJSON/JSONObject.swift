@@ -37,7 +37,8 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
 
     @usableFromInline
     var _entries: [Entry]
-    /// Position of each key; only present when there are more than ``indexThreshold`` keys.
+    /// Position of each key; only present when there are more than ``indexThreshold`` keys, and absent from
+    /// objects written as literals in code until they grow (``init(literalElements:)``).
     @usableFromInline
     var _index: [String: Int]?
 
@@ -61,12 +62,25 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     ///
     /// - Precondition: the keys are distinct (as for a `Dictionary` literal), which catches typos early.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        self.init()
+        self.init(literalElements: elements)
+    }
+
+    /// Builds an object written as a literal in code, keeping the written order, without a hash index.
+    ///
+    /// Literal keys are the programmer's, not input, so the quadratic cases the index guards against cannot
+    /// happen; lookups in them are rare (the response object, with ~32 members, is built per request and only
+    /// encoded), and hashing every key made the index the largest part of building it. The index appears as
+    /// soon as such an object grows through the subscript. Distinct keys are checked in debug builds only, where
+    /// every literal runs under the tests.
+    @usableFromInline
+    init(literalElements elements: [(String, JSONValue)]) {
+        _entries = []
         _entries.reserveCapacity(elements.count)
         for (key, value) in elements {
-            precondition(position(of: key) == nil, "duplicate key \"\(key)\" in JSONObject literal")
-            appendNew(key, value)
+            assert(!_entries.contains { $0.key == key }, "duplicate key \"\(key)\" in a JSON object literal")
+            _entries.append(Entry(key: key, value: value))
         }
+        _index = nil
     }
 
     /// Builds an object from entries whose keys are known to be distinct (the parser checks), with the

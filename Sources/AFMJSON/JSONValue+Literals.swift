@@ -49,13 +49,8 @@ extension JSONValue: ExpressibleByDictionaryLiteral {
     /// Dictionary literals are objects that keep the written order: `["b": 1, "a": 2]` encodes as
     /// `{"b":1,"a":2}`.
     ///
-    /// - Precondition: the keys are distinct.
+    /// - Precondition: the keys are distinct (checked in debug builds; see `JSONObject.init(literalElements:)`).
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        var object = JSONObject()
-        for (key, value) in elements {
-            precondition(!object.contains(key: key), "duplicate key \"\(key)\" in JSONValue literal")
-            object.appendNew(key, value)
-        }
-        self = .object(object)
+        self = .object(JSONObject(literalElements: elements))
     }
 }

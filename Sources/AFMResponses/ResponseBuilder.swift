@@ -87,7 +87,7 @@ public struct ResponseBuilder: Sendable {
     /// The opening events: `response.created` and `response.in_progress`.
     public mutating func start() -> [JSONValue] {
         let snapshot = responseObject()
-        return [event("response.created", ["response": snapshot]), event("response.in_progress", ["response": snapshot])]
+        return [event(nextSequence(), "response.created", ["response": snapshot]), event(nextSequence(), "response.in_progress", ["response": snapshot])]
     }
 
     /// The stream events one backend event produces (possibly none).
@@ -102,7 +102,7 @@ public struct ResponseBuilder: Sendable {
             items[index].text += text
             out.append(
                 event(
-                    "response.output_text.delta",
+                    nextSequence(), "response.output_text.delta",
                     ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text), "logprobs": []]))
         case .reasoningText(let text):
             guard !text.isEmpty else { return [] }
@@ -111,12 +111,12 @@ public struct ResponseBuilder: Sendable {
                 items[index].hasTextPart = true
                 out.append(
                     event(
-                        "response.content_part.added",
+                        nextSequence(), "response.content_part.added",
                         ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": ""]]))
             }
             items[index].text += text
             out.append(
-                event("response.reasoning_text.delta", ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text)]))
+                event(nextSequence(), "response.reasoning_text.delta", ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text)]))
         case .reasoningState(let bytes):
             let index = openItem(.reasoning, into: &out)
             items[index].state += bytes
@@ -136,13 +136,13 @@ public struct ResponseBuilder: Sendable {
             item.namespace = tool?.namespace
             item.toolIndex = toolIndex
             items.append(item)
-            out.append(event("response.output_item.added", ["output_index": number(items.count - 1), "item": itemSnapshot(items.count - 1)]))
+            out.append(event(nextSequence(), "response.output_item.added", ["output_index": number(items.count - 1), "item": itemSnapshot(items.count - 1)]))
         case .toolCallArguments(let toolIndex, let delta):
             guard !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) else { return [] }
             items[index].text += delta
             if items[index].kind == .functionCall {
                 out.append(
-                    event("response.function_call_arguments.delta", ["item_id": .string(items[index].id), "output_index": number(index), "delta": .string(delta)]))
+                    event(nextSequence(), "response.function_call_arguments.delta", ["item_id": .string(items[index].id), "output_index": number(index), "delta": .string(delta)]))
             }
         case .toolCallEnd(let toolIndex):
             if !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) { close(index, into: &out, incomplete: false) }
@@ -156,11 +156,11 @@ public struct ResponseBuilder: Sendable {
             case .stop, .toolCalls:
                 closeOpenItems(into: &out, incomplete: false)
                 outcome = .completed
-                out.append(event("response.completed", ["response": responseSnapshot()]))
+                out.append(event(nextSequence(), "response.completed", ["response": responseSnapshot()]))
             case .length:
                 closeOpenItems(into: &out, incomplete: true)
                 outcome = .incomplete(reason: "max_output_tokens")
-                out.append(event("response.incomplete", ["response": responseSnapshot()]))
+                out.append(event(nextSequence(), "response.incomplete", ["response": responseSnapshot()]))
             case .cancelled:
                 out += fail(AFMError(.cancelled, "The response was cancelled before it finished."))
             }
@@ -188,8 +188,8 @@ public struct ResponseBuilder: Sendable {
         outcome = .failed(error)
         // The error event has code/message/param at top level and never an "error" key: the OpenAI SDK raises
         // on any event whose data has a truthy "error" (reference §0.6).
-        out.append(event("error", ["code": .string(error.publicCode), "message": .string(error.message), "param": error.param.map(JSONValue.string) ?? nil]))
-        out.append(event("response.failed", ["response": responseSnapshot()]))
+        out.append(event(nextSequence(), "error", ["code": .string(error.publicCode), "message": .string(error.message), "param": error.param.map(JSONValue.string) ?? nil]))
+        out.append(event(nextSequence(), "response.failed", ["response": responseSnapshot()]))
         return out
     }
 
@@ -199,12 +199,12 @@ public struct ResponseBuilder: Sendable {
         closeOpenItems(into: &out, incomplete: false)
         items.append(OutputItem(kind: kind, id: ResponseID.make(kind == .message ? "msg" : "rs")))
         let index = items.count - 1
-        out.append(event("response.output_item.added", ["output_index": number(index), "item": itemSnapshot(index)]))
+        out.append(event(nextSequence(), "response.output_item.added", ["output_index": number(index), "item": itemSnapshot(index)]))
         if kind == .message {
             items[index].hasTextPart = true
             out.append(
                 event(
-                    "response.content_part.added",
+                    nextSequence(), "response.content_part.added",
                     ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "part": ["type": "output_text", "text": "", "annotations": [], "logprobs": []]]))
         }
         return index
@@ -226,27 +226,27 @@ public struct ResponseBuilder: Sendable {
         let id = JSONValue.string(item.id)
         switch item.kind {
         case .message:
-            out.append(event("response.output_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text), "logprobs": []]))
+            out.append(event(nextSequence(), "response.output_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text), "logprobs": []]))
             out.append(
                 event(
-                    "response.content_part.done",
+                    nextSequence(), "response.content_part.done",
                     ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "output_text", "text": .string(item.text), "annotations": [], "logprobs": []]]))
         case .reasoning:
             if !item.state.isEmpty { items[index].sealed = seal(item.state) }
             if item.hasTextPart {
-                out.append(event("response.reasoning_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text)]))
+                out.append(event(nextSequence(), "response.reasoning_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text)]))
                 out.append(
-                    event("response.content_part.done", ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": .string(item.text)]]))
+                    event(nextSequence(), "response.content_part.done", ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": .string(item.text)]]))
             }
         case .functionCall:
             out.append(
-                event("response.function_call_arguments.done", ["item_id": id, "output_index": number(index), "name": .string(item.name), "arguments": .string(item.text)]))
+                event(nextSequence(), "response.function_call_arguments.done", ["item_id": id, "output_index": number(index), "name": .string(item.name), "arguments": .string(item.text)]))
         case .customToolCall:
             let input = Self.customInput(item.text)
-            out.append(event("response.custom_tool_call_input.delta", ["item_id": id, "output_index": number(index), "delta": .string(input)]))
-            out.append(event("response.custom_tool_call_input.done", ["item_id": id, "output_index": number(index), "input": .string(input)]))
+            out.append(event(nextSequence(), "response.custom_tool_call_input.delta", ["item_id": id, "output_index": number(index), "delta": .string(input)]))
+            out.append(event(nextSequence(), "response.custom_tool_call_input.done", ["item_id": id, "output_index": number(index), "input": .string(input)]))
         }
-        out.append(event("response.output_item.done", ["output_index": number(index), "item": itemSnapshot(index)]))
+        out.append(event(nextSequence(), "response.output_item.done", ["output_index": number(index), "item": itemSnapshot(index)]))
     }
 
     /// A custom tool's input: the model called it as a function with `{"input": …}`.
@@ -255,13 +255,21 @@ public struct ResponseBuilder: Sendable {
     }
 
     /// One stream event. Without `streamsEvents` (a non-streaming request only needs the final object) nothing
-    /// is built; call sites skip their costly fields (`responseSnapshot`, `itemSnapshot`) the same way.
-    private mutating func event(_ type: String, _ fields: JSONObject) -> JSONValue {
-        sequence += 1
+    /// is built: `fields` is not even evaluated.
+    ///
+    /// `sequence` comes from `nextSequence()` at the call site, so this method only reads `self` and `fields` may
+    /// read it too (a mutating method could not take an autoclosure that reads `self`).
+    private func event(_ sequence: Int, _ type: String, _ fields: @autoclosure () -> JSONObject) -> JSONValue {
         guard streamsEvents else { return .null }
-        var object: JSONObject = ["type": .string(type), "sequence_number": number(sequence - 1)]
-        for (key, value) in fields { object[key] = value }
+        var object: JSONObject = ["type": .string(type), "sequence_number": number(sequence)]
+        for (key, value) in fields() { object[key] = value }
         return .object(object)
+    }
+
+    /// The `sequence_number` of the next event (counted whether or not events are built).
+    private mutating func nextSequence() -> Int {
+        defer { sequence += 1 }
+        return sequence
     }
 
     /// The response object for an event, or null when events are not built.

@@ -22,8 +22,8 @@ public final class BackendLibrary: Sendable {
     /// The original path the library was loaded from, and the unique copy that is mapped.
     public let sourcePath: String
     public let loadedPath: String
-    /// The bytes of the library file when it was loaded; a reload compares against them.
-    let fileContents: Data
+    /// The loaded file's fingerprint, to notice a replaced library (`isUnchanged`).
+    let fingerprint: FileFingerprint
     let vtable: VTable
     let host: HostHandle
 
@@ -150,7 +150,7 @@ public final class BackendLibrary: Sendable {
         self.abiMinor = backendMinor
         self.sourcePath = path
         self.loadedPath = copyPath
-        self.fileContents = contents
+        self.fingerprint = contents.withUnsafeBytes { FileFingerprint(bytes: $0) }
         self.vtable = VTable(
             create: create, describe: describe, generate: generate, cancel: cancel, destroy: destroy,
             getExtension: functions.get_extension)
@@ -159,8 +159,7 @@ public final class BackendLibrary: Sendable {
 
     /// Whether the file at the library's source path still has the bytes that were loaded.
     public func isUnchanged(atPath path: String) -> Bool {
-        guard let current = try? Data(contentsOf: URL(fileURLWithPath: path)) else { return false }
-        return current == fileContents
+        FileFingerprint(contentsOf: path) == fingerprint
     }
 }
 

@@ -61,8 +61,8 @@ public final class BackendRegistry: Sendable {
         var manifest: BackendManifest?
         /// The library loaded into this process (in-process hosting).
         var library: BackendLibrary?
-        /// The library bytes the active runner generation was started from (runner hosting), to notice a change.
-        var runnerLibraryContents: Data?
+        /// The fingerprint of the library the active runner generation was started from (runner hosting).
+        var runnerLibraryFingerprint: FileFingerprint?
         var active: BackendGeneration?
         var draining: [BackendGeneration] = []
         var lastError: BackendLoadError?
@@ -72,14 +72,11 @@ public final class BackendRegistry: Sendable {
         var crashes = CrashHistory()
         var restartTask: Task<Void, Never>?
 
-        /// Whether the library file differs from what the active generation runs.
-        func libraryChanged() -> Bool {
-            guard let manifest else { return false }
-            if let library { return !library.isUnchanged(atPath: manifest.libraryPath) }
-            if let runnerLibraryContents {
-                return (try? Data(contentsOf: URL(fileURLWithPath: manifest.libraryPath))) != runnerLibraryContents
-            }
-            return false
+        /// The library path and the fingerprint of what the active generation runs, to compare with the file
+        /// (outside the registry's lock: that reads the whole file).
+        var loadedLibrary: (path: String, fingerprint: FileFingerprint)? {
+            guard let manifest, let fingerprint = library?.fingerprint ?? runnerLibraryFingerprint else { return nil }
+            return (manifest.libraryPath, fingerprint)
         }
     }
 
@@ -205,7 +202,7 @@ public final class BackendRegistry: Sendable {
                 let old = slot.active
                 slot.manifest = built.manifest
                 slot.library = built.library
-                slot.runnerLibraryContents = built.runnerLibraryContents
+                slot.runnerLibraryFingerprint = built.runnerLibraryFingerprint
                 slot.active = generation
                 slot.lastError = nil
                 slot.reloading = false
@@ -231,7 +228,7 @@ public final class BackendRegistry: Sendable {
     struct Built: Sendable {
         var manifest: BackendManifest
         var library: BackendLibrary?
-        var runnerLibraryContents: Data?
+        var runnerLibraryFingerprint: FileFingerprint?
         var generation: BackendGeneration
     }
 
@@ -250,7 +247,8 @@ public final class BackendRegistry: Sendable {
             switch hosting {
             case .inProcess:
                 let library: BackendLibrary
-                if let loaded = slot.library, loaded.isUnchanged(atPath: manifest.libraryPath) {
+                let current = try await runOffPool { () throws(BackendLoadError) in FileFingerprint(contentsOf: manifest.libraryPath) }
+                if let loaded = slot.library, loaded.fingerprint == current {
                     library = loaded
                 } else {
                     // dlopen and negotiation may take a while (relocations, constructors): keep them off the pool.
@@ -269,7 +267,7 @@ public final class BackendRegistry: Sendable {
                 return .success(Built(manifest: manifest, library: library, generation: generation))
             case .runner:
                 let limits = try RunnerLimits(settings: settings, backend: id)
-                let contents = try? Data(contentsOf: URL(fileURLWithPath: manifest.libraryPath))
+                let fingerprint = try await runOffPool { () throws(BackendLoadError) in FileFingerprint(contentsOf: manifest.libraryPath) }
                 let runnerPath = configuration.runnerPath ?? RunnerInstanceHost.defaultRunnerPath()
                 let generation = try await BackendGeneration.make(
                     backendID: id, number: number, configDocument: document, settings: settings, logger: logger
@@ -281,7 +279,7 @@ public final class BackendRegistry: Sendable {
                         reference.registry?.runnerExited(backend: id, generation: number, exit: exit)
                     }
                 }
-                return .success(Built(manifest: manifest, runnerLibraryContents: contents, generation: generation))
+                return .success(Built(manifest: manifest, runnerLibraryFingerprint: fingerprint, generation: generation))
             }
         } catch {
             return .failure(error)
@@ -338,16 +336,20 @@ public final class BackendRegistry: Sendable {
             }
         }
         let candidates = state.withLock { state in
-            state.order.compactMap { id -> (String, Bool, UInt64?)? in
+            state.order.compactMap { id -> (String, Bool, UInt64?, (path: String, fingerprint: FileFingerprint)?)? in
                 guard let slot = state.slots[id], !state.configuration.disabled.contains(id) else { return nil }
                 let settings = state.configuration.settings[id] ?? [:]
-                var changed = slot.active.map { $0.isOutdated(comparedWith: settings) } ?? true
-                if slot.libraryChanged() { changed = true }
-                return (id, changed, slot.active?.number)
+                let changed = slot.active.map { $0.isOutdated(comparedWith: settings) } ?? true
+                return (id, changed, slot.active?.number, slot.loadedLibrary)
             }
         }
         var outcomes: [(String, ReloadOutcome)] = []
-        for (id, changed, active) in candidates {
+        for (id, settingsChanged, active, loaded) in candidates {
+            var changed = settingsChanged
+            if !changed, let loaded {
+                let current = try? await runOffPool { () throws(BackendLoadError) in FileFingerprint(contentsOf: loaded.path) }
+                changed = current != loaded.fingerprint
+            }
             guard changed else {
                 outcomes.append((id, .unchanged(generation: active)))
                 continue

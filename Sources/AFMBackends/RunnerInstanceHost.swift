@@ -133,6 +133,11 @@ final class RunnerInstanceHost: BackendInstanceHost {
         for key in ["HOME", "TMPDIR", "LANG", "LC_ALL", "TZ", "AFM_LOG_LEVEL", "SWIFT_BACKTRACE"] {
             if let value = inherited[key] { environment.append("\(key)=\(value)") }
         }
+        // OpenMP tuning (OMP_WAIT_POLICY, GOMP_SPINCOUNT, …) is the operator's: a compute backend's thread team
+        // behaves very differently on cores it shares with other work (Plugins/local/README.md).
+        for (key, value) in inherited.sorted(by: { $0.key < $1.key }) where key.hasPrefix("OMP_") || key.hasPrefix("GOMP_") {
+            environment.append("\(key)=\(value)")
+        }
         // A crashing backend should restart quickly: the Swift runtime's symbolicated crash report (seconds on a
         // large backend) is opt-in, by setting SWIFT_BACKTRACE for afmd.
         if inherited["SWIFT_BACKTRACE"] == nil { environment.append("SWIFT_BACKTRACE=enable=no") }

@@ -61,6 +61,28 @@ import Testing
         #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "v2")))) == "v2")
     }
 
+    /// `reloadChanged` (SIGHUP, `afmctl reload` without a backend): a library rewritten with the same bytes is no
+    /// change; different bytes are.
+    @Test(arguments: Hosting.both) func onlyALibraryWithDifferentBytesCountsAsChanged(hosting: String) async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: hosting)
+        await harness.registry.loadAll()
+        func outcome() async -> BackendRegistry.ReloadOutcome? {
+            await harness.registry.reloadChanged().first { $0.backend == "c-fixture" }?.outcome
+        }
+        guard case .unchanged(generation: 1) = await outcome() else { Issue.record("an untouched library reloaded"); return }
+
+        let library = harness.directory.path + "/c-fixture.so"
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: library))
+        try FileManager.default.removeItem(atPath: library)
+        try bytes.write(to: URL(fileURLWithPath: library))  // a new file (inode, time), the same bytes
+        guard case .unchanged(generation: 1) = await outcome() else { Issue.record("the same bytes reloaded"); return }
+
+        try harness.directory.addCFixture(defines: [#"FIXTURE_VERSION="2.0.0""#], hosting: hosting)
+        guard case .reloaded(generation: 2) = await outcome() else { Issue.record("a new build was not reloaded"); return }
+        #expect(harness.status("c-fixture")?.version == "2.0.0")
+    }
+
     @Test(arguments: Hosting.both) func aFailedReloadKeepsTheActiveGeneration(hosting: String) async throws {
         let harness = RegistryHarness()
         try harness.directory.addCFixture(hosting: hosting)

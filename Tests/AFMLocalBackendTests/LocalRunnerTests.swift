@@ -58,4 +58,56 @@ import Testing
         #expect(next.status == 200, "\(next)")
         #expect(next.json?["output"]?[0]?["content"]?[0]?["text"]?.stringValue?.isEmpty == false)
     }
+
+    /// Issue 7: "the RSS of the daemon plus runners before and after 10 model swaps stays within 10%" — here with
+    /// the real model: SmolLM2 and Gemma 3 270M alternate through a drop-in and a reload, one request each.
+    @Test func tenModelSwapsReturnTheirMemory() throws {
+        let gemma = ModelSwapTests.gemmaModel
+        guard FileManager.default.fileExists(atPath: gemma) else {
+            throw LocalDaemon.Failure(description: "\(gemma) is missing: run `scripts/fetch-model gemma3-270m` (or `make model-gemma`)")
+        }
+        let local = try LocalDaemon()
+        let daemon = local.daemon.process.processIdentifier
+        func residentKB(_ pid: Int32) -> Int {
+            let line = readProcFile("/proc/\(pid)/status").split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+            return Int(line.filter(\.isNumber)) ?? 0
+        }
+        func runnerPID() throws -> Int32 {
+            try #require(try local.status()?["runner_pid"]?.numberValue?.intValue.map(Int32.init))
+        }
+        func useIt(_ model: String) throws {
+            let response = try local.client().post(
+                "/v1/responses", json: #"{"model":"on-device","input":"Say hello.","max_output_tokens":8,"temperature":0}"#)
+            #expect(response.status == 200, "\(response)")
+            #expect(response.json?["model"] == .string(model), "\(response)")
+        }
+        try useIt(ModelSwapTests.smolID)
+        let firstRunner = try runnerPID()
+        let daemonBefore = residentKB(daemon)
+        let before = daemonBefore + residentKB(firstRunner)
+        var runners = [firstRunner]
+        let dropIns = local.daemon.root + "/etc/afm/afmd.conf.d"
+        try FileManager.default.createDirectory(atPath: dropIns, withIntermediateDirectories: true)
+        for swap in 1...10 {
+            let toGemma = swap % 2 == 1
+            if toGemma {
+                try "[Backend.local]\nModel=\(gemma)\n".write(toFile: dropIns + "/50-model.conf", atomically: true, encoding: .utf8)
+            } else {
+                try FileManager.default.removeItem(atPath: dropIns + "/50-model.conf")
+            }
+            let reload = try local.daemon.afmctl(["reload", "--wait"])
+            #expect(reload.status == 0, "swap \(swap): \(reload.output) \(reload.errors)")
+            try useIt(toGemma ? ModelSwapTests.gemmaID : ModelSwapTests.smolID)
+            runners.append(try runnerPID())
+        }
+        #expect(Set(runners).count == 11, "\(runners)")
+        // Every old runner exited and was reaped: no process, no zombie.
+        #expect(waitUntil(seconds: 30) { runners.dropLast().allSatisfy { kill($0, 0) != 0 } })
+        let daemonAfter = residentKB(daemon)
+        let after = daemonAfter + residentKB(try runnerPID())
+        let change = Double(after - before) / Double(before)
+        print(
+            "local model swaps: RSS daemon+runner before \(before) KiB (daemon \(daemonBefore)), after 10 swaps \(after) KiB (daemon \(daemonAfter)) (\(String(format: "%+.1f", change * 100))%)")
+        #expect(abs(change) < 0.10, "before \(before) KiB, after \(after) KiB")
+    }
 }

@@ -10,15 +10,22 @@ import Synchronization
 final class WorkerPool: Sendable {
     typealias Job = @Sendable () -> Void
 
+    /// One thread's wake-up. Each idle thread sleeps on its own semaphore so that `submit` can wake the one that
+    /// went idle last: its stack and caches are still warm, and under a steady load the same few threads serve
+    /// every generation instead of all of them taking turns (a shared semaphore wakes the longest sleeper).
+    private final class Worker: Sendable {
+        let wakeup = DispatchSemaphore(value: 0)
+    }
+
     private struct State {
         var jobs: [Job] = []
         var head = 0
-        var idle = 0
+        /// Idle threads, the most recently idle last.
+        var idle: [Worker] = []
         var stopping = false
     }
 
     private let state = Mutex(State())
-    private let wakeup = DispatchSemaphore(value: 0)
     private let threads = DispatchGroup()
     private let name: String
 
@@ -28,18 +35,17 @@ final class WorkerPool: Sendable {
 
     /// Runs `job` on an idle thread, or on a new one when none is idle.
     func submit(_ job: @escaping Job) {
-        let reuse = state.withLock { state -> Bool in
+        let idle = state.withLock { state -> Worker? in
             state.jobs.append(job)
-            guard state.idle > 0 else { return false }
-            state.idle -= 1
-            return true
+            return state.idle.popLast()
         }
-        if reuse {
-            wakeup.signal()
+        if let idle {
+            idle.wakeup.signal()
             return
         }
         threads.enter()
-        let thread = Thread { [self] in work() }
+        let worker = Worker()
+        let thread = Thread { [self] in work(as: worker) }
         thread.name = name
         thread.start()
     }
@@ -50,7 +56,7 @@ final class WorkerPool: Sendable {
         case exit
     }
 
-    private func work() {
+    private func work(as worker: Worker) {
         while true {
             let next = state.withLock { state -> Next in
                 if state.head < state.jobs.count {
@@ -63,12 +69,13 @@ final class WorkerPool: Sendable {
                     return .run(job)
                 }
                 if state.stopping { return .exit }
-                state.idle += 1
+                state.idle.append(worker)
                 return .wait
             }
             switch next {
             case .run(let job): job()
-            case .wait: wakeup.wait()
+            // Another thread may take the job this wake-up was for; the loop then just goes idle again.
+            case .wait: worker.wakeup.wait()
             case .exit:
                 threads.leave()
                 return
@@ -78,12 +85,12 @@ final class WorkerPool: Sendable {
 
     /// Ends every thread once the queued jobs ran, and waits for them.
     func stop() {
-        let idle = state.withLock { state -> Int in
+        let idle = state.withLock { state -> [Worker] in
             state.stopping = true
-            defer { state.idle = 0 }
+            defer { state.idle = [] }
             return state.idle
         }
-        for _ in 0..<idle { wakeup.signal() }
+        for worker in idle { worker.wakeup.signal() }
         threads.wait()
     }
 }

@@ -10,16 +10,18 @@ import Synchronization
 final class WorkerPool: Sendable {
     typealias Job = @Sendable () -> Void
 
-    /// One thread's wake-up. Each idle thread sleeps on its own semaphore so that `submit` can wake the one that
-    /// went idle last: its stack and caches are still warm, and under a steady load the same few threads serve
-    /// every generation instead of all of them taking turns (a shared semaphore wakes the longest sleeper).
+    /// One thread's hand-off slot and wake-up. Each idle thread sleeps on its own semaphore so that `submit` can
+    /// wake the one that went idle last: its stack and caches are still warm, and under a steady load the same
+    /// few threads serve every generation instead of all of them taking turns (a shared semaphore wakes the
+    /// longest sleeper). The job travels in the thread's own slot, so the pool's lock is taken once per
+    /// `submit` and once per finished job (a shared queue took it three times per job, and it was contended).
     private final class Worker: Sendable {
         let wakeup = DispatchSemaphore(value: 0)
+        /// The job `submit` handed over; nil after a wake-up means "stop".
+        let slot = Mutex<Job?>(nil)
     }
 
     private struct State {
-        var jobs: [Job] = []
-        var head = 0
         /// Idle threads, the most recently idle last.
         var idle: [Worker] = []
         var stopping = false
@@ -35,55 +37,41 @@ final class WorkerPool: Sendable {
 
     /// Runs `job` on an idle thread, or on a new one when none is idle.
     func submit(_ job: @escaping Job) {
-        let idle = state.withLock { state -> Worker? in
-            state.jobs.append(job)
-            return state.idle.popLast()
-        }
-        if let idle {
+        if let idle = state.withLock({ $0.idle.popLast() }) {
+            idle.slot.withLock { $0 = job }
             idle.wakeup.signal()
             return
         }
         threads.enter()
         let worker = Worker()
-        let thread = Thread { [self] in work(as: worker) }
+        let thread = Thread { [self] in work(as: worker, first: job) }
         thread.name = name
         thread.start()
     }
 
-    private enum Next {
-        case run(Job)
-        case wait
-        case exit
-    }
-
-    private func work(as worker: Worker) {
+    private func work(as worker: Worker, first: Job) {
+        var job = first
         while true {
-            let next = state.withLock { state -> Next in
-                if state.head < state.jobs.count {
-                    let job = state.jobs[state.head]
-                    state.head += 1
-                    if state.head == state.jobs.count {
-                        state.jobs.removeAll(keepingCapacity: true)
-                        state.head = 0
-                    }
-                    return .run(job)
-                }
-                if state.stopping { return .exit }
+            job()
+            let stopping = state.withLock { state -> Bool in
+                if state.stopping { return true }
                 state.idle.append(worker)
-                return .wait
+                return false
             }
-            switch next {
-            case .run(let job): job()
-            // Another thread may take the job this wake-up was for; the loop then just goes idle again.
-            case .wait: worker.wakeup.wait()
-            case .exit:
-                threads.leave()
-                return
+            if !stopping {
+                // A submit may pop this worker and signal before the wait starts; the semaphore keeps the signal.
+                worker.wakeup.wait()
+                if let next = worker.slot.withLock({ slot -> Job? in defer { slot = nil }; return slot }) {
+                    job = next
+                    continue
+                }
             }
+            threads.leave()
+            return
         }
     }
 
-    /// Ends every thread once the queued jobs ran, and waits for them.
+    /// Ends every thread (running jobs finish first) and waits for them.
     func stop() {
         let idle = state.withLock { state -> [Worker] in
             state.stopping = true

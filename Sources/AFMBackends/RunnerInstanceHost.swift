@@ -91,7 +91,10 @@ final class RunnerInstanceHost: BackendInstanceHost {
             do throws(SystemCallError) {
                 child = try ChildProcess.spawn(
                     path: runnerPath,
-                    arguments: ["--channel-fd", String(ChildProcess.channelDescriptor), "--backend", manifest.id] + limits.arguments,
+                    arguments: [
+                        "--channel-fd", String(ChildProcess.channelDescriptor), "--backend", manifest.id,
+                        "--base-nice", String(ResourceLimits.processNice()),
+                    ] + limits.arguments,
                     environment: environment(for: manifest), channel: theirs)
             } catch {
                 theirs.close()

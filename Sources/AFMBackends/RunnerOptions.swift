@@ -2,7 +2,7 @@
 import AFMSystem
 
 /// The command line of `afm-backend-runner`, as the host builds it:
-/// `afm-backend-runner --channel-fd 3 --backend ID [--memory-limit-mb N] [--open-files N] [--nice N]`.
+/// `afm-backend-runner --channel-fd 3 --backend ID [--base-nice N] [--memory-limit-mb N] [--open-files N] [--nice N]`.
 public struct RunnerOptions: Sendable, Hashable {
     /// The descriptor of the channel (the runner's end of the socketpair). Default 3.
     public var channelDescriptor: Int32 = ChildProcess.channelDescriptor
@@ -10,6 +10,10 @@ public struct RunnerOptions: Sendable, Hashable {
     public var backend = "unknown"
     /// Resource limits applied before the backend library is loaded.
     public var limits = RunnerLimits()
+    /// afmd's own nice value, which `RunnerNice` is added to. The runner is started from one of afmd's worker
+    /// threads, whose nice libdispatch sets by QoS, so it does not simply inherit the daemon's (`Nice=` of the
+    /// systemd unit, `nice afmd`).
+    public var baseNice: Int32?
 
     /// A command line the runner cannot use.
     public struct UsageError: Error, Sendable, CustomStringConvertible {
@@ -32,6 +36,11 @@ public struct RunnerOptions: Sendable, Hashable {
             switch option {
             case "--channel-fd": channelDescriptor = Int32(clamping: try integer())
             case "--backend": backend = value
+            case "--base-nice":
+                guard let number = Int32(value), (-20...19).contains(number) else {
+                    throw UsageError(description: "--base-nice needs an integer in -20…19, not '\(value)'")
+                }
+                baseNice = number
             case "--memory-limit-mb": limits.memoryLimitMB = try integer()
             case "--open-files": limits.openFiles = try integer()
             case "--nice": limits.nice = try integer()
@@ -40,12 +49,26 @@ public struct RunnerOptions: Sendable, Hashable {
         }
     }
 
-    /// Applies the limits to this process (unprivileged: they can only be lowered).
+    /// Applies the limits to this process (unprivileged: they can only be lowered), on the main thread before
+    /// any other thread exists, so every thread the runner and its backend start inherits the nice value.
     ///
+    /// - Returns: a warning when afmd's nice value could not be taken over (a runner started from a thread with
+    ///   a higher nice value may not lower its own without `CAP_SYS_NICE`); `RunnerNice` is applied regardless.
     /// - Throws: `SystemCallError` from `setrlimit` or `setpriority`.
-    public func applyLimits() throws(SystemCallError) {
+    @discardableResult
+    public func applyLimits() throws(SystemCallError) -> String? {
         if let megabytes = limits.memoryLimitMB { try ResourceLimits.limitAddressSpace(bytes: UInt64(megabytes) << 20) }
         if let files = limits.openFiles { try ResourceLimits.limitOpenFiles(UInt64(files)) }
-        if let nice = limits.nice, nice > 0 { try ResourceLimits.adjustNice(by: Int32(nice)) }
+        let increment = Int32(limits.nice ?? 0)
+        var warning: String?
+        if let baseNice, baseNice != ResourceLimits.processNice() {
+            do {
+                try ResourceLimits.setNice(baseNice)
+            } catch {
+                warning = "cannot take over afmd's nice value \(baseNice) (\(error)); the runner stays at \(ResourceLimits.processNice())"
+            }
+        }
+        if increment > 0 { try ResourceLimits.setNice(ResourceLimits.processNice() + increment) }
+        return warning
     }
 }

@@ -13,8 +13,8 @@ import Synchronization
 /// channel.
 ///
 /// ```
-///  channel ──► reader thread ─┬─ load/create/describe/destroy ──► control queue (serial: [control-thread])
-///                             ├─ generate/tokenize ──────────────► call queue (concurrent: [thread-safe])
+///  channel ──► reader thread ─┬─ load/create/describe/destroy ──► control thread (serial: [control-thread])
+///                             ├─ generate/tokenize ──────────────► a thread per call (concurrent: [thread-safe])
 ///                             └─ cancel/credit ──────────────────► inline (non-blocking)
 ///  backend threads ──emit()──► RunnerRelay (credit window) ──► event frames ──► channel
 /// ```
@@ -27,8 +27,8 @@ public final class RunnerService: Sendable {
     private let channel: RunnerChannel
     private let outbox: RunnerOutbox
     private let logger: Logger
-    private let controlQueue = DispatchQueue(label: "afm.runner.control")
-    private let callQueue = DispatchQueue(label: "afm.runner.calls", attributes: .concurrent)
+    /// Serial: load, create, describe, destroy.
+    private let controlQueue: RunnerWorkThread
     private let state = Mutex(State())
 
     struct State {
@@ -36,20 +36,22 @@ public final class RunnerService: Sendable {
         var instance: BackendInstance?
     }
 
-    private init(channel: RunnerChannel, logger: Logger) {
+    private init(channel: RunnerChannel, logger: Logger) throws(SystemCallError) {
         self.channel = channel
         self.outbox = RunnerOutbox(channel: channel)
         self.logger = logger
+        self.controlQueue = try RunnerWorkThread(name: "afm-runner-ctl")
     }
 
     /// Serves the protocol on `descriptor` until the host closes the channel or sends `shutdown`, then exits the
     /// process.
     public static func serve(descriptor: FileDescriptor, logger: Logger) -> Never {
-        let service = RunnerService(channel: RunnerChannel(descriptor: descriptor), logger: logger)
+        let service: RunnerService
         do {
+            service = try RunnerService(channel: RunnerChannel(descriptor: descriptor), logger: logger)
             try service.outbox.start()
         } catch {
-            logger.error("cannot start the writer thread; exiting", ["error": error.description])
+            logger.error("cannot start the runner's threads; exiting", ["error": error.description])
             CurrentProcess.exitImmediately(71)
         }
         var greeted = false
@@ -92,12 +94,16 @@ public final class RunnerService: Sendable {
                 self.outbox.send(.reply(seq: seq, status: AFM_OK, value: 0, message: "", payload: []))
             }
         case .generate(let seq, let requestID, let request):
-            callQueue.async { self.generate(seq: seq, requestID: requestID, request: request) }
+            let started = RunnerWorkThread.detached(name: "afm-runner-gen") {
+                self.generate(seq: seq, requestID: requestID, request: request)
+            }
+            if !started { refuse(seq: seq, "the runner cannot start a thread for the call") }
         case .tokenize(let seq, let request):
-            callQueue.async {
+            let started = RunnerWorkThread.detached(name: "afm-runner-tok") {
                 let count = self.state.withLock { $0.instance }?.countInputTokens(document: request)
                 self.outbox.send(.reply(seq: seq, status: AFM_OK, value: Int64(count ?? -1), message: "", payload: []))
             }
+            if !started { refuse(seq: seq, "the runner cannot start a thread for the call") }
         case .cancel(let requestID):
             RunnerRelayTable.shared.lookup(requestID)?.cancel()
             state.withLock { $0.instance }?.cancel(requestID: requestID)
@@ -108,6 +114,11 @@ public final class RunnerService: Sendable {
         case .hello, .helloReply, .reply, .event:
             logger.warning("ignoring a frame the host should not send")
         }
+    }
+
+    /// Answers a call with `AFM_ERR_INTERNAL` (the host turns it into an error for that request only).
+    private func refuse(seq: UInt64, _ message: String) {
+        outbox.send(.reply(seq: seq, status: AFM_ERR_INTERNAL, value: 0, message: message, payload: []))
     }
 
     // MARK: - Control calls

@@ -26,6 +26,20 @@ public enum ResourceLimits {
         _ = try blockingSystemCall("setpriority") { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, target) }
     }
 
+    /// The nice value of the process's main thread (on Linux nice is per thread; a thread starts with its
+    /// creator's, and libdispatch sets its own workers' by QoS). The corresponding C function is `getpriority`.
+    public static func processNice() -> Int32 {
+        getpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(getpid()))
+    }
+
+    /// Sets the calling thread's nice value to `value` (clamped to -20…19); threads it creates later start with
+    /// it. Lowering it needs `CAP_SYS_NICE` or a matching `RLIMIT_NICE`. The corresponding C function is
+    /// `setpriority`.
+    public static func setNice(_ value: Int32) throws(SystemCallError) {
+        let target = min(19, max(-20, value))
+        _ = try blockingSystemCall("setpriority") { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, target) }
+    }
+
     /// The current soft limit of `RLIMIT_AS` (`RLIM_INFINITY` is `UInt64.max`), for tests and status.
     public static func addressSpaceLimit() -> UInt64 {
         var value = rlimit()

@@ -16,12 +16,12 @@ struct RunnerMain {
         do {
             options = try RunnerOptions(arguments: Array(CommandLine.arguments.dropFirst()))
         } catch {
-            logger.error("usage: afm-backend-runner --channel-fd N --backend ID [--memory-limit-mb N] [--open-files N] [--nice N]: \(error)")
+            logger.error("usage: afm-backend-runner --channel-fd N --backend ID [--base-nice N] [--memory-limit-mb N] [--open-files N] [--nice N]: \(error)")
             CurrentProcess.exitImmediately(64)
         }
         logger = logger.with("pid", String(CurrentProcess.id))
         do {
-            try options.applyLimits()
+            if let warning = try options.applyLimits() { logger.warning(warning) }
         } catch {
             logger.error("cannot apply resource limits", ["error": error.description])
             CurrentProcess.exitImmediately(71)

@@ -193,6 +193,21 @@ import Testing
         let stat = readProcFile("/proc/\(pid)/stat")
         let fields = stat[stat.range(of: ")")!.upperBound...].split(separator: " ")  // after the command name
         #expect(fields[16] == "5", "nice is \(fields[16])")  // field 19 of stat
+        // Every thread has it, those the backend starts during a generation included (nice is per thread on Linux,
+        // and libdispatch would set its own workers' by QoS).
+        let lease = try harness.registry.lease(model: "c-slow")
+        let stream = try lease.start(requestDocument: requestDocument(model: "c-slow"))
+        var threadNices: [String: String] = [:]
+        for task in try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") {
+            let taskStat = readProcFile("/proc/\(pid)/task/\(task)/stat")
+            guard let close = taskStat.range(of: ")") else { continue }
+            let name = taskStat[taskStat.index(after: taskStat.range(of: "(")!.lowerBound)..<close.lowerBound]
+            threadNices["\(task) \(name)"] = String(taskStat[close.upperBound...].split(separator: " ")[16])
+        }
+        #expect(threadNices.count >= 4, "\(threadNices)")
+        #expect(threadNices.values.allSatisfy { $0 == "5" }, "\(threadNices)")
+        stream.cancel()
+        _ = await collect(stream)
         let environment = readProcFile("/proc/\(pid)/environ").split(separator: "\0").map(String.init)
         #expect(environment.contains("LD_LIBRARY_PATH=\(harness.directory.path)"))
         #expect(!environment.contains { $0.hasPrefix("AFM_BIN_DIR=") || $0.hasPrefix("PWD=") })

@@ -119,7 +119,7 @@ public struct ConfigurationLoader: Sendable {
 
         return LoadedConfiguration(
             paths: paths, mainFile: mainFile, dropIns: dropIns, controlFile: controlFile, entries: builder.entries,
-            order: builder.order, warnings: builder.warnings)
+            order: builder.order, backendNames: builder.backendNames, warnings: builder.warnings)
     }
 
     /// The drop-in files to read, in application order: names from all directories, each name taken from the
@@ -150,6 +150,9 @@ public struct ConfigurationLoader: Sendable {
     private struct Builder {
         var entries: [String: ConfigEntry] = [:]
         var order: [String] = []
+        /// `Backend.<id>.<Key>` → (id, key), as the section header and the assignment spelled them: both may
+        /// contain dots (`[Backend.private-cloud]` `Upstream.2.Model`), so the name alone cannot be split.
+        var backendNames: [String: (backend: String, key: String)] = [:]
         var warnings: [String] = []
 
         init() {
@@ -194,7 +197,10 @@ public struct ConfigurationLoader: Sendable {
             }
             for assignment in document.assignments {
                 if assignment.section.hasPrefix(ConfigSchema.backendSectionPrefix) {
-                    set("\(assignment.section).\(assignment.key)", assignment.value, origin(assignment.line))
+                    let name = "\(assignment.section).\(assignment.key)"
+                    set(name, assignment.value, origin(assignment.line))
+                    let id = String(assignment.section.dropFirst(ConfigSchema.backendSectionPrefix.count))
+                    backendNames[name] = (id, assignment.key)
                     continue
                 }
                 guard let key = ConfigSchema.key(named: "\(assignment.section).\(assignment.key)") else {

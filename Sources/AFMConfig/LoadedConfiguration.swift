@@ -19,10 +19,12 @@ public struct LoadedConfiguration: Sendable {
     public let warnings: [String]
     private let entries: [String: ConfigEntry]
     private let order: [String]
+    /// Backend setting name → (backend id, key), for names read from a `[Backend.<id>]` section.
+    private let backendNames: [String: (backend: String, key: String)]
 
     init(
         paths: ConfigPaths, mainFile: String?, dropIns: [String], controlFile: String?, entries: [String: ConfigEntry],
-        order: [String], warnings: [String]
+        order: [String], backendNames: [String: (backend: String, key: String)] = [:], warnings: [String]
     ) {
         self.paths = paths
         self.mainFile = mainFile
@@ -30,6 +32,7 @@ public struct LoadedConfiguration: Sendable {
         self.controlFile = controlFile
         self.entries = entries
         self.order = order
+        self.backendNames = backendNames
         self.warnings = warnings
     }
 
@@ -129,9 +132,14 @@ public struct LoadedConfiguration: Sendable {
         var result: [String: [String: String]] = [:]
         let prefix = ConfigSchema.backendSectionPrefix
         for name in order where name.hasPrefix(prefix) {
+            guard let entry = entries[name] else { continue }
+            if let split = backendNames[name] {
+                result[split.backend, default: [:]][split.key] = entry.value
+                continue
+            }
+            // A name from elsewhere: backend ids may contain dots, so split at the last one.
             let rest = name.dropFirst(prefix.count)
-            // Backend ids may contain dots, keys may not: split at the last dot.
-            guard let dot = rest.lastIndex(of: "."), let entry = entries[name] else { continue }
+            guard let dot = rest.lastIndex(of: ".") else { continue }
             result[String(rest[..<dot]), default: [:]][String(rest[rest.index(after: dot)...])] = entry.value
         }
         return result

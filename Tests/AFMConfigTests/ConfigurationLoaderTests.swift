@@ -136,6 +136,22 @@ import Testing
         #expect(config.entry("Backend.local.v2.Model")?.shadows.first?.value == "/m.gguf")
     }
 
+    /// Keys may contain dots too (the private cloud's `Upstream.<n>.<Key>`): the section header, not the last dot
+    /// of the flattened name, says where the backend id ends.
+    @Test func backendKeysMayContainDots() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        tree.write(
+            "etc/afm/afmd.conf",
+            "[Backend.private-cloud]\nUpstreams=http://a/v1\nUpstream.1.DailyRequestQuota=5\n[Backend.local.v2]\nModel=/m.gguf\n")
+        let config = try tree.load()
+        #expect(
+            config.backendSettings == [
+                "private-cloud": ["Upstreams": "http://a/v1", "Upstream.1.DailyRequestQuota": "5"], "local.v2": ["Model": "/m.gguf"],
+            ])
+        #expect(config.entry("Backend.private-cloud.Upstream.1.DailyRequestQuota")?.value == "5")
+    }
+
     @Test(arguments: [
         ("[Sever]\nListen=1.2.3.4:5\n", 1, "unknown section [Sever]"),
         ("[Server]\nLisen=1.2.3.4:5\n", 2, "unknown key 'Lisen' in [Server]"),

@@ -107,27 +107,55 @@ final class PrivateCloudInstance: Sendable {
             return item + "}"
         }.joined(separator: ",")
         json += "]"
-        if let quota = configured?.quota {
-            let today = quota.snapshot()
-            func remaining(_ limit: Int?, _ used: Int) -> String { limit.map { "\(max(0, $0 - used))" } ?? "null" }
-            json += ",\"quota\":{\"requests_remaining\":\(remaining(settings.dailyRequestQuota, today.requests))"
-            json += ",\"tokens_remaining\":\(remaining(settings.dailyTokenQuota, today.tokens))"
-            json += ",\"requests_used\":\(today.requests),\"tokens_used\":\(today.tokens)"
-            json += ",\"daily_request_quota\":" + (settings.dailyRequestQuota.map { "\($0)" } ?? "null")
-            json += ",\"daily_token_quota\":" + (settings.dailyTokenQuota.map { "\($0)" } ?? "null")
-            json += ",\"resets_at\":" + JSON.quote(today.resetsAt) + "}"
-        }
+        if let configured { json += ",\"quota\":" + quotaDocument(configured) }
         return json + "}"
+    }
+
+    /// describe's `quota`: today's figures per upstream and for the backend (the sums over its upstreams).
+    private func quotaDocument(_ configured: Configured) -> String {
+        let accounts = configured.pool.upstreams.map(QuotaStore.Account.init)
+        let today = configured.quota.snapshot(accounts.map(\.upstream))
+        func number(_ value: Int?) -> String { value.map { "\($0)" } ?? "null" }
+        func remaining(_ limit: Int?, _ used: Int) -> Int? { limit.map { max(0, $0 - used) } }
+        /// A sum over upstreams, nil (unlimited) when any of them is.
+        func sum(_ values: [Int?]) -> Int? { values.contains { $0 == nil } ? nil : values.reduce(0) { $0 + ($1 ?? 0) } }
+        var entries: [String] = []
+        var requestsRemaining: [Int?] = []
+        var tokensRemaining: [Int?] = []
+        var exhausted = true
+        for (account, usage) in zip(accounts, today.usage) {
+            let requestsLeft = remaining(account.requestLimit, usage.requests)
+            let tokensLeft = remaining(account.tokenLimit, usage.tokens)
+            let usedUp = account.exhaustion(usage) != nil
+            exhausted = exhausted && usedUp
+            requestsRemaining.append(requestsLeft)
+            tokensRemaining.append(tokensLeft)
+            var entry = "{\"url\":" + JSON.quote(account.upstream)
+            entry += ",\"requests_remaining\":\(number(requestsLeft)),\"tokens_remaining\":\(number(tokensLeft))"
+            entry += ",\"requests_used\":\(usage.requests),\"tokens_used\":\(usage.tokens)"
+            entry += ",\"daily_request_quota\":\(number(account.requestLimit))"
+            entry += ",\"daily_token_quota\":\(number(account.tokenLimit)),\"exhausted\":\(usedUp)}"
+            entries.append(entry)
+        }
+        var json = "{\"requests_remaining\":\(number(sum(requestsRemaining)))"
+        json += ",\"tokens_remaining\":\(number(sum(tokensRemaining)))"
+        json += ",\"requests_used\":\(today.total.requests),\"tokens_used\":\(today.total.tokens)"
+        json += ",\"daily_request_quota\":\(number(sum(accounts.map(\.requestLimit))))"
+        json += ",\"daily_token_quota\":\(number(sum(accounts.map(\.tokenLimit))))"
+        json += ",\"exhausted\":\(exhausted && !accounts.isEmpty),\"resets_at\":" + JSON.quote(today.resetsAt)
+        return json + ",\"upstreams\":[" + entries.joined(separator: ",") + "]}"
     }
 
     // MARK: - Generate
 
-    /// Validates a request, charges one request to the quota and starts its generation on a new thread.
+    /// Validates a request, charges one request to the quota of the first upstream (healthy first) whose quota is
+    /// not used up, and starts its generation on a new thread.
     ///
     /// - Throws (nothing is emitted then): `invalid_request` for a malformed document or sink;
     ///   `model_unavailable` when not configured, without credentials or for another model;
     ///   `unsupported_capability` for images without `Vision=yes` or `reasoning_effort: "none"` with
-    ///   `Reasoning=yes`; `quota_exceeded` with the reset time.
+    ///   `Reasoning=yes`; `quota_exceeded` naming every upstream's used-up limit and the reset time when no
+    ///   upstream has quota left today.
     func generate(requestID: UInt64, requestJSON: Data, sink rawSink: UnsafePointer<afm_event_sink>?)
         throws(BackendError)
     {
@@ -161,21 +189,28 @@ final class PrivateCloudInstance: Sendable {
         let bodies = configured.pool.upstreams.map {
             request.body(for: $0.wireProtocol, model: $0.model, sendsReasoning: sendsReasoning)
         }
-        let generation = UpstreamGeneration(
-            requestID: requestID, responseID: request.responseID, sink: sink, bodies: bodies,
-            toolNames: request.toolNames,
-            context: .init(
-                pool: configured.pool, credentials: configured.credentials, quota: configured.quota, host: host,
-                connectTimeoutMilliseconds: settings.connectTimeoutSeconds * 1000,
-                readTimeoutSeconds: settings.readTimeoutSeconds))
         let refusal: BackendError? = state.withLock { state in
             if state.destroyed { return .internal("generate called after destroy") }
             if state.running[requestID] != nil { return .invalidRequest("request_id \(requestID) is already running") }
             return nil
         }
         if let refusal { throw refusal }
-        try configured.quota.chargeRequest(
-            requestLimit: settings.dailyRequestQuota, tokenLimit: settings.dailyTokenQuota)
+        let order = configured.pool.order()
+        let charge: QuotaStore.Charge
+        switch try configured.quota.reserve(order.map { QuotaStore.Account(configured.pool.upstreams[$0]) }) {
+        case .charged(let charged):
+            charge = charged
+        case .usedUp(let reasons):
+            throw BackendError(
+                AFM_ERR_QUOTA_EXCEEDED, QuotaStore.exceededMessage(reasons, resetsAt: QuotaStore.resetTime(Date())))
+        }
+        let generation = UpstreamGeneration(
+            requestID: requestID, responseID: request.responseID, sink: sink, bodies: bodies,
+            toolNames: request.toolNames, order: order, charge: charge,
+            context: .init(
+                pool: configured.pool, credentials: configured.credentials, quota: configured.quota, host: host,
+                connectTimeoutMilliseconds: settings.connectTimeoutSeconds * 1000,
+                readTimeoutSeconds: settings.readTimeoutSeconds))
         state.withLock { $0.running[requestID] = generation }
         threads.enter()
         let thread = Thread { [self] in

@@ -10,19 +10,22 @@ import Foundation
 /// Upstream.2.Protocol = responses      ; per-upstream override (1-based, in the order of Upstreams)
 /// Model = qwen3-8b                     ; the upstream's model name (Upstream.<n>.Model overrides)
 /// APIKeyFile = /etc/afm/cloud.key      ; mode 0600 or stricter; or APIKeyEnv = AFM_CLOUD_KEY
+/// DailyRequestQuota = 1000             ; per upstream and UTC day, the default for every upstream
+/// Upstream.1.DailyTokenQuota = 200000  ; per-upstream quota override (0 = unlimited for that upstream)
 /// ```
 ///
-/// Every value is a string; an empty value means "not set". Unknown keys are refused, naming the key.
+/// Every value is a string; an empty value means "not set". Unknown keys are refused, naming the key. An upstream
+/// is identified by its base URL (see `QuotaStore`), so the same URL may appear only once in `Upstreams`.
 struct Settings: Sendable {
     /// The only `config_version` this backend reads.
     static let version = 1
-    /// The fixed setting names; `Upstream.<n>.Protocol` and `Upstream.<n>.Model` are accepted too.
+    /// The fixed setting names; `Upstream.<n>.<key>` is accepted too for every key in `perUpstreamKeys`.
     static let knownSettings = [
         "Upstreams", "Protocol", "Model", "ModelID", "APIKeyFile", "APIKeyEnv", "ContextTokens", "MaxOutputTokens",
         "Vision", "Reasoning", "DailyRequestQuota", "DailyTokenQuota", "ProbeIntervalSeconds",
         "ConnectTimeoutSeconds", "ReadTimeoutSeconds",
     ]
-    static let perUpstreamKeys = ["Protocol", "Model"]
+    static let perUpstreamKeys = ["Protocol", "Model", "DailyRequestQuota", "DailyTokenQuota"]
 
     /// Where the API key comes from.
     enum KeySource: Sendable, Hashable {
@@ -48,6 +51,11 @@ struct Settings: Sendable {
         var wireProtocol: WireProtocol
         /// The model name sent upstream.
         var model: String
+        /// Requests per UTC day at this upstream (nil: unlimited): `Upstream.<n>.DailyRequestQuota`, else
+        /// `DailyRequestQuota`.
+        var dailyRequestQuota: Int?
+        /// Input + output tokens per UTC day at this upstream (nil: unlimited), like `dailyRequestQuota`.
+        var dailyTokenQuota: Int?
     }
 
     var upstreams: [UpstreamConfig]
@@ -57,7 +65,9 @@ struct Settings: Sendable {
     var maxOutputTokens: Int
     var vision: Bool
     var reasoning: Reasoning
+    /// `DailyRequestQuota`: the default of every upstream's request quota (nil: unlimited).
     var dailyRequestQuota: Int?
+    /// `DailyTokenQuota`: the default of every upstream's token quota (nil: unlimited).
     var dailyTokenQuota: Int?
     var probeIntervalSeconds: Int
     var connectTimeoutSeconds: Int
@@ -98,7 +108,7 @@ struct Settings: Sendable {
                 guard Self.knownSettings.contains(key) || Self.upstreamOverride(key) != nil else {
                     throw .invalidRequest(
                         "unknown setting \"\(key)\" for the private-cloud backend (known: "
-                            + (Self.knownSettings + ["Upstream.<n>.Protocol", "Upstream.<n>.Model"]).joined(
+                            + (Self.knownSettings + Self.perUpstreamKeys.map { "Upstream.<n>.\($0)" }).joined(
                                 separator: ", ") + ")")
                 }
                 guard let value = JSON.string(dictionary[key]) else {
@@ -113,10 +123,22 @@ struct Settings: Sendable {
 
         let defaultProtocol = try Self.wireProtocol(settings["Protocol"], key: "Protocol") ?? .responses
         let defaultModel = settings["Model"] ?? ""
+        let defaultRequestQuota = try Self.quota(settings, "DailyRequestQuota")
+        let defaultTokenQuota = try Self.quota(settings, "DailyTokenQuota")
         var upstreams: [UpstreamConfig] = []
         for (offset, raw) in (settings["Upstreams"] ?? "").split(separator: ",").enumerated() {
             let url = try Self.baseURL(String(raw).trimmingCharacters(in: .whitespaces), position: offset + 1)
-            upstreams.append(UpstreamConfig(baseURL: url, wireProtocol: defaultProtocol, model: defaultModel))
+            // The URL is the upstream's identity (its quota counts are keyed by it): a second entry would share
+            // the first one's counts under different limits.
+            if let first = upstreams.firstIndex(where: { $0.baseURL == url }) {
+                throw .invalidRequest(
+                    "setting \"Upstreams\": entry \(offset + 1) repeats entry \(first + 1) (\(url)); "
+                        + "list each upstream once")
+            }
+            upstreams.append(
+                UpstreamConfig(
+                    baseURL: url, wireProtocol: defaultProtocol, model: defaultModel,
+                    dailyRequestQuota: defaultRequestQuota, dailyTokenQuota: defaultTokenQuota))
         }
         for (key, value) in settings {
             guard let (number, field) = Self.upstreamOverride(key) else { continue }
@@ -124,10 +146,12 @@ struct Settings: Sendable {
                 throw .invalidRequest(
                     "setting \"\(key)\" names upstream \(number), but Upstreams lists \(upstreams.count)")
             }
-            if field == "Protocol" {
+            switch field {
+            case "Protocol":
                 upstreams[number - 1].wireProtocol = try Self.wireProtocol(value, key: key) ?? defaultProtocol
-            } else {
-                upstreams[number - 1].model = value
+            case "Model": upstreams[number - 1].model = value
+            case "DailyRequestQuota": upstreams[number - 1].dailyRequestQuota = try Self.quota(settings, key)
+            default: upstreams[number - 1].dailyTokenQuota = try Self.quota(settings, key)
             }
         }
         if let missing = upstreams.firstIndex(where: { $0.model.isEmpty }) {
@@ -155,14 +179,14 @@ struct Settings: Sendable {
         case let other?:
             throw .invalidRequest("setting \"Reasoning\" must be no, yes or optional, not \"\(other)\"")
         }
-        dailyRequestQuota = try Self.optionalInteger(settings, "DailyRequestQuota")
-        dailyTokenQuota = try Self.optionalInteger(settings, "DailyTokenQuota")
+        dailyRequestQuota = defaultRequestQuota
+        dailyTokenQuota = defaultTokenQuota
         probeIntervalSeconds = try Self.integer(settings, "ProbeIntervalSeconds", default: 30, range: 1...86_400)
         connectTimeoutSeconds = try Self.integer(settings, "ConnectTimeoutSeconds", default: 5, range: 1...600)
         readTimeoutSeconds = try Self.integer(settings, "ReadTimeoutSeconds", default: 120, range: 1...86_400)
     }
 
-    /// `Upstream.<n>.Protocol` / `Upstream.<n>.Model` → (n, field), else nil.
+    /// `Upstream.<n>.<field>` for a field in `perUpstreamKeys` → (n, field), else nil.
     private static func upstreamOverride(_ key: String) -> (Int, String)? {
         let parts = key.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0] == "Upstream", let number = Int(parts[1]),
@@ -210,8 +234,8 @@ struct Settings: Sendable {
         return parsed
     }
 
-    /// A quota: empty or 0 means unlimited.
-    private static func optionalInteger(_ settings: [String: String], _ key: String) throws(BackendError) -> Int? {
+    /// A quota: 0 means unlimited (an empty value is "not set" and never reaches here).
+    private static func quota(_ settings: [String: String], _ key: String) throws(BackendError) -> Int? {
         guard let text = settings[key] else { return nil }
         guard let parsed = Int(text), parsed >= 0 else {
             throw .invalidRequest("setting \"\(key)\" must be a non-negative integer (0 = unlimited), not \"\(text)\"")

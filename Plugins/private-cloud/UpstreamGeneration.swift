@@ -7,11 +7,13 @@ import Synchronization
 /// sends exactly one terminal event.
 ///
 /// ```
-/// for upstream in pool.order():                       (healthy first)
+/// for upstream in order (healthy first), skipping upstreams whose daily quota is used up:
+///     one request is charged to it (generate charged the first one)
 ///     POST <base>/responses | <base>/chat/completions (stream: true)
-///     connect error, timeout, 408/429/5xx before the first event ─► mark it unhealthy, try the next one
+///     connect error, timeout, 408/429/5xx before the first event ─► mark it unhealthy, refund, try the next one
 ///     first event sent to the host ─► this upstream is committed: any later failure ends with ERROR
 /// cancel() or emit() ≠ 0 ─► close the upstream request ─► USAGE (if known) ─► DONE/cancelled
+/// the end ─► the request's tokens are charged to the upstream that served it
 /// ```
 ///
 /// A generation never switches upstream after its first event, so a stream never mixes two models.
@@ -33,19 +35,25 @@ final class UpstreamGeneration: Sendable {
     let bodies: [[UInt8]]
     /// Upstream tool name → the host's name.
     let toolNames: [String: String]
+    /// The upstreams to try (indices as in the pool), in order.
+    let order: [Int]
+    /// The request as charged to the first upstream with quota left.
+    let charge: QuotaStore.Charge
     private let context: Context
     private let cancelled = Atomic<Bool>(false)
     private let transfer = Mutex<HTTPTransfer?>(nil)
 
     init(
         requestID: UInt64, responseID: String, sink: EventSink, bodies: [[UInt8]], toolNames: [String: String],
-        context: Context
+        order: [Int], charge: QuotaStore.Charge, context: Context
     ) {
         self.requestID = requestID
         self.responseID = responseID
         self.sink = sink
         self.bodies = bodies
         self.toolNames = toolNames
+        self.order = order
+        self.charge = charge
         self.context = context
     }
 
@@ -63,18 +71,41 @@ final class UpstreamGeneration: Sendable {
     /// Runs the generation to its terminal event (on the generation's own thread).
     func run() {
         var failures: [String] = []
-        for index in context.pool.order() {
-            if isCancelled { return finishCancelled(usage: nil) }
-            switch attempt(upstream: index) {
+        var remaining = order
+        var next: QuotaStore.Charge? = charge
+        while let current = next {
+            guard let index = remaining.first(where: { context.pool.upstreams[$0].baseURL == current.upstream }) else {
+                break
+            }
+            remaining.removeAll { $0 == index }
+            if isCancelled {
+                refund(current)
+                return finishCancelled(usage: nil, charge: nil)
+            }
+            switch attempt(upstream: index, charge: current) {
             case .finished:
                 return
             case .failover(let reason):
                 let url = context.pool.upstreams[index].baseURL
                 failures.append("\(url): \(reason)")
+                refund(current)
                 context.host.log(AFM_LOG_WARNING, "\(responseID): upstream \(url) failed before the first token (\(reason)); trying the next one")
             }
+            if isCancelled { return finishCancelled(usage: nil, charge: nil) }
+            // The next upstream with quota left; those used up are skipped like unhealthy ones.
+            do {
+                switch try context.quota.reserve(remaining.map { QuotaStore.Account(context.pool.upstreams[$0]) }) {
+                case .charged(let charged):
+                    next = charged
+                case .usedUp(let reasons):
+                    failures += reasons.map { "\($0) (daily quota used up)" }
+                    next = nil
+                }
+            } catch {
+                return fail(AFM_ERR_INTERNAL, "the quota could not be checked: \(error.message)")
+            }
         }
-        if isCancelled { return finishCancelled(usage: nil) }
+        if isCancelled { return finishCancelled(usage: nil, charge: nil) }
         fail(AFM_ERR_MODEL_UNAVAILABLE, "no private-cloud upstream could serve the request: " + failures.joined(separator: "; "))
     }
 
@@ -84,7 +115,7 @@ final class UpstreamGeneration: Sendable {
     }
 
     /// One upstream: streams its answer, or reports why another upstream should be tried.
-    private func attempt(upstream index: Int) -> Attempt {
+    private func attempt(upstream index: Int, charge: QuotaStore.Charge) -> Attempt {
         let upstream = context.pool.upstreams[index]
         let http = HTTPTransfer()
         transfer.withLock { $0 = http }
@@ -143,16 +174,16 @@ final class UpstreamGeneration: Sendable {
 
         switch outcome {
         case .cancelled:
-            finishCancelled(usage: usage)
+            finishCancelled(usage: usage, charge: charge)
             return .finished
         case .stopped where clientGone:
-            finishCancelled(usage: usage)
+            finishCancelled(usage: usage, charge: charge)
             return .finished
         case .completed(let status) where (200..<300).contains(status), .stopped(let status) where (200..<300).contains(status):
             switch terminal {
             case .done(let reason)?:
                 if let usage { sink.emit(AFM_EVENT_USAGE, usage: usage) }
-                chargeTokens(usage)
+                chargeTokens(usage, to: charge)
                 sink.emit(AFM_EVENT_DONE, code: reason)
                 return .finished
             case .failed(let code, let message)?:
@@ -160,7 +191,7 @@ final class UpstreamGeneration: Sendable {
                     context.pool.markFailure(index, reason: message)
                     return .failover(message)
                 }
-                chargeTokens(usage)
+                chargeTokens(usage, to: charge)
                 fail(code, "upstream \(upstream.baseURL): \(message)")
                 return .finished
             default:
@@ -169,7 +200,7 @@ final class UpstreamGeneration: Sendable {
                     context.pool.markFailure(index, reason: message)
                     return .failover(message)
                 }
-                chargeTokens(usage)
+                chargeTokens(usage, to: charge)
                 fail(AFM_ERR_MODEL_UNAVAILABLE, "upstream \(upstream.baseURL) failed mid-stream: \(message)")
                 return .finished
             }
@@ -193,7 +224,7 @@ final class UpstreamGeneration: Sendable {
                 context.pool.markFailure(index, reason: reason)
                 return .failover(reason)
             }
-            chargeTokens(usage)
+            chargeTokens(usage, to: charge)
             fail(
                 timedOut ? AFM_ERR_TIMEOUT : AFM_ERR_MODEL_UNAVAILABLE,
                 "upstream \(upstream.baseURL) failed mid-stream: \(reason)")
@@ -218,9 +249,9 @@ final class UpstreamGeneration: Sendable {
         }
     }
 
-    private func finishCancelled(usage: EventSink.Usage?) {
+    private func finishCancelled(usage: EventSink.Usage?, charge: QuotaStore.Charge?) {
         if let usage { sink.emit(AFM_EVENT_USAGE, usage: usage) }
-        chargeTokens(usage)
+        if let charge { chargeTokens(usage, to: charge) }
         sink.emit(AFM_EVENT_DONE, code: AFM_FINISH_CANCELLED)
     }
 
@@ -230,14 +261,24 @@ final class UpstreamGeneration: Sendable {
         sink.emit(AFM_EVENT_ERROR, code: code, text: message)
     }
 
-    /// Adds the request's input and output tokens to today's quota count.
-    private func chargeTokens(_ usage: EventSink.Usage?) {
+    /// Adds the request's input and output tokens to the count of the upstream it was charged to.
+    private func chargeTokens(_ usage: EventSink.Usage?, to charge: QuotaStore.Charge) {
         guard let usage else { return }
         let tokens = max(0, usage.inputTokens) + max(0, usage.outputTokens)
         do {
-            try context.quota.chargeTokens(Int(tokens))
+            try context.quota.chargeTokens(Int(tokens), to: charge)
         } catch {
             context.host.log(AFM_LOG_ERROR, "\(responseID): could not count \(tokens) tokens: \(error.message)")
+        }
+    }
+
+    /// Takes back the request charged to an upstream that did not serve it.
+    private func refund(_ charge: QuotaStore.Charge) {
+        do {
+            try context.quota.refund(charge)
+        } catch {
+            context.host.log(
+                AFM_LOG_ERROR, "\(responseID): could not refund a request to \(charge.upstream): \(error.message)")
         }
     }
 }

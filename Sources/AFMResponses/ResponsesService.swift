@@ -20,8 +20,8 @@ public final class ResponsesService: Sendable {
     private let logger: Logger
     private let sealer: ReasoningSealer
     private let commonPrompt: Mutex<String>
-    /// Token counters of every request this service started.
-    public let monitor = TokenMonitor()
+    /// Token counters of every request this service started, with the backends' remaining quotas.
+    public let monitor: TokenMonitor
 
     /// - Parameters:
     ///   - commonPrompt: text prepended to the system text of every request (configuration `[Responses] CommonPrompt`).
@@ -31,6 +31,7 @@ public final class ResponsesService: Sendable {
         self.registry = registry
         self.logger = logger
         self.sealer = sealer
+        monitor = TokenMonitor { TokenMonitor.quotas(registry.statuses()) }
         self.commonPrompt = Mutex(commonPrompt)
     }
 

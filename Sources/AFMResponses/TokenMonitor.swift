@@ -4,11 +4,14 @@ import AFMJSON
 import Foundation
 import Synchronization
 
-/// Live token counters since the daemon started: per request and in total.
+/// Live token counters since the daemon started: per request and in total, with what remains of the backends'
+/// daily quotas.
 ///
 /// A request is counted from the moment its generation started; requests refused before that (validation,
 /// unknown model, budget) are never counted. Failed and cancelled generations keep the usage their backend
 /// reported. The figures live as long as the process: stopping the listener keeps them, a restart resets them.
+/// The quotas are not counted here: they are the `quota` objects of the backends' describe documents (the
+/// private cloud's, persisted by the backend), as the registry last refreshed them.
 public final class TokenMonitor: Sendable {
     /// The counters of one request.
     public struct Request: Sendable, Hashable {
@@ -45,8 +48,24 @@ public final class TokenMonitor: Sendable {
     public static let recentLimit = 50
     public let startedAt = Date()
     private let state = Mutex(State())
+    private let quotas: @Sendable () -> JSONValue
 
-    public init() {}
+    /// - Parameter quotas: the backends' quotas for each snapshot, as an array (see `quotas(_:)`).
+    public init(quotas: @escaping @Sendable () -> JSONValue = { .array([]) }) {
+        self.quotas = quotas
+    }
+
+    /// The `quota` object of every backend whose describe document has one, each with the backend's id first:
+    /// `[{"backend":"private-cloud","requests_remaining":…,"tokens_remaining":…,"resets_at":…,"upstreams":[…]}]`.
+    public static func quotas(_ statuses: [BackendStatus]) -> JSONValue {
+        .array(
+            statuses.compactMap { status -> JSONValue? in
+                guard let quota = status.details["quota"]?.objectValue else { return nil }
+                var entry: JSONObject = ["backend": .string(status.id)]
+                for (key, value) in quota where key != "backend" { entry[key] = value }
+                return .object(entry)
+            })
+    }
 
     func begin(id: String, model: String, backend: String, inputTokens: Int) {
         state.withLock { state in
@@ -103,7 +122,7 @@ public final class TokenMonitor: Sendable {
         }
     }
 
-    /// The snapshot `WatchCounters` and `/status` show.
+    /// The snapshot `WatchCounters` shows (`/status` shows its `totals`).
     public var json: JSONValue {
         let (totals, running, recent, last) = state.withLock { state in
             (state.finished, Array(state.running.values), state.recent, state.lastUpdated)
@@ -127,6 +146,7 @@ public final class TokenMonitor: Sendable {
             "running": .number(JSONNumber(running.count)),
             "last_updated": lastRequest.map(\.json) ?? nil,
             "requests": .array((recent + running.sorted { $0.updatedAt < $1.updatedAt }).suffix(20).map(\.json)),
+            "quota": quotas(),
         ]
     }
 }

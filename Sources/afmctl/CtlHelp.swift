@@ -41,8 +41,9 @@ enum CtlHelp {
         "top": """
             Usage: afmctl top [--interval MS] [--json]
 
-            Show the live token monitor: totals since the last start and the most recently updated request.
-            In a terminal the screen is redrawn on every update; when piped, one line per update.
+            Show the live token monitor: totals since the last start, the most recently updated request, and
+            what remains of each backend's daily quota (per upstream for the private cloud). In a terminal the
+            screen is redrawn on every update; when piped, one line per update.
             Ctrl-C exits. Level: user.
             """,
         "backends": """

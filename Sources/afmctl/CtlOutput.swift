@@ -72,4 +72,54 @@ enum CtlOutput {
         }
         return parts.joined(separator: " ")
     }
+
+    // MARK: - Quotas (afmctl top)
+
+    /// The monitor's `quota` list for humans, one line per backend and one per upstream:
+    ///
+    /// ```
+    /// quota private-cloud: 3 requests, unlimited tokens left today; resets at 2026-12-01T00:00:00Z
+    ///   http://10.0.0.5:8080/v1: 0 of 2 requests, unlimited tokens left (used up)
+    /// ```
+    static func quotaLines(_ quotas: JSONValue) -> [String] {
+        var lines: [String] = []
+        for quota in quotas.arrayValue ?? [] {
+            let backend = scalar(quota["backend"] ?? .null)
+            var line = "quota \(backend): \(remaining(quota)) left today"
+            if quota["exhausted"]?.boolValue == true { line += " (used up)" }
+            lines.append(line + "; resets at \(scalar(quota["resets_at"] ?? .null))")
+            for upstream in quota["upstreams"]?.arrayValue ?? [] {
+                let usedUp = upstream["exhausted"]?.boolValue == true ? " (used up)" : ""
+                lines.append("  \(scalar(upstream["url"] ?? .null)): \(remaining(upstream)) left\(usedUp)")
+            }
+        }
+        return lines
+    }
+
+    /// The monitor's `quota` list as `key=value` pairs for `line`: `quota.<backend>.<field>=…` and
+    /// `quota.<backend>[<url>].<field>=…` for the remaining figures.
+    static func quotaPairs(_ quotas: JSONValue) -> [String] {
+        var pairs: [String] = []
+        let fields = ["requests_remaining", "tokens_remaining"]
+        for quota in quotas.arrayValue ?? [] {
+            let prefix = "quota.\(scalar(quota["backend"] ?? .null))"
+            for field in fields + ["resets_at"] { pairs.append("\(prefix).\(field)=\(scalar(quota[field] ?? .null))") }
+            for upstream in quota["upstreams"]?.arrayValue ?? [] {
+                let url = scalar(upstream["url"] ?? .null)
+                for field in fields { pairs.append("\(prefix)[\(url)].\(field)=\(scalar(upstream[field] ?? .null))") }
+            }
+        }
+        return pairs
+    }
+
+    /// "3 of 5 requests, unlimited tokens" from `requests_remaining`/`daily_request_quota` and the token pair.
+    private static func remaining(_ quota: JSONValue) -> String {
+        func part(_ noun: String, _ left: JSONValue?, _ limit: JSONValue?) -> String {
+            guard let left = left?.numberValue else { return "unlimited \(noun)" }
+            guard let limit = limit?.numberValue else { return "\(left.literal) \(noun)" }
+            return "\(left.literal) of \(limit.literal) \(noun)"
+        }
+        return part("requests", quota["requests_remaining"], quota["daily_request_quota"]) + ", "
+            + part("tokens", quota["tokens_remaining"], quota["daily_token_quota"])
+    }
 }

@@ -128,12 +128,21 @@ struct CtlRunner {
             let reply = try connection.receive(timeoutMilliseconds: nil, method: "WatchCounters")
             if options.json {
                 CtlOutput.print(reply.parameters.jsonString)
-            } else if terminal {
-                // Home the cursor and clear the screen, then draw the snapshot.
-                CtlOutput.raw("\u{1B}[H\u{1B}[2J" + "afmctl top — \(socket) — Ctrl-C exits\n\n")
-                CtlOutput.print(CtlOutput.outline(reply.parameters).joined(separator: "\n"))
             } else {
-                CtlOutput.print(CtlOutput.line(reply.parameters))
+                // The quotas get their own rendering: the generic one would print every field of every upstream.
+                var counters = reply.parameters.objectValue ?? [:]
+                let quotas = counters.removeValue(forKey: "quota") ?? .array([])
+                if terminal {
+                    // Home the cursor and clear the screen, then draw the snapshot.
+                    CtlOutput.raw("\u{1B}[H\u{1B}[2J" + "afmctl top — \(socket) — Ctrl-C exits\n\n")
+                    let quotaLines = CtlOutput.quotaLines(quotas)
+                    CtlOutput.print(
+                        (CtlOutput.outline(.object(counters)) + (quotaLines.isEmpty ? [] : [""] + quotaLines))
+                            .joined(separator: "\n"))
+                } else {
+                    let pairs = [CtlOutput.line(.object(counters))] + CtlOutput.quotaPairs(quotas)
+                    CtlOutput.print(pairs.joined(separator: " "))
+                }
             }
             if !reply.continues { return }
         }

@@ -2,6 +2,7 @@
 import AFMJSON
 import AFMTestSupport
 import Foundation
+import Testing
 
 /// Where the private-cloud plugin is in this build.
 enum CloudPaths {
@@ -13,9 +14,11 @@ enum CloudPaths {
 /// the scripted backend with a script (for an afmd used as an upstream).
 struct CloudDaemon {
     let directory = BackendDirectoryBuilder()
-    let daemon: DaemonProcess
+    private(set) var daemon: DaemonProcess
     let scratch: String
     let record: String
+    /// afmd.conf up to the `[Backend.private-cloud]` section.
+    private let baseConfig: String
     var port: Int { daemon.port }
     var baseURL: String { "http://127.0.0.1:\(port)/v1" }
 
@@ -37,9 +40,22 @@ struct CloudDaemon {
             try script.write(toFile: scratch + "/script.json", atomically: true, encoding: .utf8)
             config += "Script=\(scratch)/script.json\n"
         }
+        baseConfig = config
         if let cloud { config += "[Backend.private-cloud]\n\(cloud)\n" }
         daemon = try DaemonProcess(backendDirectory: directory.path, config: config, environment: environment)
     }
+
+    /// Stops afmd (SIGTERM) and starts it again in the same config root, so its state directory (the quota
+    /// database) is kept; `cloud` replaces the `[Backend.private-cloud]` lines.
+    mutating func restart(cloud: String) throws {
+        #expect(daemon.stop() == 0, "afmd did not stop cleanly")
+        daemon = try DaemonProcess(
+            backendDirectory: directory.path, config: baseConfig + "[Backend.private-cloud]\n\(cloud)\n",
+            root: daemon.root)
+    }
+
+    /// The private cloud's quota database in this daemon's state directory.
+    var quotaDatabase: String { daemon.root + "/var/lib/afm/backends/private-cloud/quota.sqlite3" }
 
     func client() throws -> TestHTTPClient { try TestHTTPClient(port: port, timeoutSeconds: 120) }
 

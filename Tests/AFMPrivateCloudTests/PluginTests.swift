@@ -136,10 +136,157 @@ import Testing
             #expect(failure.code == AFM_ERR_QUOTA_EXCEEDED)
             #expect(failure.description.contains(resetsAt))
         }
-        // WAL mode and the migration table.
+        // WAL mode, the migration table, and the counts keyed by the upstream's URL.
         let journal = try sqlite(state + "/quota.sqlite3", "PRAGMA journal_mode;")
         #expect(journal.trimmingCharacters(in: .whitespacesAndNewlines) == "wal")
-        #expect(try sqlite(state + "/quota.sqlite3", "SELECT version FROM schema_migrations;").contains("1"))
+        #expect(try sqlite(state + "/quota.sqlite3", "SELECT version FROM schema_migrations;") == "1\n2\n")
+        #expect(
+            try sqlite(state + "/quota.sqlite3", "SELECT upstream, requests FROM upstream_daily_usage;")
+                == "\(upstream.baseURL)|2\n")
+    }
+
+    @Test func perUpstreamQuotaKeysAreValidatedByName() throws {
+        let settings = ["Upstreams": "http://127.0.0.1:1/v1, http://127.0.0.1:2/v1", "Model": "m"]
+        for (key, value, mention) in [
+            ("Upstream.3.DailyRequestQuota", "5", "names upstream 3, but Upstreams lists 2"),
+            ("Upstream.1.DailyTokenQuota", "-1", "Upstream.1.DailyTokenQuota"),
+            ("Upstream.2.DailyRequestQuota", "many", "Upstream.2.DailyRequestQuota"),
+            ("Upstream.1.DailyQuota", "5", "unknown setting"),
+        ] {
+            do {
+                _ = try PluginDriver(settings: settings.merging([key: value]) { $1 })
+                Issue.record("\(key)=\(value) was accepted")
+            } catch let failure as PluginDriver.Failure {
+                #expect(failure.code == AFM_ERR_INVALID_REQUEST)
+                #expect(failure.description.contains(mention), "\(failure.description)")
+            }
+        }
+        // The URL identifies an upstream (its counts are keyed by it), so it may be listed once only.
+        do {
+            _ = try PluginDriver(settings: ["Upstreams": "http://127.0.0.1:1/v1, http://127.0.0.1:1/v1/", "Model": "m"])
+            Issue.record("a repeated upstream URL was accepted")
+        } catch let failure as PluginDriver.Failure {
+            #expect(failure.code == AFM_ERR_INVALID_REQUEST)
+            #expect(failure.description.contains("entry 2 repeats entry 1"), "\(failure.description)")
+        }
+    }
+
+    /// `DailyRequestQuota` is every upstream's default; `Upstream.<n>.…` overrides it (0 = unlimited). A request
+    /// goes to the first upstream with quota left; an upstream that failed before answering gets its request back;
+    /// when every upstream is used up, generate refuses with quota_exceeded naming each one and the reset time.
+    @Test func eachUpstreamHasItsOwnQuotaAndAUsedUpOneIsSkipped() throws {
+        let first = try CloudDaemon(cloud: nil)
+        let third = try CloudDaemon(cloud: nil)
+        let down = "http://127.0.0.1:\(closedLoopbackPort())/v1"
+        let state = TestPaths.makeTemporaryDirectory("afm-cloud-state") + "/private-cloud"
+        let driver = try PluginDriver(
+            settings: [
+                "Upstreams": "\(first.baseURL), \(down), \(third.baseURL)", "Model": "scripted-demo",
+                "DailyRequestQuota": "1", "Upstream.2.DailyRequestQuota": "0", "Upstream.3.DailyRequestQuota": "2",
+                "Upstream.3.DailyTokenQuota": "100000", "ProbeIntervalSeconds": "3600",
+            ], stateDirectory: state)
+        defer { driver.destroy() }
+        func served(_ id: UInt64) throws -> Int32? {
+            let events = try driver.generate(id: id, request: generationRequest(text: "request \(id)"))
+            #expect(events.waitForTerminal())
+            return events.last?.type
+        }
+        #expect(try served(1) == AFM_EVENT_DONE)
+        #expect(first.records().filter { $0["event"]?.stringValue == "generate" }.count == 1)
+        // The first upstream is used up; the second is down (probed unhealthy at create, so ordered last); the
+        // third serves twice.
+        #expect(try served(2) == AFM_EVENT_DONE)
+        #expect(try served(3) == AFM_EVENT_DONE)
+        #expect(third.records().filter { $0["event"]?.stringValue == "generate" }.count == 2)
+        #expect(first.records().filter { $0["event"]?.stringValue == "generate" }.count == 1)
+
+        let quota = try #require(try driver.describe()["quota"])
+        let upstreams = try #require(quota["upstreams"]?.arrayValue)
+        #expect(upstreams.map { $0["url"]?.stringValue ?? "" } == [first.baseURL, down, third.baseURL])
+        #expect(upstreams.map { $0["requests_used"]?.numberValue?.intValue } == [1, 0, 2])
+        #expect(upstreams.map { $0["daily_request_quota"]?.numberValue?.intValue } == [1, nil, 2])
+        #expect(upstreams.map { $0["requests_remaining"]?.numberValue?.intValue } == [0, nil, 0])
+        #expect(upstreams.map { $0["exhausted"]?.boolValue } == [true, false, true])
+        #expect((upstreams[2]["tokens_used"]?.numberValue?.intValue ?? 0) > 0)
+        #expect(upstreams[2]["tokens_remaining"]?.numberValue?.intValue == 100000 - (upstreams[2]["tokens_used"]?.numberValue?.intValue ?? 0))
+        #expect(quota["requests_used"]?.numberValue?.intValue == 3)
+        #expect(quota["requests_remaining"] == .null, "the unlimited upstream makes the backend unlimited")
+        #expect(quota["exhausted"]?.boolValue == false)
+
+        // Only the unlimited (and unreachable) upstream is left: it is tried, fails, and the request fails with
+        // model_unavailable naming the used-up upstreams too; its request is refunded.
+        let events = try driver.generate(id: 4, request: generationRequest())
+        #expect(events.waitForTerminal(seconds: 30))
+        #expect(events.last?.type == AFM_EVENT_ERROR)
+        #expect(events.last?.code == AFM_ERR_MODEL_UNAVAILABLE)
+        let message = events.last?.text ?? ""
+        #expect(message.contains(down) && message.contains("\(first.baseURL): 1 of 1 requests"), "\(message)")
+        #expect(message.contains("\(third.baseURL): 2 of 2 requests"), "\(message)")
+        #expect(try driver.describe()["quota"]?["upstreams"]?[1]?["requests_used"]?.numberValue?.intValue == 0)
+    }
+
+    @Test func whenEveryUpstreamIsUsedUpGenerateRefusesNamingEachAndTheResetTime() throws {
+        let first = try CloudDaemon(cloud: nil)
+        let second = try CloudDaemon(cloud: nil)
+        let driver = try PluginDriver(settings: [
+            "Upstreams": "\(first.baseURL), \(second.baseURL)", "Model": "scripted-demo", "DailyRequestQuota": "1",
+        ])
+        defer { driver.destroy() }
+        for id in 1...2 as ClosedRange<UInt64> {
+            let events = try driver.generate(id: id, request: generationRequest())
+            #expect(events.waitForTerminal())
+            #expect(events.last?.type == AFM_EVENT_DONE)
+        }
+        #expect(first.records().filter { $0["event"]?.stringValue == "generate" }.count == 1)
+        #expect(second.records().filter { $0["event"]?.stringValue == "generate" }.count == 1)
+        let quota = try #require(try driver.describe()["quota"])
+        #expect(quota["exhausted"]?.boolValue == true)
+        #expect(quota["requests_remaining"]?.numberValue?.intValue == 0)
+        #expect(quota["daily_request_quota"]?.numberValue?.intValue == 2)
+        let resetsAt = try #require(quota["resets_at"]?.stringValue)
+        do {
+            _ = try driver.generate(id: 3, request: generationRequest())
+            Issue.record("a request was accepted with every upstream's quota used up")
+        } catch let failure as PluginDriver.Failure {
+            #expect(failure.code == AFM_ERR_QUOTA_EXCEEDED)
+            #expect(
+                failure.description == "every private-cloud upstream's daily quota is used up (\(first.baseURL): 1 of 1 "
+                    + "requests; \(second.baseURL): 1 of 1 requests); it resets at \(resetsAt)")
+        }
+    }
+
+    /// Counts from before per-upstream counting (migration 1's backend-wide `daily_usage`) count against every
+    /// upstream on their day, so an upgrade never hands out fresh quota; other days are ignored.
+    @Test func backendWideCountsFromMigrationOneCountForEveryUpstream() throws {
+        let state = TestPaths.makeTemporaryDirectory("afm-cloud-state") + "/private-cloud"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let formatter = DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd"
+        let today = formatter.string(from: Date())
+        _ = try sqlite(
+            state + "/quota.sqlite3",
+            """
+            CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
+            CREATE TABLE daily_usage (day TEXT PRIMARY KEY, requests INTEGER NOT NULL DEFAULT 0, tokens INTEGER NOT NULL DEFAULT 0);
+            INSERT INTO schema_migrations VALUES (1, '2026-01-01T00:00:00Z');
+            INSERT INTO daily_usage VALUES ('\(today)', 3, 700), ('2000-01-01', 50, 5000);
+            """)
+        let driver = try PluginDriver(
+            settings: [
+                "Upstreams": "http://127.0.0.1:\(closedLoopbackPort())/v1, http://127.0.0.1:\(closedLoopbackPort())/v1",
+                "Model": "m", "DailyRequestQuota": "5", "DailyTokenQuota": "1000", "ProbeIntervalSeconds": "3600",
+            ], stateDirectory: state)
+        defer { driver.destroy() }
+        let quota = try #require(try driver.describe()["quota"])
+        for upstream in quota["upstreams"]?.arrayValue ?? [] {
+            #expect(upstream["requests_used"]?.numberValue?.intValue == 3)
+            #expect(upstream["requests_remaining"]?.numberValue?.intValue == 2)
+            #expect(upstream["tokens_remaining"]?.numberValue?.intValue == 300)
+        }
+        #expect(quota["upstreams"]?.arrayValue?.count == 2)
+        #expect(quota["requests_used"]?.numberValue?.intValue == 3, "the old counts are added once to the total")
+        #expect(try sqlite(state + "/quota.sqlite3", "SELECT version FROM schema_migrations;") == "1\n2\n")
     }
 
     private func sqlite(_ path: String, _ sql: String) throws -> String {

@@ -13,8 +13,14 @@ public final class DaemonProcess {
     }
 
     /// Starts `afmd --listen 127.0.0.1:0 --config-root ROOT --backend-dir DIR` with `config` as ROOT/afmd.conf.
-    public init(backendDirectory: String, config: String = "", extraArguments: [String] = [], environment: [String: String] = [:]) throws {
-        root = TestPaths.makeTemporaryDirectory("afmd-root")
+    ///
+    /// - Parameter root: an existing config root to start in again (a restart that keeps the state directory);
+    ///   nil makes a new one.
+    public init(
+        backendDirectory: String, config: String = "", extraArguments: [String] = [], environment: [String: String] = [:],
+        root existingRoot: String? = nil
+    ) throws {
+        root = existingRoot ?? TestPaths.makeTemporaryDirectory("afmd-root")
         logPath = root + "/afmd.log"
         try config.write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)

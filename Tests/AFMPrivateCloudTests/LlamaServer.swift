@@ -27,6 +27,21 @@ final class LlamaServer {
         return FileManager.default.fileExists(atPath: path) ? path : nil
     }
 
+    /// A chat template with function tools for SmolLM2 (whose own template has none, so llama-server would ignore
+    /// `tool_choice`): NousResearch's Hermes 2 Pro tool-use template, ChatML with `<tool_call>` blocks, from the
+    /// pinned llama.cpp sources that `scripts/build-llama` unpacked next to the binary it built. With a template that
+    /// declares tools, `tool_choice: "required"` makes llama-server constrain the output with a grammar that ends in
+    /// a call whose arguments match the tool's schema (common/chat-auto-parser-generator.cpp).
+    static var toolTemplate: String? {
+        guard let binary else { return nil }
+        // <cache>/llama/<pin>-<flavour>/bin/llama-server → <cache>/src/llama.cpp-<pin>/models/templates/…
+        let build = URL(fileURLWithPath: binary).deletingLastPathComponent().deletingLastPathComponent()
+        let pin = build.lastPathComponent.split(separator: "-").first.map(String.init) ?? ""
+        let path = build.deletingLastPathComponent().deletingLastPathComponent().path
+            + "/src/llama.cpp-\(pin)/models/templates/NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja"
+        return FileManager.default.fileExists(atPath: path) ? path : nil
+    }
+
     /// Whether the binary and the model exist (tests that need them are skipped otherwise).
     static var isAvailable: Bool { binary != nil && model != nil }
 

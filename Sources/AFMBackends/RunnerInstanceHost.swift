@@ -67,9 +67,19 @@ final class RunnerInstanceHost: BackendInstanceHost {
     // MARK: - Launch
 
     /// Where `afm-backend-runner` is by default: next to the running executable.
+    /// Where afmd finds `afm-backend-runner`, relative to itself so the same build runs from `.build/` and from
+    /// `/usr`: next to afmd (a build directory), else `../lib/afm/runner/` (installed: `/usr/sbin/afmd` →
+    /// `/usr/lib/afm/runner/afm-backend-runner`, DESIGN §10).
     static func defaultRunnerPath() -> String {
-        let executable = CurrentProcess.executablePath() ?? "/usr/libexec/afm/afmd"
-        return ((executable as NSString).deletingLastPathComponent as NSString).appendingPathComponent("afm-backend-runner")
+        let executable = CurrentProcess.executablePath() ?? "/usr/sbin/afmd"
+        let directory = (executable as NSString).deletingLastPathComponent as NSString
+        let besideDaemon = directory.appendingPathComponent("afm-backend-runner")
+        let installed = ((directory.deletingLastPathComponent as NSString).appendingPathComponent("lib/afm/runner") as NSString)
+            .appendingPathComponent("afm-backend-runner")
+        if !FileManager.default.isExecutableFile(atPath: besideDaemon) && FileManager.default.isExecutableFile(atPath: installed) {
+            return installed
+        }
+        return besideDaemon
     }
 
     /// Starts a runner for `manifest`, negotiates, and creates the instance. Blocks (run it on a control queue).

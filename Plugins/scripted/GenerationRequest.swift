@@ -29,12 +29,17 @@ struct GenerationRequest: Sendable, Hashable {
     /// The input size in tokens by the scripted rule: ceil(bytes / 4).
     var inputTokens: Int { inputTextBytes / 4 + (inputTextBytes % 4 == 0 ? 0 : 1) }
 
+    /// The members of a request document this backend reads; the parser only checks the others.
+    static let readKeys = ["request_version", "model", "system", "input", "max_output_tokens"]
+
     /// Parses the bytes of a request document, which must be a JSON object.
     ///
     /// - Throws: `AFM_ERR_INVALID_REQUEST` saying why the bytes are not a JSON object.
     static func document(from json: Data) throws(BackendError) -> JSONNode {
         let parsed = json.withUnsafeBytes { raw in
-            Result { () throws(JSONNodeParser.Failure) in try JSONNodeParser.parse(raw.assumingMemoryBound(to: UInt8.self)) }
+            Result { () throws(JSONNodeParser.Failure) in
+                try JSONNodeParser.parse(raw.assumingMemoryBound(to: UInt8.self), keepingTopLevelKeys: readKeys)
+            }
         }
         switch parsed {
         case .success(let node):

@@ -15,18 +15,25 @@ struct JSONNodeParser {
     }
 
     private let bytes: UnsafeBufferPointer<UInt8>
+    private let topLevelKeys: [String]?
     private var position = 0
     private var depth = 0
 
-    private init(bytes: UnsafeBufferPointer<UInt8>) {
+    private init(bytes: UnsafeBufferPointer<UInt8>, topLevelKeys: [String]?) {
         self.bytes = bytes
+        self.topLevelKeys = topLevelKeys
     }
 
     /// Parses one JSON document (any value, surrounded by optional whitespace).
     ///
+    /// - Parameter topLevelKeys: When the document is an object, the only members it keeps; the values of the
+    ///   others are checked just as strictly but not built (nil keeps everything). The backend reads five keys of
+    ///   a request document, and building the rest was most of the parse.
     /// - Throws: `Failure` naming the problem and its byte offset.
-    static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(Failure) -> JSONNode {
-        var parser = JSONNodeParser(bytes: bytes)
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>, keepingTopLevelKeys topLevelKeys: [String]? = nil)
+        throws(Failure) -> JSONNode
+    {
+        var parser = JSONNodeParser(bytes: bytes, topLevelKeys: topLevelKeys)
         parser.skipWhitespace()
         let value = try parser.parseValue()
         parser.skipWhitespace()
@@ -68,7 +75,11 @@ struct JSONNodeParser {
             guard peek() == UInt8(ascii: ":") else { throw failure("expected ':'") }
             position += 1
             skipWhitespace()
-            members.append(JSONNode.Member(key: key, value: try parseValue()))
+            if depth == 1, let keep = topLevelKeys, !keep.contains(key) {
+                try skipValue()
+            } else {
+                members.append(JSONNode.Member(key: key, value: try parseValue()))
+            }
             skipWhitespace()
             switch peek() {
             case UInt8(ascii: ","): position += 1
@@ -123,6 +134,11 @@ struct JSONNodeParser {
     /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`, kept as text.
     private mutating func parseNumber() throws(Failure) -> JSONNode {
         let start = position
+        try scanNumber()
+        return .number(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self))
+    }
+
+    private mutating func scanNumber() throws(Failure) {
         if peek() == UInt8(ascii: "-") { position += 1 }
         guard let first = peek(), Self.isDigit(first) else { throw failure("invalid number") }
         position += 1
@@ -142,7 +158,85 @@ struct JSONNodeParser {
             guard let digit = peek(), Self.isDigit(digit) else { throw failure("invalid number") }
             skipDigits()
         }
-        return .number(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self))
+    }
+
+    // MARK: - Skipping
+
+    /// Checks one value exactly as `parseValue` would, without building it.
+    private mutating func skipValue() throws(Failure) {
+        guard position < bytes.count else { throw failure("unexpected end of data") }
+        switch bytes[position] {
+        case UInt8(ascii: "{"): try skipContainer(close: UInt8(ascii: "}"), members: true)
+        case UInt8(ascii: "["): try skipContainer(close: UInt8(ascii: "]"), members: false)
+        case UInt8(ascii: "\""): try skipString()
+        case UInt8(ascii: "t"): try expectWord("true")
+        case UInt8(ascii: "f"): try expectWord("false")
+        case UInt8(ascii: "n"): try expectWord("null")
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try scanNumber()
+        default: throw failure("unexpected character")
+        }
+    }
+
+    /// An object (`members`: string keys and ':') or an array, up to its closing byte.
+    private mutating func skipContainer(close: UInt8, members: Bool) throws(Failure) {
+        try enter()
+        position += 1
+        skipWhitespace()
+        if peek() == close {
+            position += 1
+            depth -= 1
+            return
+        }
+        while true {
+            skipWhitespace()
+            if members {
+                guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string key") }
+                try skipString()
+                skipWhitespace()
+                guard peek() == UInt8(ascii: ":") else { throw failure("expected ':'") }
+                position += 1
+                skipWhitespace()
+            }
+            try skipValue()
+            skipWhitespace()
+            switch peek() {
+            case UInt8(ascii: ","): position += 1
+            case close:
+                position += 1
+                depth -= 1
+                return
+            default: throw failure(members ? "expected ',' or '}'" : "expected ',' or ']'")
+            }
+        }
+    }
+
+    /// A string: the same escape and control-character rules as `parseString`, and valid UTF-8 (escapes are ASCII,
+    /// so checking the raw bytes between the quotes is the same check).
+    private mutating func skipString() throws(Failure) {
+        position += 1  // the opening quote
+        let start = position
+        var ascii = true
+        while position < bytes.count {
+            let byte = bytes[position]
+            switch byte {
+            case UInt8(ascii: "\""):
+                if !ascii && !Self.isWellFormedUTF8(UnsafeBufferPointer(rebasing: bytes[start..<position])) {
+                    throw Failure(message: "invalid UTF-8 in the string at byte \(start)")
+                }
+                position += 1
+                return
+            case UInt8(ascii: "\\"):
+                position += 1
+                var discarded: [UInt8] = []
+                try appendEscape(to: &discarded)
+            case 0..<0x20:
+                throw failure("control character in a string")
+            default:
+                if byte >= 0x80 { ascii = false }
+                position += 1
+            }
+        }
+        throw failure("unterminated string")
     }
 
     // MARK: - Strings
@@ -168,7 +262,9 @@ struct JSONNodeParser {
             switch byte {
             case UInt8(ascii: "\""):
                 position += 1
-                return try Self.validated(scratch, at: start)
+                return try scratch.withUnsafeBufferPointer { bytes throws(Failure) in
+                    try Self.validated(bytes, at: start)
+                }
             case UInt8(ascii: "\\"):
                 position += 1
                 try appendEscape(to: &scratch)
@@ -230,11 +326,43 @@ struct JSONNodeParser {
         return value
     }
 
-    private static func validated(_ utf8: some Collection<UInt8>, at offset: Int) throws(Failure) -> String {
-        guard let text = String(validating: utf8, as: UTF8.self) else {
-            throw Failure(message: "invalid UTF-8 in the string at byte \(offset)")
+    /// The string of `utf8`, or a failure when the bytes are not well-formed UTF-8.
+    ///
+    /// Not `String(validating:as:)`: as a generic call from this module it looked up type metadata at run time
+    /// for every string, which cost more than the rest of the parse.
+    private static func validated(_ utf8: UnsafeBufferPointer<UInt8>, at offset: Int) throws(Failure) -> String {
+        guard isWellFormedUTF8(utf8) else { throw Failure(message: "invalid UTF-8 in the string at byte \(offset)") }
+        return String(decoding: utf8, as: UTF8.self)
+    }
+
+    /// Unicode's table of well-formed byte sequences (no overlong forms, surrogates or values past U+10FFFF).
+    private static func isWellFormedUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        let count = bytes.count
+        func continuation(_ offset: Int, _ range: ClosedRange<UInt8> = 0x80...0xBF) -> Bool {
+            index + offset < count && range.contains(bytes[index + offset])
         }
-        return text
+        while index < count {
+            let lead = bytes[index]
+            switch lead {
+            case 0x00...0x7F:
+                index += 1
+            case 0xC2...0xDF:
+                guard continuation(1) else { return false }
+                index += 2
+            case 0xE0...0xEF:
+                let second: ClosedRange<UInt8> = lead == 0xE0 ? 0xA0...0xBF : lead == 0xED ? 0x80...0x9F : 0x80...0xBF
+                guard continuation(1, second), continuation(2) else { return false }
+                index += 3
+            case 0xF0...0xF4:
+                let second: ClosedRange<UInt8> = lead == 0xF0 ? 0x90...0xBF : lead == 0xF4 ? 0x80...0x8F : 0x80...0xBF
+                guard continuation(1, second), continuation(2), continuation(3) else { return false }
+                index += 4
+            default:
+                return false
+            }
+        }
+        return true
     }
 
     // MARK: - Bytes

@@ -350,6 +350,10 @@ public struct ResponseBuilder: Sendable {
     }
 
     /// The full response object in its current state (status follows the outcome).
+    /// `1.0` and `0.0`, formatted once: a float literal formats its `Double` every time it is evaluated.
+    private static let one: JSONValue = 1.0
+    private static let zero: JSONValue = 0.0
+
     public func responseObject() -> JSONValue {
         let body = request.body
         let status: String
@@ -387,15 +391,15 @@ public struct ResponseBuilder: Sendable {
             "service_tier": body["service_tier"] ?? "default",
             "store": false,
             "background": false,
-            "temperature": request.temperature.map { .number(JSONNumber($0)) } ?? 1.0,
+            "temperature": request.temperature.map { .number(JSONNumber($0)) } ?? Self.one,
             "text": body["text"].flatMap { $0.isNull ? nil : $0 } ?? ["format": ["type": "text"], "verbosity": "medium"],
             "tool_choice": request.toolChoice,
             "tools": .array(request.tools),
             "top_logprobs": 0,
-            "top_p": request.topP.map { .number(JSONNumber($0)) } ?? 1.0,
+            "top_p": request.topP.map { .number(JSONNumber($0)) } ?? Self.one,
             "truncation": body["truncation"].flatMap { $0.isNull ? nil : $0 } ?? "disabled",
-            "presence_penalty": 0.0,
-            "frequency_penalty": 0.0,
+            "presence_penalty": Self.zero,
+            "frequency_penalty": Self.zero,
             "usage": finished ? usageJSON : nil,
             "user": body["user"] ?? nil,
             "metadata": body["metadata"].flatMap { $0.isNull ? nil : $0 } ?? [:],

@@ -19,7 +19,31 @@ public enum ResponseID {
         let sequence = counter.wrappingAdd(1, ordering: .relaxed).newValue
         let high = mix(sequence ^ key.0)
         let low = UInt32(truncatingIfNeeded: mix(sequence &+ key.1))
-        return prefix + "_" + hex(high, digits: 16) + hex(UInt64(low), digits: 8)
+        // One allocation: the prefix, "_" and 24 hex digits written straight into the string's storage.
+        let prefixBytes = prefix.utf8.count
+        return String(unsafeUninitializedCapacity: prefixBytes + 25) { buffer in
+            var index = 0
+            for byte in prefix.utf8 {
+                buffer[index] = byte
+                index += 1
+            }
+            buffer[index] = UInt8(ascii: "_")
+            index += 1
+            for shift in stride(from: 60, through: 0, by: -4) {
+                buffer[index] = hexDigit(UInt8(truncatingIfNeeded: high >> UInt64(shift)) & 0xF)
+                index += 1
+            }
+            for shift in stride(from: 28, through: 0, by: -4) {
+                buffer[index] = hexDigit(UInt8(truncatingIfNeeded: low >> UInt32(shift)) & 0xF)
+                index += 1
+            }
+            return index
+        }
+    }
+
+    /// The lowercase hex digit of a value 0...15.
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
     /// SplitMix64's finalizer: a bijection on 64-bit values, so distinct counters give distinct ids.
@@ -28,10 +52,5 @@ public enum ResponseID {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
-    }
-
-    private static func hex(_ value: UInt64, digits: Int) -> String {
-        let text = String(value, radix: 16)
-        return String(repeating: "0", count: max(0, digits - text.count)) + text
     }
 }

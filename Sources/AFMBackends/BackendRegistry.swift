@@ -425,10 +425,12 @@ public final class BackendRegistry: Sendable {
     ///   non-cloud backend, so a scripted demo answers too).
     /// - `private-cloud`: the private cloud's model; 503 `model_unavailable` with its reason when it is not
     ///   configured or not available.
-    /// - `auto`: the private cloud when it is preferred and available, else on-device.
+    /// - `auto`: the private cloud when it is preferred, available and has daily quota left (its describe
+    ///   document's `quota.exhausted`), else on-device. An explicit `private-cloud` still reaches it and gets
+    ///   429 `quota_exceeded` with the reset time.
     public func resolve(_ model: String) throws(AFMError) -> String {
         guard Self.aliases.contains(model) else { return model }
-        let (onDevice, cloud, preferCloud) = state.withLock { state -> (String?, (String?, String?), Bool) in
+        let (onDevice, cloud, preferCloud, cloudUsedUp) = state.withLock { state -> (String?, (String?, String?), Bool, Bool) in
             func available(_ id: String) -> BackendGeneration? {
                 guard let generation = state.slots[id]?.active, generation.description.available else { return nil }
                 return generation
@@ -438,11 +440,13 @@ public final class BackendRegistry: Sendable {
                 local = available(id)?.description.models.first?.id
             }
             let cloudSlot = state.slots[Self.privateCloudBackend]
-            let cloudModel = available(Self.privateCloudBackend)?.description.models.first?.id
+            let cloudGeneration = available(Self.privateCloudBackend)
+            let cloudModel = cloudGeneration?.description.models.first?.id
             let cloudReason = cloudSlot == nil
                 ? "private cloud is not configured"
                 : cloudSlot?.active?.description.reason ?? cloudSlot?.lastError?.message ?? "private cloud is not available"
-            return (local, (cloudModel, cloudReason), state.configuration.preferPrivateCloud)
+            let usedUp = cloudGeneration?.description.details["quota"]?["exhausted"]?.boolValue == true
+            return (local, (cloudModel, cloudReason), state.configuration.preferPrivateCloud, usedUp)
         }
         switch model {
         case "private-cloud":
@@ -450,7 +454,7 @@ public final class BackendRegistry: Sendable {
                 throw AFMError(.modelUnavailable, "The private cloud is unavailable: \(cloud.1 ?? "unknown reason").", param: "model", retryAfterSeconds: 30)
             }
             return id
-        case "auto" where preferCloud && cloud.0 != nil:
+        case "auto" where preferCloud && cloud.0 != nil && !cloudUsedUp:
             return cloud.0!  // Safety: checked non-nil in the pattern.
         default:
             guard let id = onDevice else {

@@ -21,8 +21,8 @@ struct LocalDaemon {
         ProcessInfo.processInfo.environment["AFM_MODEL"] ?? TestPaths.root + "/.cache/afm/models/smollm2-135m-instruct-q4_1.gguf"
     }
 
-    /// Starts afmd with `local.so` and `Model=` the default model (or `model`), plus extra settings.
-    init(model: String = LocalDaemon.model, settings: String = "") throws {
+    /// Starts afmd with `local.so` and `Model=` the default model (or `model`), `ContextTokens=`, plus extra settings.
+    init(model: String = LocalDaemon.model, contextTokens: Int = 2048, settings: String = "") throws {
         let library = Self.stagedBackends + "/local.so"
         guard FileManager.default.fileExists(atPath: library) else {
             throw Failure(description: "\(library) is missing: run `make build` (scripts/build-local-backend)")
@@ -34,7 +34,7 @@ struct LocalDaemon {
         try FileManager.default.createSymbolicLink(atPath: directory.path + "/local.so", withDestinationPath: library)
         try FileManager.default.copyItem(atPath: Self.stagedBackends + "/local.json", toPath: directory.path + "/local.json")
         daemon = try DaemonProcess(
-            backendDirectory: directory.path, config: "[Backend.local]\nModel=\(model)\nContextTokens=2048\n\(settings)")
+            backendDirectory: directory.path, config: "[Backend.local]\nModel=\(model)\nContextTokens=\(contextTokens)\n\(settings)")
     }
 
     func client() throws -> TestHTTPClient { try TestHTTPClient(port: port, timeoutSeconds: 120) }

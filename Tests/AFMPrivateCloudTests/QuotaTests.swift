@@ -57,7 +57,7 @@ import Testing
         let gateway = try CloudDaemon(
             cloud: cloud(
                 [first.baseURL, second.baseURL],
-                extra: "DailyRequestQuota=1\nUpstream.2.DailyRequestQuota=2\nUpstream.2.DailyTokenQuota=100000"))
+                extra: "DailyRequestQuota=1\nUpstream.2.DailyRequestQuota=2\nUpstream.2.DailyTokenQuota=100000\n[Cloud]\nPreference=yes"))
 
         // The first upstream serves one request; then its quota is used up and the second one serves.
         let one = try gateway.respond(#"{"model":"private-cloud","input":"one"}"#)
@@ -96,6 +96,13 @@ import Testing
         #expect(secondTokens > 0)
         #expect(upstreams[1]["tokens_remaining"]?.numberValue?.intValue == 100_000 - secondTokens)
 
+        // With the cloud preferred but its quota used up, `auto` is served on-device (the scripted demo here)
+        // instead of failing; the upstreams see nothing.
+        let automatic = try gateway.respond(#"{"model":"auto","input":"five"}"#)
+        #expect(automatic.status == 200, "\(automatic.text)")
+        #expect(automatic.json?["model"]?.stringValue == "scripted-demo", "\(automatic.text)")
+        #expect(generateCount(first) == 1 && generateCount(second) == 2)
+
         // The token monitor over the admin socket: the same figures, as JSON and as afmctl's line.
         let snapshot = try JSONParser.parse(try topLine(gateway, json: true))
         let monitored = try #require(snapshot["quota"]?.arrayValue?.first { $0["backend"]?.stringValue == "private-cloud" })
@@ -103,7 +110,7 @@ import Testing
         #expect(monitored["resets_at"]?.stringValue == resetsAt)
         #expect(monitored["upstreams"]?.arrayValue?.map { $0["requests_remaining"]?.numberValue?.intValue } == [0, 0])
         #expect(monitored["upstreams"]?[1]?["tokens_remaining"]?.numberValue?.intValue == 100_000 - secondTokens)
-        #expect(snapshot["totals"]?["requests"]?.numberValue?.intValue == 3, "the refused request was counted")
+        #expect(snapshot["totals"]?["requests"]?.numberValue?.intValue == 4, "three cloud answers and the on-device one; the refused request is not counted")
         let line = try topLine(gateway, json: false)
         #expect(line.contains("quota.private-cloud.requests_remaining=0"), "\(line)")
         #expect(line.contains("quota.private-cloud.tokens_remaining=-"), "\(line)")

@@ -225,7 +225,11 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
     engine->model_ = llama_model_load_from_file(path.c_str(), mp);
     std::string captured = log_capture_end();
     if (!engine->model_) {
-        failure = {"cannot load the model " + path + (captured.empty() ? "" : ": " + captured), "model_invalid"};
+        // llama.cpp says which architecture it does not know; that is "unsupported", not a damaged file.
+        bool unknown_arch = captured.find("unknown model architecture") != std::string::npos;
+        failure = {(unknown_arch ? "unsupported model architecture: " : "cannot load the model ") + path +
+                       (captured.empty() ? "" : ": " + captured),
+                   unknown_arch ? "model_unsupported" : "model_invalid"};
         return nullptr;
     }
     if (!llama_model_has_decoder(engine->model_) || llama_model_has_encoder(engine->model_) ||

@@ -70,11 +70,7 @@ import Testing
 
     @Test func aDisconnectStopsDecodingPromptly() throws {
         let local = try LocalDaemon()
-        let client = try local.client()
-        try client.sendRequest(
-            "POST", "/v1/responses",
-            body: Array(#"{"model":"on-device","input":"Count from one to five hundred in words.","stream":true,"max_output_tokens":500}"#.utf8))
-        _ = try client.readUntil { $0.components(separatedBy: "response.output_text.delta").count > 3 }
+        let client = try local.startLongStream()
         let closedAt = Date()
         client.close()
         var stoppedAfter: TimeInterval?

@@ -39,6 +39,17 @@ struct LocalDaemon {
 
     func client() throws -> TestHTTPClient { try TestHTTPClient(port: port, timeoutSeconds: 120) }
 
+    /// Starts a long streamed answer (up to 500 tokens) and returns its connection once a few deltas arrived, for
+    /// tests that interrupt a generation (a disconnect, a killed runner).
+    func startLongStream() throws -> TestHTTPClient {
+        let client = try client()
+        try client.sendRequest(
+            "POST", "/v1/responses",
+            body: Array(#"{"model":"on-device","input":"Count from one to five hundred in words.","stream":true,"max_output_tokens":500}"#.utf8))
+        _ = try client.readUntil { $0.components(separatedBy: "response.output_text.delta").count > 3 }
+        return client
+    }
+
     func status() throws -> JSONValue? {
         try client().get("/status").json?["backends"]?.arrayValue?.first { $0["id"] == "local" }
     }

@@ -32,11 +32,7 @@ import Testing
         let local = try LocalDaemon()
         let daemon = local.daemon.process.processIdentifier
         let runner = try #require(try local.status()?["runner_pid"]?.numberValue?.intValue.map(Int32.init))
-        let client = try local.client()
-        try client.sendRequest(
-            "POST", "/v1/responses",
-            body: Array(#"{"model":"on-device","input":"Count from one to five hundred in words.","stream":true,"max_output_tokens":500}"#.utf8))
-        _ = try client.readUntil { $0.components(separatedBy: "response.output_text.delta").count > 3 }
+        let client = try local.startLongStream()
         let killedAt = Date()
         kill(runner, SIGKILL)
         let text = try client.readUntil { $0.contains("event: response.failed") && $0.hasSuffix("\r\n0\r\n\r\n") }

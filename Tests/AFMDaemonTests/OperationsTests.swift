@@ -83,7 +83,9 @@ import Testing
         top.standardOutput = pipe
         try top.run()
         let line = try #require(String(decoding: pipe.fileHandleForReading.availableDataLine(), as: UTF8.self).split(separator: "\n").first)
-        top.terminate()
+        // SIGKILL: afmctl inherits the test runner's signal mask, in which SIGTERM is blocked.
+        kill(top.processIdentifier, SIGKILL)
+        top.waitUntilExit()
         let snapshot = try JSONParser.parse(String(line))
         #expect(snapshot["totals"]?["requests"] == 4)
         #expect(snapshot["last_updated"]?["model"] == "fails")

@@ -144,7 +144,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMBackendsTests",
-            dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMLogging", "AFMTestSupport"],
+            dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

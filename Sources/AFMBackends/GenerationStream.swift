@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMCore
+import AFMSystem
 import Dispatch
 import Synchronization
 
@@ -53,6 +54,8 @@ public final class GenerationStream: Sendable, AsyncSequence {
         var lastActivity: ContinuousClock.Instant
         /// Events consumed since the last `onConsumed` call.
         var consumedSinceCredit = 0
+        /// The consumer asked to be resumed on the emitting thread (`resumeConsumerOnEmittingThread()`).
+        var consumerInline = false
 
         var pending: Int { buffer.count - head }
 
@@ -156,6 +159,17 @@ public final class GenerationStream: Sendable, AsyncSequence {
         if deliver { onCancel() }
     }
 
+    /// Lets the consumer continue on the backend thread that delivers the event it waits for (in-process hosting),
+    /// instead of that thread handing it to another.
+    ///
+    /// For consumers that only collect events and answer the client (a non-streaming response): the consumer then
+    /// runs inside the backend's `emit` call, so it must not block for long, and it must never call back into the
+    /// backend (`cancel`) from there. It takes effect with an executor that honours `InlineResumption` (the HTTP
+    /// server's handler executor); on any other executor it changes nothing.
+    public func resumeConsumerOnEmittingThread() {
+        state.withLock { $0.consumerInline = true }
+    }
+
     /// Events buffered and not yet consumed (bounded by `capacity`).
     var pendingCount: Int { state.withLock { $0.pending } }
 
@@ -171,6 +185,7 @@ public final class GenerationStream: Sendable, AsyncSequence {
     /// always buffered; the runner's credit window (`onConsumed`) bounds the buffer instead.
     func receive(_ event: BackendEvent, waitForRoom: Bool = true) -> Int32 {
         var resume: CheckedContinuation<BackendEvent?, Never>?
+        var inline = false
         var mustWait = false
         var credit = 0
         let verdict = state.withLock { state -> Int32 in
@@ -183,6 +198,8 @@ public final class GenerationStream: Sendable, AsyncSequence {
             if let waiter = state.waiter {
                 state.waiter = nil
                 resume = waiter
+                // Runner hosting delivers on the relay thread, which serves every stream of its runner.
+                inline = state.consumerInline && waitForRoom
                 if event.isTerminal { state.terminalDelivered = true }
                 credit = state.countConsumed()
             } else {
@@ -194,12 +211,18 @@ public final class GenerationStream: Sendable, AsyncSequence {
             }
             return state.cancelRequested ? 1 : 0
         }
-        resume?.resume(returning: event)
-        if credit > 0 { onConsumed?(credit) }
-        if event.isTerminal {
-            onTerminal(false)
-            return verdict
+        // The generation's bookkeeping ends before the consumer sees the terminal event: an inline consumer
+        // answers the client before `resume` returns, and the lease must not outlive the answer.
+        if event.isTerminal { onTerminal(false) }
+        if let resume {
+            if inline {
+                InlineResumption.with(permitted: true) { resume.resume(returning: event) }
+            } else {
+                resume.resume(returning: event)
+            }
         }
+        if credit > 0 { onConsumed?(credit) }
+        if event.isTerminal { return verdict }
         if mustWait {
             // Backpressure: wait until the consumer makes room or the request is cancelled.
             emitterWakeup.wait()

@@ -42,7 +42,7 @@ struct APIHandler: Sendable {
     private func respond(_ request: HTTPRequest, _ writer: HTTPResponseWriter) async {
         let started: ResponsesService.Started
         do {
-            started = try service.start(body: request.body)
+            started = try await service.start(body: request.body) { await writer.leaveEventLoop() }
         } catch {
             logger.info("request refused", ["code": error.publicCode, "status": String(error.httpStatus), "connection": String(request.connectionID)])
             await sendError(writer, error)

@@ -48,6 +48,8 @@ final class HTTPEventLoopRunner {
     /// While a handler runs, at most this much further (pipelined) input is buffered before reading pauses.
     private static let heldInputLimit = 64 * 1024
     private static let sweepInterval: UInt64 = 100_000_000
+    /// Handlers of requests with at most this many body bytes start on the loop's thread.
+    static let inlineStartLimit = 64 * 1024
 
     init(loop: HTTPEventLoop, core: HTTPServerCore, listener: FileDescriptor?) {
         self.loop = loop
@@ -309,9 +311,16 @@ final class HTTPEventLoopRunner {
         let writer = HTTPResponseWriter(
             connection: connection, sequence: sequence, version: head.version, isHead: head.method == "HEAD")
         let handler = core.handler
-        let task = Task {
-            await handler(request, writer)
-            connection.handlerFinished(sequence: sequence, isHead: writer.isHead)
+        // A small request's handler starts right here and runs until it first waits, usually for its backend: a
+        // hand-off to a pool thread would cost a wake-up and a context switch per request, more than parsing a
+        // small body takes. Large bodies (parsing them would hold up every other connection of this loop) start
+        // on the pool. Handlers leave the loop before anything that may block (`HTTPResponseWriter.leaveEventLoop`).
+        let startsInline = parsed.body.count <= Self.inlineStartLimit
+        let task = InlineResumption.with(permitted: startsInline) {
+            Task(executorPreference: HandlerExecutor.shared) {
+                await handler(request, writer)
+                connection.handlerFinished(sequence: sequence, isHead: writer.isHead)
+            }
         }
         connection.attach(task, sequence: sequence)
     }

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import AFMSystem
+import Dispatch
+
 /// Sends the response to one request. Handed to the handler; every method is safe to call from any task.
 ///
 /// Use either ``respond(_:body:)`` once, or ``startStream(_:)``, any number of ``write(_:)`` and then
@@ -53,6 +56,17 @@ public final class HTTPResponseWriter: Sendable {
     /// Ends a streamed body (sends the last chunk).
     public func finishStream() async throws(HTTPWriteError) {
         try connection.finishStream(sequence: sequence)
+    }
+
+    /// Continues the handler on a pool thread. Call it before anything that may block.
+    ///
+    /// Handlers of small requests start on the event loop's thread, which serves every connection of its loop: a
+    /// handler that waits there (a synchronous call to another process, a long computation) holds all of them up.
+    public func leaveEventLoop() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            // Resumed with the permission, the handler continues on this pool thread rather than hopping again.
+            DispatchQueue.global().async { InlineResumption.with(permitted: true) { continuation.resume() } }
+        }
     }
 
     /// Whether nothing more can be sent: the client disconnected, the connection was closed, the server took

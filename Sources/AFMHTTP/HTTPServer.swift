@@ -13,6 +13,11 @@ import Synchronization
 ///  client EOF/RST ─► loop N ─► cancel the handler task      timeouts: ~100 ms sweep on each loop
 /// ```
 ///
+/// - Handler tasks run on `HandlerExecutor`: a small request's handler (body ≤ 64 KiB) starts on the loop's
+///   thread and runs there until it first waits, and a task resumed by a thread that grants `InlineResumption`
+///   continues on that thread; everything else runs on libdispatch's pool. Handlers call
+///   ``HTTPResponseWriter/leaveEventLoop()`` before anything that may block.
+///
 /// - Keep-alive (HTTP/1.1 default, `Connection: close` honoured, HTTP/1.0 only with `keep-alive`) and
 ///   pipelining: the next request is parsed only after the current handler returned, so answers keep order.
 /// - Bodies are read fully before the handler runs (`Content-Length` or chunked); `Expect: 100-continue`

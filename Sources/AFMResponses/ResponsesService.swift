@@ -74,6 +74,22 @@ public final class ResponsesService: Sendable {
         }
     }
 
+    /// Like ``start(body:)``, for a caller on a thread that must not wait: `leaveThread` is awaited first when
+    /// starting may block, which is when the backend runs in a runner (`generate` and a tokenizer count wait for
+    /// the runner's reply). In-process backends return from `generate` at once.
+    public func start(body: [UInt8], leavingThreadBeforeBlocking leaveThread: () async -> Void) async throws(AFMError) -> Started {
+        let request = try ResponsesRequest(body: body)
+        let prompt = currentCommonPrompt
+        let lease = try registry.lease(model: request.model)
+        if lease.generation.hosting != .inProcess { await leaveThread() }
+        do {
+            return try start(request, lease: lease, commonPrompt: prompt)
+        } catch {
+            lease.release()
+            throw error
+        }
+    }
+
     private func start(_ request: ResponsesRequest, lease: BackendLease, commonPrompt: String) throws(AFMError) -> Started {
         let model = lease.model
         try Self.checkCapabilities(request, model: model)
@@ -165,6 +181,9 @@ public final class ResponsesService: Sendable {
         builder.streamsEvents = false
         let stream = started.stream
         let monitor = self.monitor
+        // Nothing below calls into the backend or blocks: the answer can be built and sent on the backend thread
+        // that delivers the last event, saving the hand-off to another thread.
+        stream.resumeConsumerOnEmittingThread()
         await withTaskCancellationHandler {
             for await event in stream {
                 _ = builder.consume(event, now: Self.now())

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 @testable import AFMBackends
 import AFMCore
+import AFMSystem
 import AFMTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// The host's guarantees about a generation's event stream, shown with misbehaving fixture backends.
@@ -85,5 +87,39 @@ import Testing
             #expect(stream.pendingCount <= stream.capacity)
         }
         #expect(count == 5000)
+    }
+
+    /// A consumer that asked for it is offered the emitting thread (the `InlineResumption` permission) when an
+    /// in-process backend resumes it; runner hosting never offers the relay thread, and nobody else is offered it.
+    @Test(arguments: Hosting.both, [true, false])
+    func anInlineConsumerIsOfferedTheEmittingThread(hosting: String, asks: Bool) async throws {
+        let harness = RegistryHarness()
+        let script = try harness.writeScript(
+            model: "paced", steps: #"[{"text":"a"},{"delay_ms":30},{"text":"b"},{"delay_ms":30}]"#)
+        try harness.directory.addScripted(hosting: hosting)
+        let registry = RegistryHarness(directory: harness.directory, settings: ["scripted": ["Script": script]])
+        await registry.registry.loadAll()
+        let lease = try registry.registry.lease(model: "paced")
+        let stream = try lease.start(requestDocument: requestDocument(model: "paced"))
+        let executor = PermissionRecordingExecutor()
+        let events = await Task(executorPreference: executor) {
+            if asks { stream.resumeConsumerOnEmittingThread() }
+            return await collect(stream)
+        }.value
+        #expect(text(of: events) == "ab")
+        // The delays make the consumer wait for "b" and for the terminal event, so it is resumed at least twice.
+        let grants = executor.grants.withLock { $0 }
+        #expect(grants.contains(true) == (asks && hosting == "in-process"))
+    }
+}
+
+/// Records, for every job, whether the enqueuing thread granted `InlineResumption`; runs jobs on the pool.
+private final class PermissionRecordingExecutor: TaskExecutor {
+    let grants = Mutex<[Bool]>([])
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        grants.withLock { $0.append(InlineResumption.isPermitted) }
+        let job = UnownedJob(job)
+        DispatchQueue.global().async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }

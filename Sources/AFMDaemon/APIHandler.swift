@@ -70,7 +70,7 @@ struct APIHandler: Sendable {
             if let error {
                 await sendError(writer, error)
             } else {
-                await sendJSON(writer, status: status, body, extra: extra)
+                await sendJSON(writer, status: status, encoded: body, extra: extra)
             }
             log(started, error.map { .failed($0) } ?? .completed)
         }
@@ -115,10 +115,14 @@ struct APIHandler: Sendable {
     }
 
     private func sendJSON(_ writer: HTTPResponseWriter, status: Int, _ body: JSONValue, extra: [(String, String)] = []) async {
+        await sendJSON(writer, status: status, encoded: body.encoded(), extra: extra)
+    }
+
+    private func sendJSON(_ writer: HTTPResponseWriter, status: Int, encoded body: [UInt8], extra: [(String, String)] = []) async {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         for (name, value) in extra { headers.add(name: name, value: value) }
-        try? await writer.respond(HTTPResponseHead(status: status, headers: headers), body: body.encoded())
+        try? await writer.respond(HTTPResponseHead(status: status, headers: headers), body: body)
     }
 
     private func sendError(_ writer: HTTPResponseWriter, _ error: AFMError) async {

@@ -351,8 +351,11 @@ public struct ResponseBuilder: Sendable {
 
     /// The full response object in its current state (status follows the outcome).
     /// `1.0` and `0.0`, formatted once: a float literal formats its `Double` every time it is evaluated.
-    private static let one: JSONValue = 1.0
-    private static let zero: JSONValue = 0.0
+    static let one: JSONValue = 1.0
+    static let zero: JSONValue = 0.0
+
+    /// The indices of the output items.
+    var itemIndices: Range<Int> { items.indices }
 
     public func responseObject() -> JSONValue {
         let body = request.body

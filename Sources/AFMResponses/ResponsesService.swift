@@ -174,9 +174,9 @@ public final class ResponsesService: Sendable {
         }
     }
 
-    /// Runs a started generation to its end and returns the non-streaming answer: the response object with 200,
-    /// or the error envelope with its status when the generation failed.
-    public func complete(_ started: Started) async -> (status: Int, body: JSONValue, error: AFMError?) {
+    /// Runs a started generation to its end and returns the non-streaming answer: the encoded response object with
+    /// 200, or the error envelope with its status when the generation failed.
+    public func complete(_ started: Started) async -> (status: Int, body: [UInt8], error: AFMError?) {
         var builder = started.builder
         builder.streamsEvents = false
         let stream = started.stream
@@ -194,9 +194,11 @@ public final class ResponsesService: Sendable {
         }
         finish(builder)
         if case .failed(let error)? = builder.outcome {
-            return (error.httpStatus, error.envelope, error)
+            return (error.httpStatus, error.envelope.encoded(), error)
         }
-        return (200, builder.responseObject(), nil)
+        var body: [UInt8] = []
+        builder.encodeResponseObject(into: &body)
+        return (200, body, nil)
     }
 
     /// Runs a started generation as Server-Sent Events, handing each chunk of bytes to `write`.

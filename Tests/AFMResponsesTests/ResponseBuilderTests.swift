@@ -109,4 +109,28 @@ import Testing
         _ = run([.done(.stop)], builder: &builder)
         #expect(builder.responseObject()["max_output_tokens"] == 77)
     }
+
+    /// The bodies and event sequences whose response objects the direct encoder must reproduce byte for byte.
+    static let encodingCases: [(body: String, events: [BackendEvent])] = [
+        (#"{"model":"m","input":"hi"}"#, []),
+        (#"{"model":"m","input":"hi"}"#, [.textDelta("Hel"), .textDelta("lo \"q\"\n"), .usage(BackendUsage(inputTokens: 9, outputTokens: 2)), .done(.stop)]),
+        (#"{"model":"m","input":"hi","max_output_tokens":2}"#, [.textDelta("a"), .textDelta("b"), .textDelta("c")]),
+        (#"{"model":"m","input":"hi"}"#, [.textDelta("x"), .failed(.rateLimited, message: "slow down")]),
+        (#"{"model":"m","input":"hi","text":null,"metadata":null,"truncation":null,"user":null}"#, [.textDelta("x"), .done(.stop)]),
+        (
+            #"{"model":"m","input":"hi","instructions":"be brief","temperature":0.5,"top_p":0.25,"user":"u","metadata":{"k":"v"},"service_tier":null,"truncation":"auto","text":{"format":{"type":"text"}},"reasoning":null,"max_tool_calls":3,"prompt_cache_key":"c","safety_identifier":"s","parallel_tool_calls":false,"tool_choice":"required","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{}}}]}"#,
+            [.toolCallBegin(index: 0, name: "f", callID: "call_1"), .toolCallArguments(index: 0, delta: "{}"), .toolCallEnd(index: 0), .done(.toolCalls)]
+        ),
+    ]
+
+    @Test(arguments: 0..<ResponseBuilderTests.encodingCases.count)
+    func theDirectEncodingIsTheResponseObjectsEncoding(case index: Int) throws {
+        let (body, events) = Self.encodingCases[index]
+        var builder = try builder(body)
+        builder.streamsEvents = false
+        for event in events { _ = builder.consume(event, now: 1_760_000_001) }
+        var direct: [UInt8] = []
+        builder.encodeResponseObject(into: &direct)
+        #expect(String(decoding: direct, as: UTF8.self) == String(decoding: builder.responseObject().encoded(), as: UTF8.self))
+    }
 }

@@ -61,7 +61,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .executableTarget(name: "afmd", dependencies: ["AFMDaemon", "AFMConfig"], swiftSettings: swiftSettings),
+        .executableTarget(name: "afmd", dependencies: ["AFMDaemon", "AFMConfig", "AFMSystem"], swiftSettings: swiftSettings),
         // Runner hosting: loads one backend .so (AFMBackends' loader) in its own process and relays the ABI.
         .executableTarget(
             name: "afm-backend-runner",

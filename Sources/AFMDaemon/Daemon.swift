@@ -40,7 +40,7 @@ public final class Daemon: Sendable {
         var configGeneration = 1
         var lastReloadError: String?
         /// The address the listener is bound to, or nil when it is not listening.
-        var listening: ListenAddress?
+        var listening: HostPort?
         /// A stop through the admin socket lasts until a start through it, or a restart.
         var stoppedByOperator = false
         var bindFailure: String?
@@ -98,7 +98,7 @@ public final class Daemon: Sendable {
     /// - Throws: the listener's error for an address from the config file or command line (address in use, bad
     ///   host), and admin-socket errors.
     @discardableResult
-    public func start() async throws -> ListenAddress? {
+    public func start() async throws -> HostPort? {
         let configuration = self.configuration
         logger.info(
             "starting",
@@ -108,7 +108,7 @@ public final class Daemon: Sendable {
                 "state_dir": configuration.stateDirectory,
             ])
         await registry.loadAll()
-        var bound: ListenAddress?
+        var bound: HostPort?
         do {
             bound = try bind(configuration.listen)
         } catch {
@@ -131,10 +131,10 @@ public final class Daemon: Sendable {
         return bound
     }
 
-    private func bind(_ address: ListenAddress) throws -> ListenAddress {
+    private func bind(_ address: HostPort) throws -> HostPort {
         do {
             let port = try server.start(host: address.host, port: address.port)
-            let bound = ListenAddress(host: address.host, port: port)
+            let bound = HostPort(host: address.host, port: port)
             state.withLock {
                 $0.listening = bound
                 $0.bindFailure = nil
@@ -179,7 +179,7 @@ public final class Daemon: Sendable {
     /// the next start through the admin socket or a restart (a reload does not undo it).
     public func setListener(running: Bool) throws -> JSONValue {
         if running {
-            let address = state.withLock { state -> ListenAddress? in
+            let address = state.withLock { state -> HostPort? in
                 state.stoppedByOperator = false
                 return state.listening == nil ? state.configuration.listen : nil
             }
@@ -208,8 +208,8 @@ public final class Daemon: Sendable {
     }
 
     /// Moves the listener to `address` (a saved setting changed), unless an operator stopped it.
-    func rebindIfNeeded(to address: ListenAddress) {
-        let current = state.withLock { state -> (ListenAddress?, Bool) in (state.listening, state.stoppedByOperator) }
+    func rebindIfNeeded(to address: HostPort) {
+        let current = state.withLock { state -> (HostPort?, Bool) in (state.listening, state.stoppedByOperator) }
         guard !current.1, current.0.map({ $0.host != address.host || (address.port != 0 && $0.port != address.port) }) ?? true else { return }
         server.stopListening()
         state.withLock { $0.listening = nil }

@@ -107,7 +107,7 @@ struct DaemonAdminHandler: AdminHandler {
         }
         if ["host", "port", "listen"].contains(ServerSettings.settingNames[key] ?? "") {
             let current = daemon.configuration.listen
-            let address = ListenAddress(host: saved.host ?? current.host, port: saved.port ?? current.port)
+            let address = HostPort(host: saved.host ?? current.host, port: saved.port ?? current.port)
             daemon.rebindIfNeeded(to: address)
         }
         return ["settings": saved.json, "listener": daemon.listenerJSON]

@@ -7,7 +7,7 @@ import Foundation
 /// A reload builds a new one; values that only take effect at start (timeouts of the HTTP server, the admin
 /// socket path) are read once at start.
 public struct DaemonConfiguration: Sendable {
-    public var listen: ListenAddress
+    public var listen: HostPort
     public var shutdownTimeout: Duration
     public var backendDirectory: String?
     public var disabledBackends: Set<String>
@@ -31,7 +31,7 @@ public struct DaemonConfiguration: Sendable {
 
     /// The typed view of `loaded`.
     public init(_ loaded: LoadedConfiguration) {
-        listen = ListenAddress(host: loaded.listen.host, port: loaded.listen.port)
+        listen = loaded.listen
         shutdownTimeout = loaded.shutdownTimeout
         backendDirectory = loaded.backendDirectory
         disabledBackends = loaded.disabledBackends

@@ -3,6 +3,7 @@ import AFMConfig
 import AFMCore
 import AFMDaemon
 import AFMLogging
+import AFMSystem
 import Dispatch
 import Foundation
 import Synchronization
@@ -10,7 +11,19 @@ import Synchronization
 /// `afmd`: wiring only. Parse the command line, build the daemon, run until SIGTERM/SIGINT.
 @main
 struct AFMDMain {
-    static func main() async {
+    /// Synchronous on purpose. Its first line runs before the process has any other thread, so the signal block
+    /// reaches every thread; then the main thread just waits while `run()` (which ends the process) works.
+    ///
+    /// Not `async`, and not `dispatchMain()`: on Linux both park the main thread in `sigsuspend` with an empty
+    /// mask, so a process-directed `SIGTERM` went to the main thread — discarded under `SIG_IGN` (a `SIGTERM`
+    /// sent right after start was lost and the daemon never stopped), or fatal under `SIG_DFL`.
+    static func main() {
+        SignalListener.blockInCallingThread([SIGTERM, SIGINT, SIGHUP])
+        Task.detached { await run() }
+        DispatchSemaphore(value: 0).wait()  // never signalled: run() exits the process
+    }
+
+    nonisolated static func run() async -> Never {
         let options: DaemonOptions
         do {
             options = try DaemonOptions(arguments: Array(CommandLine.arguments.dropFirst()))
@@ -63,9 +76,15 @@ struct AFMDMain {
 
         // Writes to a closed socket must fail with EPIPE, not kill the daemon.
         signal(SIGPIPE, SIG_IGN)
-        // Watch the signals before anything else starts, so one that arrives while backends load (or a
-        // millisecond after "listening") is kept, not lost.
-        let signals = SignalWaiter(signals: [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT"), (SIGHUP, "SIGHUP")])
+        // Watch the signals before anything else starts; one that arrived earlier is still pending (blocked
+        // since the first line of main), so none is lost.
+        let signals: SignalWaiter
+        do {
+            signals = try SignalWaiter(signals: [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT"), (SIGHUP, "SIGHUP")])
+        } catch {
+            logger.error("cannot start the signal thread: \(error)")
+            exit(71)
+        }
         let daemon = Daemon(loader: loader, loaded: loaded, environment: environment, logger: logger)
         do {
             try await daemon.start()
@@ -90,23 +109,17 @@ struct AFMDMain {
     }
 }
 
-/// Delivers signals through Dispatch (not an async-signal handler) as an `AsyncStream`, so signals that arrive
-/// before anyone iterates are buffered, not lost.
+/// Delivers signals (blocked in every thread, taken by `SignalListener`'s `sigwait` thread) as an `AsyncStream`,
+/// so signals that arrive before anyone iterates are buffered, not lost.
 private final class SignalWaiter {
     let stream: AsyncStream<String>
-    private let sources: [any DispatchSourceSignal]
 
-    init(signals: [(Int32, String)]) {
+    init(signals: [(Int32, String)]) throws(SystemCallError) {
         let (stream, continuation) = AsyncStream<String>.makeStream()
         self.stream = stream
-        let queue = DispatchQueue(label: "afmd.signals")
-        sources = signals.map { number, name in
-            // The default action would kill the process (or ignore it); Dispatch still sees an ignored signal.
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler { continuation.yield(name) }
-            source.resume()
-            return source
+        let names = Dictionary(uniqueKeysWithValues: signals)
+        try SignalListener.start(signals.map(\.0)) { number in
+            continuation.yield(names[number] ?? "signal \(number)")
         }
     }
 }

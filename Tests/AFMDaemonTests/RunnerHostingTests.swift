@@ -75,7 +75,9 @@ import Testing
         for events in results.suffix(4) {
             #expect(events.last?.event == "response.completed", "\(events.map(\.event))")
         }
-        // /status and the admin socket show the crash with its signal.
+        // /status and the admin socket show the crash with its signal (recorded on the runner's waiter thread,
+        // a moment after the streams failed).
+        #expect(waitUntil { ((try? harness.backend("c-fixture")?["last_crash"]) ?? .null) != .null })
         let crash = try #require(try harness.backend("c-fixture")?["last_crash"])
         #expect(crash["signal"] == 11)
         let admin = try harness.daemon.afmctl(["--json", "backends"])
@@ -106,9 +108,12 @@ import Testing
             #expect(events.last?.data["response"]?["error"]?["code"] == "backend_crashed")
         }
         for events in results[4..<8] { #expect(events.last?.event == "response.completed") }
-        #expect(try harness.backend("c-fixture")?["last_crash"]?["signal"] == 9)
-        #expect(waitUntil(seconds: 5) { (try? harness.backend("c-fixture")?["state"]) == "ready" })
-        #expect(try harness.runnerPID() != pid)
+        #expect(waitUntil { (try? harness.backend("c-fixture")?["last_crash"]?["signal"]) == 9 })
+        #expect(waitUntil(seconds: 5) {
+            guard (try? harness.backend("c-fixture")?["state"]) == "ready", let current = (try? harness.runnerPID()) ?? nil
+            else { return false }
+            return current != pid
+        })
         #expect(try TestHTTPClient(port: port).post("/v1/responses", json: responsesBody(model: "c-echo")).status == 200)
     }
 

@@ -45,10 +45,16 @@ import Testing
 
         // The daemon is the same process; the crash is visible; the backend restarts and serves again.
         #expect(local.daemon.process.isRunning && local.daemon.process.processIdentifier == daemon)
-        #expect(try local.status()?["last_crash"]?["signal"] == 9)
-        #expect(waitUntil(seconds: 30) { (try? local.status()?["state"]) == "ready" })
-        let restarted = try #require(try local.status()?["runner_pid"]?.numberValue?.intValue.map(Int32.init))
-        #expect(restarted != runner)
+        // The stream fails as soon as the relay sees the channel close; the registry records the exit a moment
+        // later (on the runner's waiter thread), so wait for it rather than read it once.
+        #expect(waitUntil(seconds: 10) { (try? local.status()?["last_crash"]?["signal"]) == 9 })
+        func restartedRunner() -> Int32? {
+            guard let status = try? local.status(), status["state"] == "ready",
+                let pid = status["runner_pid"]?.numberValue?.intValue.map(Int32.init), pid != runner
+            else { return nil }
+            return pid
+        }
+        #expect(waitUntil(seconds: 30) { restartedRunner() != nil }, "no new runner: \(String(describing: try? local.status()))")
         let next = try local.client().post(
             "/v1/responses", json: #"{"model":"on-device","input":"Say hello.","max_output_tokens":16,"temperature":0}"#)
         #expect(next.status == 200, "\(next)")

@@ -74,6 +74,14 @@ extension JSONValue {
         return false
     }
 
+    /// The value, or nil when it is `null`: for members where "absent" and "null" both mean the default
+    /// (`object["text"]?.nonNull ?? defaultText`). A closure that returns `nil` as a `JSONValue` would give
+    /// `.null`, not nil, because `JSONValue` is `ExpressibleByNilLiteral`.
+    public var nonNull: JSONValue? {
+        if isNull { return Optional.none }  // not `isNull ? nil : self`: that ternary's `nil` is `.null`
+        return self
+    }
+
     /// The JSON type name for error messages: `null`, `boolean`, `number`, `string`, `array` or `object`.
     public var typeName: String {
         switch self {

@@ -8,8 +8,8 @@ extension ResponseBuilder {
     /// Why: a non-streaming answer needs only the bytes. Building the ~32-member object as a `JSONValue` tree,
     /// encoding it and freeing it was the largest user-space item of a small request's CPU (PERFORMANCE.md).
     /// Members are written in `responseObject()`'s order; nested values that come from the request (tools,
-    /// `text`, `metadata`, …) are encoded from their `JSONValue`s as before. A member the client sent as `null`
-    /// is echoed as `null`, as `responseObject()` does (its `isNull` fallbacks yield `.null`, not nil).
+    /// `text`, `metadata`, …) are encoded from their `JSONValue`s as before; `reasoning`, `text`, `truncation` and
+    /// `metadata` sent as `null` get their defaults, as in `responseObject()`.
     public func encodeResponseObject(into out: inout [UInt8]) {
         let body = request.body
         let finished = outcome != nil
@@ -55,7 +55,7 @@ extension ResponseBuilder {
         out.append(contentsOf: #","previous_response_id":null,"prompt_cache_key":"#.utf8)
         Self.put(body["prompt_cache_key"], into: &out)
         out.append(contentsOf: #","reasoning":"#.utf8)
-        if let reasoning = body["reasoning"] {
+        if let reasoning = body["reasoning"]?.nonNull {
             Self.put(reasoning, into: &out)
         } else {
             out.append(contentsOf: #"{"effort":null,"summary":null}"#.utf8)
@@ -67,7 +67,7 @@ extension ResponseBuilder {
         out.append(contentsOf: #","store":false,"background":false,"temperature":"#.utf8)
         Self.put(request.temperature.map { .number(JSONNumber($0)) } ?? Self.one, into: &out)
         out.append(contentsOf: #","text":"#.utf8)
-        if let text = body["text"] {
+        if let text = body["text"]?.nonNull {
             Self.put(text, into: &out)
         } else {
             out.append(contentsOf: #"{"format":{"type":"text"},"verbosity":"medium"}"#.utf8)
@@ -79,7 +79,7 @@ extension ResponseBuilder {
         out.append(contentsOf: #","top_logprobs":0,"top_p":"#.utf8)
         Self.put(request.topP.map { .number(JSONNumber($0)) } ?? Self.one, into: &out)
         out.append(contentsOf: #","truncation":"#.utf8)
-        if let truncation = body["truncation"] { Self.put(truncation, into: &out) } else { out.append(contentsOf: #""disabled""#.utf8) }
+        if let truncation = body["truncation"]?.nonNull { Self.put(truncation, into: &out) } else { out.append(contentsOf: #""disabled""#.utf8) }
         out.append(contentsOf: #","presence_penalty":"#.utf8)
         Self.put(Self.zero, into: &out)
         out.append(contentsOf: #","frequency_penalty":"#.utf8)
@@ -104,7 +104,7 @@ extension ResponseBuilder {
         out.append(contentsOf: #","user":"#.utf8)
         Self.put(body["user"], into: &out)
         out.append(contentsOf: #","metadata":"#.utf8)
-        if let metadata = body["metadata"] { Self.put(metadata, into: &out) } else { out.append(contentsOf: "{}".utf8) }
+        if let metadata = body["metadata"]?.nonNull { Self.put(metadata, into: &out) } else { out.append(contentsOf: "{}".utf8) }
         out.append(UInt8(ascii: "}"))
     }
 

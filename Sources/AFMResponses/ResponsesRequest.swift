@@ -182,7 +182,7 @@ public struct ResponsesRequest: Sendable {
 
         toolSet = try ToolSet(tools: object["tools"], choice: object["tool_choice"])
         tools = object["tools"]?.arrayValue ?? []
-        toolChoice = object["tool_choice"].flatMap { $0.isNull ? nil : $0 } ?? "auto"
+        toolChoice = object["tool_choice"]?.nonNull ?? "auto"
 
         if let reasoning = object["reasoning"], !reasoning.isNull {
             guard let reasoningObject = reasoning.objectValue else { throw Self.typeError("reasoning", expected: "an object", got: reasoning) }

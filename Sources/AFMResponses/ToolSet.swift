@@ -77,7 +77,7 @@ public struct ToolSet: Sendable {
         case "function":
             let name = try Self.name(object, path: path)
             let description = try Self.optionalString(object, "description", path: path)
-            let parameters = object["parameters"].flatMap { $0.isNull ? nil : $0 } ?? ["type": "object", "properties": [:]]
+            let parameters = object["parameters"]?.nonNull ?? ["type": "object", "properties": [:]]
             let report: ToolSchemaReport
             do {
                 report = try ToolSchemaValidator.validate(parameters, path: "\(path).parameters")

@@ -39,6 +39,17 @@ struct JSONValueTests {
         #expect(values[5].objectValue == ["k": 1])
     }
 
+    @Test("nonNull is nil for null only, so `?? default` replaces both absent and null members")
+    func nonNullIsNilForNullOnly() {
+        let object: JSONValue = ["a": nil, "b": 0, "c": false, "d": ""]
+        #expect(object["a"]?.nonNull == nil)
+        #expect(object["a"]?.nonNull ?? "default" == "default")
+        #expect(object["missing"]?.nonNull ?? "default" == "default")
+        #expect(object["b"]?.nonNull == 0)
+        #expect(object["c"]?.nonNull == false)
+        #expect(object["d"]?.nonNull == "")
+    }
+
     @Test("subscripts look into objects and arrays and return nil otherwise")
     func subscripts() {
         let value: JSONValue = ["list": [10, 20, ["deep": "yes"]], "n": 1]

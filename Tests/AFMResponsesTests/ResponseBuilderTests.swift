@@ -110,6 +110,23 @@ import Testing
         #expect(builder.responseObject()["max_output_tokens"] == 77)
     }
 
+    /// Members a client sends as `null` mean "the default", as when absent; the response shows the default.
+    @Test func nullRequestMembersGetTheirDefaults() throws {
+        let body = #"{"model":"m","input":"hi","text":null,"metadata":null,"truncation":null,"reasoning":null,"tool_choice":null}"#
+        var builder = try builder(body)
+        builder.streamsEvents = false
+        _ = builder.consume(.done(.stop), now: 1_760_000_001)
+        let object = builder.responseObject()
+        #expect(object["text"] == ["format": ["type": "text"], "verbosity": "medium"])
+        #expect(object["metadata"] == [:])
+        #expect(object["truncation"] == "disabled")
+        #expect(object["reasoning"] == ["effort": nil, "summary": nil])
+        #expect(object["tool_choice"] == "auto")
+        var direct: [UInt8] = []
+        builder.encodeResponseObject(into: &direct)
+        #expect(try JSONParser.parse(String(decoding: direct, as: UTF8.self)) == object)
+    }
+
     /// The bodies and event sequences whose response objects the direct encoder must reproduce byte for byte.
     static let encodingCases: [(body: String, events: [BackendEvent])] = [
         (#"{"model":"m","input":"hi"}"#, []),

@@ -22,7 +22,7 @@ public final class BackendLibrary: Sendable {
     /// The original path the library was loaded from, and the unique copy that is mapped.
     public let sourcePath: String
     public let loadedPath: String
-    /// The loaded file's fingerprint, to notice a replaced library (`isUnchanged`).
+    /// The loaded file's fingerprint: the registry compares it with the file to notice a replaced library.
     let fingerprint: FileFingerprint
     let vtable: VTable
     let host: HostHandle
@@ -155,11 +155,6 @@ public final class BackendLibrary: Sendable {
             create: create, describe: describe, generate: generate, cancel: cancel, destroy: destroy,
             getExtension: functions.get_extension)
         self.host = HostHandle(pointer: host)
-    }
-
-    /// Whether the file at the library's source path still has the bytes that were loaded.
-    public func isUnchanged(atPath path: String) -> Bool {
-        FileFingerprint(contentsOf: path) == fingerprint
     }
 }
 

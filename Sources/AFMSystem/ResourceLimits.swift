@@ -16,16 +16,6 @@ public enum ResourceLimits {
         try set(resource: Int32(RLIMIT_NOFILE.rawValue), to: count)
     }
 
-    /// Adds `increment` to the process's nice value (positive is lower priority; an unprivileged process can
-    /// only raise it). The corresponding C function is `setpriority`.
-    public static func adjustNice(by increment: Int32) throws(SystemCallError) {
-        errno = 0
-        let current = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
-        if current == -1 && errno != 0 { throw SystemCallError(call: "getpriority", errno: Errno(rawValue: errno)) }
-        let target = min(19, max(-20, current + increment))
-        _ = try blockingSystemCall("setpriority") { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, target) }
-    }
-
     /// The nice value of the process's main thread (on Linux nice is per thread; a thread starts with its
     /// creator's, and libdispatch sets its own workers' by QoS). The corresponding C function is `getpriority`.
     public static func processNice() -> Int32 {

@@ -247,9 +247,17 @@ public final class BackendRegistry: Sendable {
             switch hosting {
             case .inProcess:
                 let library: BackendLibrary
-                let current = try await runOffPool { () throws(BackendLoadError) in FileFingerprint(contentsOf: manifest.libraryPath) }
-                if let loaded = slot.library, loaded.fingerprint == current {
-                    library = loaded
+                // Keep the loaded library when the file still has its bytes (a settings-only reload); a new load
+                // reads the file itself, so only compare when there is something to compare with.
+                let unchanged: BackendLibrary?
+                if let loaded = slot.library {
+                    let current = try await runOffPool { () throws(BackendLoadError) in FileFingerprint(contentsOf: manifest.libraryPath) }
+                    unchanged = current == loaded.fingerprint ? loaded : nil
+                } else {
+                    unchanged = nil
+                }
+                if let unchanged {
+                    library = unchanged
                 } else {
                     // dlopen and negotiation may take a while (relocations, constructors): keep them off the pool.
                     let logger = self.logger

@@ -44,19 +44,36 @@ struct FileFingerprint: Sendable, Hashable {
         self.hash = hasher.value
     }
 
-    /// FNV-1a over little-endian 64-bit words; a trailing partial word is zero-padded. Pieces must be multiples of
-    /// 8 bytes except the last (1 MiB reads are).
-    private struct Hasher64 {
-        var value = FileFingerprint.offsetBasis
+    /// FNV-1a over little-endian 64-bit words; a trailing partial word is zero-padded. Pieces may have any length
+    /// (a short read splits a word): bytes that do not yet fill a word wait in `pending`.
+    struct Hasher64 {
+        private(set) var state = FileFingerprint.offsetBasis
+        private var pending: UInt64 = 0
+        private var pendingCount = 0
+
+        /// The hash of everything combined so far.
+        var value: UInt64 {
+            pendingCount == 0 ? state : (state ^ pending) &* FileFingerprint.prime
+        }
 
         mutating func combine(_ bytes: UnsafeRawBufferPointer) {
-            let words = bytes.count / 8
-            for index in 0..<words {
-                value = (value ^ bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self)) &* FileFingerprint.prime
+            var offset = 0
+            while pendingCount != 0 && offset < bytes.count { take(bytes[offset]); offset += 1 }
+            while bytes.count - offset >= 8 {
+                state = (state ^ bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) &* FileFingerprint.prime
+                offset += 8
             }
-            var tail: UInt64 = 0
-            for (shift, byte) in bytes[(words * 8)...].enumerated() { tail |= UInt64(byte) << UInt64(shift * 8) }
-            if words * 8 < bytes.count { value = (value ^ tail) &* FileFingerprint.prime }
+            while offset < bytes.count { take(bytes[offset]); offset += 1 }
+        }
+
+        private mutating func take(_ byte: UInt8) {
+            pending |= UInt64(byte) << UInt64(pendingCount * 8)
+            pendingCount += 1
+            if pendingCount == 8 {
+                state = (state ^ pending) &* FileFingerprint.prime
+                pending = 0
+                pendingCount = 0
+            }
         }
     }
 }

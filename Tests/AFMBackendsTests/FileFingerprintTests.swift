@@ -38,6 +38,21 @@ import Testing
         #expect(FileFingerprint(contentsOf: try write(bytes + [0])) != original)
     }
 
+    /// A read may return fewer bytes than asked; the hash must not depend on where the pieces split.
+    @Test func pieceBoundariesDoNotChangeTheHash() {
+        let bytes = (0..<1_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+        let whole = bytes.withUnsafeBytes { FileFingerprint(bytes: $0) }
+        for sizes in [[1, 999], [3, 5, 7, 985], [8, 8, 984], [999, 1], [500, 500]] {
+            var hasher = FileFingerprint.Hasher64()
+            var start = 0
+            for size in sizes {
+                bytes[start..<start + size].withUnsafeBytes { hasher.combine($0) }
+                start += size
+            }
+            #expect(hasher.value == whole.hash, "pieces \(sizes)")
+        }
+    }
+
     @Test func aMissingFileHasNoFingerprint() {
         #expect(FileFingerprint(contentsOf: directory + "/absent.so") == nil)
     }

@@ -30,7 +30,12 @@ struct ScriptModel: Sendable, Hashable {
     /// What the model can do.
     var capabilities: Capabilities
     /// The answer, played for every request.
-    var steps: [ScriptStep]
+    var steps: [ScriptStep] {
+        didSet { playsInsideGenerate = ScriptStep.immediateEventCount(of: steps) != nil }
+    }
+    /// Whether the answer never waits and is short enough to be sent from inside `generate`
+    /// (`ScriptStep.immediateEventCount(of:)`).
+    private(set) var playsInsideGenerate: Bool
 
     /// The largest context a script may declare (keeps budget arithmetic far from overflow).
     static let maximumContextTokens = 1 << 40
@@ -47,6 +52,7 @@ struct ScriptModel: Sendable, Hashable {
         self.maxOutputTokens = maxOutputTokens ?? max(1, contextTokens / 4)
         self.capabilities = capabilities
         self.steps = steps
+        playsInsideGenerate = ScriptStep.immediateEventCount(of: steps) != nil
     }
 
     /// The built-in model served when no `Script` setting is given: it echoes the last user text word by word.

@@ -11,6 +11,7 @@ import Synchronization
 ///
 /// ```
 /// generate ─► validate ─► register ─► record "generate" ─► worker thread ─► StepPlayer.run ─► unregister ─► leave
+///                                                       └─► (an answer that never waits) StepPlayer.run inside generate
 /// cancel   ─► record "cancel" ─► Generation.cancel (wakes any delay or hang)
 /// destroy  ─► cancel all ─► wait for the thread group ─► record "destroy" ─► close the record file
 /// ```
@@ -149,8 +150,16 @@ final class ScriptedInstance: Sendable {
         return generation
     }
 
-    /// Runs a registered generation on a worker thread of its own (reused across generations).
+    /// Runs a registered generation: inside `generate` when its model's answer never waits (every event is at
+    /// hand, and few enough that the host takes them all without blocking: docs/backend-abi.md, "Events from
+    /// inside generate"), otherwise on a worker thread of its own (reused across generations).
     private func start(_ generation: Generation) {
+        if generation.model.playsInsideGenerate {
+            var player = StepPlayer(generation: generation, records: records)
+            player.run()
+            _ = state.withLock { $0.running.removeValue(forKey: generation.requestID) }
+            return
+        }
         threads.enter()
         workers.submit { [self] in
             var player = StepPlayer(generation: generation, records: records)

@@ -71,6 +71,11 @@ extension ConfigKey {
     public static let serverProcessingDeadline = ConfigKey(
         section: "Server", key: "ProcessingDeadlineSeconds", type: .seconds(1...86_400), defaultValue: "300",
         summary: "A request still being processed after this time is cancelled (504, or the stream is closed).")
+    /// `[Server] IOThreads`: 0 means one per CPU the process may run on, at most 4.
+    public static let serverIOThreads = ConfigKey(
+        section: "Server", key: "IOThreads", type: .integer(0...64), defaultValue: "0",
+        summary: "Threads that read requests and write responses (each runs one epoll loop; connections are spread "
+            + "over them). 0: one per CPU afmd may run on, at most 4.")
     /// `[Backends] Directory`: empty means "next to the executable".
     public static let backendsDirectory = ConfigKey(
         section: "Backends", key: "Directory", type: .path, defaultValue: "",

@@ -104,6 +104,8 @@ public struct LoadedConfiguration: Sendable {
     public var requestHeaderTimeout: Duration { duration(.serverRequestHeaderTimeout) }
     /// `Server.ProcessingDeadlineSeconds`.
     public var processingDeadline: Duration { duration(.serverProcessingDeadline) }
+    /// `Server.IOThreads` (0: automatic).
+    public var ioThreads: Int { integer(.serverIOThreads) }
     /// `Backends.Directory`, or `nil` when empty (the daemon then picks the directory next to its executable).
     public var backendDirectory: String? { string(.backendsDirectory).isEmpty ? nil : string(.backendsDirectory) }
     /// `Backends.Disabled`.

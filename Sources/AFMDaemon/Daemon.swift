@@ -69,6 +69,7 @@ public final class Daemon: Sendable {
         var http = HTTPServer.Configuration()
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
         http.processingDeadline = configuration.processingDeadline
+        http.ioThreadCount = configuration.ioThreads
         let statusBox = StatusBox()
         let handler = APIHandler(registry: registry, service: service, status: { statusBox.render() }, logger: logger.named("afmd.api"))
         self.server = HTTPServer(configuration: http, logger: logger.named("afmd.http")) { request, writer in

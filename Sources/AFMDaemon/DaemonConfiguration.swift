@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMConfig
+import AFMSystem
 import Foundation
 
 /// The daemon's typed view of one loaded configuration (all layers merged; see `AFMConfig`).
@@ -16,6 +17,8 @@ public struct DaemonConfiguration: Sendable {
     public var drainTimeout: Duration
     public var requestHeaderTimeout: Duration
     public var processingDeadline: Duration
+    /// HTTP event-loop threads (`Server.IOThreads`, 0 resolved to one per usable CPU, at most 4).
+    public var ioThreads: Int
     public var backendSettings: [String: [String: String]]
     /// Text prepended to the instructions of every request.
     public var commonPrompt: String
@@ -40,6 +43,7 @@ public struct DaemonConfiguration: Sendable {
         drainTimeout = loaded.drainTimeout
         requestHeaderTimeout = loaded.requestHeaderTimeout
         processingDeadline = loaded.processingDeadline
+        ioThreads = loaded.ioThreads > 0 ? loaded.ioThreads : min(4, max(1, CurrentProcess.usableProcessorCount))
         backendSettings = loaded.backendSettings
         commonPrompt = loaded.commonPrompt
         stateDirectory = loaded.paths.stateDirectory

@@ -323,16 +323,22 @@ final class HTTPConnection: Sendable {
         transition: (inout State) throws(HTTPWriteError) -> Void
     ) throws(HTTPWriteError) -> Bool {
         let highWatermark = core.configuration.outboundHighWatermark
-        let flush = try state.withLock { (state) throws(HTTPWriteError) -> Bool in
+        let (flush, queued) = try state.withLock { (state) throws(HTTPWriteError) -> (Bool, Int) in
             guard !state.closed else { throw .connectionClosed }
             try transition(&state)
             state.queue.append(first)
             state.queue.append(second)
             state.queue.append(third)
             state.peakQueued = max(state.peakQueued, state.queue.byteCount)
-            return takeTokenIfWorkPending(&state)
+            return (takeTokenIfWorkPending(&state), state.queue.byteCount)
         }
-        if flush { flushAsTokenHolder() }
+        if flush {
+            if queued <= highWatermark, let deferred = HTTPDeferredFlush.current.current {
+                deferred.add(self)
+                return false
+            }
+            flushAsTokenHolder()
+        }
         return state.withLock { $0.queue.byteCount > highWatermark && !$0.closed }
     }
 
@@ -352,6 +358,12 @@ final class HTTPConnection: Sendable {
             return takeTokenIfWorkPending(&state)
         }
         if flush { flushAsTokenHolder() }
+    }
+
+    /// Sends what `output` left for the end of the loop's pass (`HTTPDeferredFlush`); the token and descriptor
+    /// reference taken then are released here.
+    func flushDeferred() {
+        flushAsTokenHolder()
     }
 
     private enum FlushStep {

@@ -44,6 +44,8 @@ final class HTTPEventLoopRunner {
     private let readBuffer: UnsafeMutableRawBufferPointer
     private var running = true
     private var lastSweep: UInt64 = 0
+    /// Output produced on this thread during a pass, sent at its end.
+    private let deferredFlush = HTTPDeferredFlush()
 
     /// While a handler runs, at most this much further (pipelined) input is buffered before reading pauses.
     private static let heldInputLimit = 64 * 1024
@@ -62,6 +64,11 @@ final class HTTPEventLoopRunner {
     deinit { readBuffer.deallocate() }
 
     func run() {
+        HTTPDeferredFlush.current.set(deferredFlush)
+        defer {
+            deferredFlush.flushAll()
+            HTTPDeferredFlush.current.set(nil)
+        }
         while running {
             let count: Int
             do {
@@ -89,7 +96,9 @@ final class HTTPEventLoopRunner {
                 lastSweep = now
                 sweep(now: now)
             }
+            deferredFlush.flushAll()
         }
+        deferredFlush.flushAll()
         for context in Array(contexts.values) { teardown(context, "server stopped") }
         if let listener {
             self.listener = nil

@@ -34,4 +34,17 @@ public enum CurrentProcess {
         guard count > 0 else { return nil }
         return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
+
+    /// How many CPUs this process may run on: its affinity mask (`sched_getaffinity`, which honours `taskset` and
+    /// systemd's `CPUAffinity=`), or the online CPUs when the mask cannot be read. At least 1.
+    public static var usableProcessorCount: Int {
+        // A 1024-CPU mask, as glibc's cpu_set_t.
+        var mask = [UInt64](repeating: 0, count: 16)
+        let status = mask.withUnsafeMutableBytes { LinuxSymbols.getAffinity(0, $0.count, $0.baseAddress) }
+        if status == 0 {
+            let count = mask.reduce(0) { $0 + $1.nonzeroBitCount }
+            if count > 0 { return count }
+        }
+        return max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    }
 }

@@ -17,6 +17,7 @@ enum LinuxSymbols {
         @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32)
         -> Int32
     typealias SetThreadName = @convention(c) (pthread_t, UnsafePointer<CChar>?) -> Int32
+    typealias GetAffinity = @convention(c) (pid_t, Int, UnsafeMutableRawPointer?) -> Int32
 
     static let epollCreate1: EpollCreate1 = resolve("epoll_create1")
     static let epollCtl: EpollCtl = resolve("epoll_ctl")
@@ -24,6 +25,7 @@ enum LinuxSymbols {
     static let eventfd: EventFD = resolve("eventfd")
     static let accept4: Accept4 = resolve("accept4")
     static let setThreadName: SetThreadName = resolve("pthread_setname_np")
+    static let getAffinity: GetAffinity = resolve("sched_getaffinity")
 
     private static func resolve<F>(_ name: String) -> F {
         // `nil` is RTLD_DEFAULT: search the global scope, where libc is always loaded.

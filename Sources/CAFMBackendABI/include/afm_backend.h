@@ -203,7 +203,9 @@ typedef struct afm_backend_vtable {
     afm_status (*describe)(afm_instance *instance, const afm_writer *writer, afm_error *error);
 
     /** Starts one generation for the request document (docs/backend-abi.md, "Generation request").
-     *  [thread-safe] Must not wait for the generation: start it (on a backend thread) and return.
+     *  [thread-safe] Must not wait for the generation: start it (on a backend thread) and return. A backend
+     *  that already holds the whole answer (at most 64 events, terminal included) may instead emit it from
+     *  inside generate: the host never blocks the first 64 emits of a generation (docs/backend-abi.md §5).
      *  Returns AFM_OK when accepted: exactly one terminal event will then reach `sink` (possibly before
      *  generate returns). Returns an AFM_ERR_* code with *error filled when refused: then no event is
      *  sent. `request_id` is unique per instance; `sink` stays valid until its terminal emit returns. */

@@ -185,9 +185,16 @@ public final class ResponsesService: Sendable {
         // that delivers the last event, saving the hand-off to another thread.
         stream.resumeConsumerOnEmittingThread()
         await withTaskCancellationHandler {
+            var reported = builder.usageCounts
             for await event in stream {
                 _ = builder.consume(event, now: Self.now())
-                monitor.update(id: builder.responseID, counts: builder.usageCounts)
+                // Only changes reach the monitor (a text delta changes the output count; most other events change
+                // nothing): its lock is shared by every request.
+                let counts = builder.usageCounts
+                if counts != reported {
+                    monitor.update(id: builder.responseID, counts: counts)
+                    reported = counts
+                }
             }
         } onCancel: {
             stream.cancel()
@@ -216,9 +223,14 @@ public final class ResponsesService: Sendable {
                 clientGone = true
                 stream.cancel()
             }
+            var reported = builder.usageCounts
             for await event in stream {
                 let events = builder.consume(event, now: Self.now())
-                monitor.update(id: builder.responseID, counts: builder.usageCounts)
+                let counts = builder.usageCounts
+                if counts != reported {
+                    monitor.update(id: builder.responseID, counts: counts)
+                    reported = counts
+                }
                 guard !clientGone, !events.isEmpty else { continue }
                 do {
                     try await write(Self.encode(events))

@@ -24,7 +24,8 @@ public final class TokenMonitor: Sendable {
         public var outputTokens: Int
         public var reasoningTokens: Int
         public var cachedTokens: Int
-        public var updatedAt: Date
+        /// The monitor's `version` at this request's last change: orders requests by their latest update.
+        public var updatedVersion: UInt64
     }
 
     /// Totals over every counted request.
@@ -39,7 +40,26 @@ public final class TokenMonitor: Sendable {
     private struct State {
         var finished = Totals()
         var running: [String: Request] = [:]
-        var recent: [Request] = []  // finished, newest last, bounded
+        /// The last `recentLimit` finished requests, a ring: `recentNext` is where the next one goes (the oldest
+        /// once the ring is full). A ring, because shifting a full array on every finished request showed up in
+        /// the daemon's profile.
+        var recentRing: [Request] = []
+        var recentNext = 0
+
+        /// Finished requests, oldest first.
+        var recent: [Request] {
+            recentRing.count < TokenMonitor.recentLimit
+                ? recentRing : Array(recentRing[recentNext...] + recentRing[..<recentNext])
+        }
+
+        mutating func remember(_ request: Request) {
+            if recentRing.count < TokenMonitor.recentLimit {
+                recentRing.append(request)
+            } else {
+                recentRing[recentNext] = request
+                recentNext = (recentNext + 1) % TokenMonitor.recentLimit
+            }
+        }
         var lastUpdated: String?
         var version: UInt64 = 0
     }
@@ -71,7 +91,7 @@ public final class TokenMonitor: Sendable {
         state.withLock { state in
             state.running[id] = Request(
                 id: id, model: model, backend: backend, state: "running", inputTokens: inputTokens, outputTokens: 0,
-                reasoningTokens: 0, cachedTokens: 0, updatedAt: Date())
+                reasoningTokens: 0, cachedTokens: 0, updatedVersion: state.version + 1)
             state.lastUpdated = id
             state.version += 1
         }
@@ -79,26 +99,24 @@ public final class TokenMonitor: Sendable {
 
     func update(id: String, counts: ResponseBuilder.UsageCounts) {
         state.withLock { state in
-            guard var request = state.running[id] else { return }
-            request.apply(counts)
-            state.running[id] = request
-            state.lastUpdated = id
             state.version += 1
+            let version = state.version
+            guard state.running[id]?.apply(counts, version: version) != nil else { return }
+            state.lastUpdated = id
         }
     }
 
     func finish(id: String, outcome: String, counts: ResponseBuilder.UsageCounts) {
         state.withLock { state in
             guard var request = state.running.removeValue(forKey: id) else { return }
-            request.apply(counts)
+            request.apply(counts, version: state.version + 1)
             request.state = outcome
             state.finished.requests += 1
             state.finished.inputTokens += request.inputTokens
             state.finished.outputTokens += request.outputTokens
             state.finished.reasoningTokens += request.reasoningTokens
             state.finished.cachedTokens += request.cachedTokens
-            state.recent.append(request)
-            if state.recent.count > Self.recentLimit { state.recent.removeFirst(state.recent.count - Self.recentLimit) }
+            state.remember(request)
             state.lastUpdated = id
             state.version += 1
         }
@@ -145,19 +163,19 @@ public final class TokenMonitor: Sendable {
             ],
             "running": .number(JSONNumber(running.count)),
             "last_updated": lastRequest.map(\.json) ?? nil,
-            "requests": .array((recent + running.sorted { $0.updatedAt < $1.updatedAt }).suffix(20).map(\.json)),
+            "requests": .array((recent + running.sorted { $0.updatedVersion < $1.updatedVersion }).suffix(20).map(\.json)),
             "quota": quotas(),
         ]
     }
 }
 
 extension TokenMonitor.Request {
-    mutating func apply(_ counts: ResponseBuilder.UsageCounts) {
+    mutating func apply(_ counts: ResponseBuilder.UsageCounts, version: UInt64) {
         inputTokens = counts.input
         outputTokens = counts.output
         reasoningTokens = counts.reasoning
         cachedTokens = counts.cached
-        updatedAt = Date()
+        updatedVersion = version
     }
 
     var json: JSONValue {

@@ -89,13 +89,48 @@ import Testing
         #expect(count == 5000)
     }
 
+    /// docs/backend-abi.md §5: a backend may send a whole answer of at most 64 events from inside `generate`, and
+    /// the host takes them all without blocking, in either hosting. The scripted backend does so for answers that
+    /// never wait: every event, the terminal one included, is already in the stream when `start` returns. An
+    /// answer with a delay, or one longer than 64 events, is played on a backend thread and arrives complete too.
+    @Test(arguments: Hosting.both) func aWholeAnswerSentFromInsideGenerateArrivesIntact(hosting: String) async throws {
+        let harness = RegistryHarness()
+        let path = harness.root + "/immediate.json"
+        // "immediate": 59 text deltas + a tool call (BEGIN, one ARGUMENTS, END) + USAGE + DONE = 64 events, the limit.
+        // "too-long": 63 deltas + USAGE + DONE = 65.
+        let script = """
+            {"script_version":1,"models":[
+             {"id":"immediate","steps":[{"repeat":59,"steps":[{"text":"x"}]},{"tool_call":{"name":"f","call_id":"c","arguments":"{}"}}]},
+             {"id":"too-long","steps":[{"repeat":63,"steps":[{"text":"y"}]}]},
+             {"id":"delayed","steps":[{"text":"a"},{"delay_ms":300},{"text":"b"}]}]}
+            """
+        try script.write(toFile: path, atomically: true, encoding: .utf8)
+        try harness.directory.addScripted(hosting: hosting)
+        let registry = RegistryHarness(directory: harness.directory, settings: ["scripted": ["Script": path]])
+        await registry.registry.loadAll()
+
+        let immediate = try registry.registry.lease(model: "immediate").start(requestDocument: requestDocument(model: "immediate"))
+        #expect(immediate.pendingCount == 64, "all 64 events were sent from inside generate")
+        let events = await collect(immediate)
+        #expect(text(of: events) == String(repeating: "x", count: 59))
+        #expect(events.filter(\.isTerminal) == [.done(.toolCalls)])
+
+        let tooLong = try registry.registry.lease(model: "too-long").start(requestDocument: requestDocument(model: "too-long"))
+        #expect(text(of: await collect(tooLong)) == String(repeating: "y", count: 63))
+
+        let delayed = try registry.registry.lease(model: "delayed").start(requestDocument: requestDocument(model: "delayed"))
+        #expect(delayed.pendingCount < 4, "a delayed answer is not complete when generate returns")
+        #expect(text(of: await collect(delayed)) == "ab")
+        #expect(await eventually { registry.status("scripted")?.inflight == 0 })
+    }
+
     /// A consumer that asked for it is offered the emitting thread (the `InlineResumption` permission) when an
     /// in-process backend resumes it; runner hosting never offers the relay thread, and nobody else is offered it.
     @Test(arguments: Hosting.both, [true, false])
     func anInlineConsumerIsOfferedTheEmittingThread(hosting: String, asks: Bool) async throws {
         let harness = RegistryHarness()
         let script = try harness.writeScript(
-            model: "paced", steps: #"[{"text":"a"},{"delay_ms":30},{"text":"b"},{"delay_ms":30}]"#)
+            model: "paced", steps: #"[{"text":"a"},{"delay_ms":300},{"text":"b"},{"delay_ms":300}]"#)
         try harness.directory.addScripted(hosting: hosting)
         let registry = RegistryHarness(directory: harness.directory, settings: ["scripted": ["Script": script]])
         await registry.registry.loadAll()

@@ -70,10 +70,14 @@ import Testing
 
     @Test func shutdownDrainsInFlightRequests() async throws {
         let slowStarted = Recorder(false)
+        // The slow request answers only once the test saw the shutdown begin (a fixed sleep raced with a late start
+        // of the shutdown task on a loaded machine, and the answer then rightly kept the connection open).
+        let release = Recorder(false)
         let handler: HTTPHandler = { request, writer in
             if request.path == "/slow" {
                 slowStarted.update { $0 = true }
-                try? await Task.sleep(for: .milliseconds(500))
+                let deadline = ContinuousClock.now + .seconds(10)
+                while !release.value && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
             }
             try? await writer.respond(HTTPResponseHead(status: 200), body: Array(request.path.utf8))
         }
@@ -90,6 +94,7 @@ import Testing
         async let shutdown: Void = server.shutdown(deadline: .seconds(20))
         #expect(try await eventually { connectionRefused(port: port) })
         #expect(try await idle.waitForEOF(timeout: .seconds(5)))  // Idle keep-alive: closed at once.
+        release.update { $0 = true }
         let response = try await slow.readResponse()
         #expect(response.status == 200)
         #expect(response.bodyText == "/slow")

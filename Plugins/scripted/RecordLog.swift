@@ -41,9 +41,10 @@ final class RecordLog: Sendable {
     var isEnabled: Bool { descriptor.withLock { $0 >= 0 } }
 
     /// Appends one record: `event`, then `request_id` if given, then `time_unix_ns`, then `fields`.
-    func append(_ event: String, requestID: UInt64? = nil, _ fields: [Field] = []) {
-        // Most instances record nothing (benchmarks, `make run`): skip building the line.
+    func append(_ event: String, requestID: UInt64? = nil, _ fields: @autoclosure () -> [Field] = []) {
+        // Most instances record nothing (benchmarks, `make run`): skip building the line and its fields.
         guard isEnabled else { return }
+        let fields = fields()
         // Everything but the timestamp is built outside the lock.
         var head = "{\"event\":" + JSON.quote(event)
         if let requestID { head += ",\"request_id\":\(requestID)" }

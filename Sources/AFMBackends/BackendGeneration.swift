@@ -42,6 +42,9 @@ public final class BackendGeneration: Sendable {
 
     /// Where the instance runs: in this process, or in a runner process.
     let host: any BackendInstanceHost
+    /// `host` when it is a runner (it takes flow-control credit), found once: a dynamic cast per request showed in
+    /// the request path's profile.
+    private let runnerHost: RunnerInstanceHost?
     private let controlQueue: DispatchQueue
     private let logger: Logger
     private let state = Mutex(State())
@@ -67,6 +70,7 @@ public final class BackendGeneration: Sendable {
         self.described = Mutex(description)
         self.configDocument = configDocument
         self.host = host
+        self.runnerHost = host as? RunnerInstanceHost
         self.controlQueue = controlQueue
         self.logger = logger
     }
@@ -169,7 +173,7 @@ public final class BackendGeneration: Sendable {
         let id = table.makeID()
         let host = self.host
         let credit: (@Sendable (Int) -> Void)? =
-            if let runner = host as? RunnerInstanceHost { { count in runner.grantCredit(requestID: id, events: count) } } else { nil }
+            if let runner = runnerHost { { count in runner.grantCredit(requestID: id, events: count) } } else { nil }
         let stream = GenerationStream(
             id: id,
             capacity: RunnerInstanceHost.creditWindow,

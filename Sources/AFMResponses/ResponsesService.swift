@@ -116,9 +116,8 @@ public final class ResponsesService: Sendable {
         var inputTokens: Int
         while true {
             let input = try GenerationRequestDocument.inputItems(items, openReasoning: open)
-            document = GenerationRequestDocument.make(
-                for: request, model: model.id, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system, input: input
-            ).encoded()
+            document = GenerationRequestDocument.encode(
+                for: request, model: model.id, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system, input: input)
             // The estimate overestimates on purpose: when even it fits, the backend's exact (and costlier) count
             // cannot exceed the budget, so the tokenizer is asked only for inputs near or over the limit.
             let estimate = InputEstimate.tokens(system: system, input: input)

@@ -19,6 +19,11 @@ import AFMJSON
 /// then exactly one of `response.completed`, `response.incomplete` or (after an `error` event)
 /// `response.failed`. Every event carries an increasing `sequence_number`. The same state produces the
 /// non-streaming JSON body, so both paths always agree.
+///
+/// A tool call's closing events (`…arguments.done`, `output_item.done`) wait for the backend's next event after
+/// `TOOL_CALL_END` (usage aside): backends end every open call when they stop, so a call cut by
+/// `max_output_tokens` arrives as `TOOL_CALL_END` then `DONE`/`length`, and only the event after the end tells a
+/// finished call (`completed`) from a cut one (`incomplete`, as the OpenAI Responses API marks it).
 public struct ResponseBuilder: Sendable {
     /// The terminal state of a response.
     public enum Outcome: Sendable, Hashable {
@@ -39,6 +44,9 @@ public struct ResponseBuilder: Sendable {
         var state: [UInt8] = []  // reasoning state, sealed when the item closes
         var sealed: String?
         var open = true
+        /// A tool call whose `TOOL_CALL_END` arrived: its arguments are final, but it closes (and gets its status)
+        /// with the next event, since `DONE`/`length` right after the end means the call was cut off.
+        var ended = false
         var incomplete = false
         var hasTextPart = false
     }
@@ -124,7 +132,9 @@ public struct ResponseBuilder: Sendable {
             // parallel_tool_calls: false → at most one call per response; later calls are dropped.
             if !request.parallelToolCalls && callsStarted >= 1 {
                 droppedToolIndices.insert(toolIndex)
-                return []
+                // The model went on past the kept call, so a cap hit from here on did not cut that call.
+                closeOpenItems(into: &out, incomplete: false)
+                return out
             }
             callsStarted += 1
             closeOpenItems(into: &out, incomplete: false)
@@ -145,7 +155,7 @@ public struct ResponseBuilder: Sendable {
                     event(nextSequence(), "response.function_call_arguments.delta", ["item_id": .string(items[index].id), "output_index": number(index), "delta": .string(delta)]))
             }
         case .toolCallEnd(let toolIndex):
-            if !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) { close(index, into: &out, incomplete: false) }
+            if !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) { items[index].ended = true }
         case .usage(let reported):
             usage = BackendUsage(
                 inputTokens: reported.inputTokens ?? usage.inputTokens, outputTokens: reported.outputTokens ?? usage.outputTokens,
@@ -184,7 +194,8 @@ public struct ResponseBuilder: Sendable {
 
     private mutating func fail(_ error: AFMError) -> [JSONValue] {
         var out: [JSONValue] = []
-        closeOpenItems(into: &out, incomplete: true)
+        // An item the failure interrupted is incomplete; a call that had already ended is whole.
+        for index in items.indices where items[index].open { close(index, into: &out, incomplete: !items[index].ended) }
         outcome = .failed(error)
         // The error event has code/message/param at top level and never an "error" key: the OpenAI SDK raises
         // on any event whose data has a truthy "error" (reference §0.6).
@@ -210,10 +221,15 @@ public struct ResponseBuilder: Sendable {
         return index
     }
 
+    /// The open tool call with this index that has not ended yet.
     private func openCall(_ toolIndex: Int) -> Int? {
-        items.indices.last { items[$0].open && items[$0].toolIndex == toolIndex && (items[$0].kind == .functionCall || items[$0].kind == .customToolCall) }
+        items.indices.last {
+            items[$0].open && !items[$0].ended && items[$0].toolIndex == toolIndex && (items[$0].kind == .functionCall || items[$0].kind == .customToolCall)
+        }
     }
 
+    /// Closes every open item, an ended tool call included; with `incomplete` (the output cap cut the generation)
+    /// they are marked `incomplete`.
     private mutating func closeOpenItems(into out: inout [JSONValue], incomplete: Bool) {
         for index in items.indices where items[index].open { close(index, into: &out, incomplete: incomplete) }
     }

@@ -68,6 +68,41 @@ import Testing
         #expect(types.last == "response.completed")
     }
 
+    /// A call the output cap cuts reaches the host as TOOL_CALL_END then DONE/length (every backend ends its open
+    /// calls when it stops); the response and that call are both `incomplete`, streamed or not.
+    @Test func aToolCallCutByMaxOutputTokensIsIncomplete() throws {
+        let steps = #"""
+            [{"tool_call":{"name":"get_weather","call_id":"call_cut","arguments":"{\"city\":\"Par","chunks":2}},{"finish":"length"}]
+            """#
+        let harness = try DaemonHarness(models: ["cut": steps])
+        let request = #"""
+            {"model":"cut","input":"weather?","max_output_tokens":16,
+             "tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]
+            """#
+        let plain = try harness.client().post("/v1/responses", json: request + "}")
+        #expect(plain.status == 200, "\(plain)")
+        #expect(plain.json?["status"] == "incomplete")
+        #expect(plain.json?["incomplete_details"]?["reason"] == "max_output_tokens")
+        let call = try #require(plain.json?["output"]?[0])
+        #expect(call["type"] == "function_call")
+        #expect(call["call_id"] == "call_cut")
+        #expect(call["arguments"] == #"{"city":"Par"#)
+        #expect(call["status"] == "incomplete")
+
+        let stream = try harness.client().post("/v1/responses", json: request + #","stream":true}"#)
+        #expect(stream.status == 200, "\(stream)")
+        let events = stream.events
+        #expect(
+            events.suffix(3).map(\.event) == ["response.function_call_arguments.done", "response.output_item.done", "response.incomplete"])
+        let done = try #require(events.last { $0.event == "response.output_item.done" })
+        #expect(done.data["item"]?["call_id"] == "call_cut")
+        #expect(done.data["item"]?["status"] == "incomplete")
+        let final = try #require(events.last?.data["response"])
+        #expect(final["status"] == "incomplete")
+        #expect(final["output"]?[0]?["status"] == "incomplete")
+        #expect(final["output"]?[0]?["arguments"] == #"{"city":"Par"#)
+    }
+
     @Test func toolOutputsMustAnswerAnEarlierCall() throws {
         let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#])
         let client = try harness.client()

@@ -104,6 +104,86 @@ import Testing
         #expect(events.last?["response"]?["status"] == "completed")
     }
 
+    static let toolsBody =
+        #"{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{}}},{"type":"custom","name":"patch"}]}"#
+
+    /// Backends end every open call when they stop, so a call the output cap cut arrives as TOOL_CALL_END, USAGE,
+    /// DONE/length; without the END it is the same call, still open. Either way the item is `incomplete`, in the
+    /// streamed `…done` events, in `response.incomplete` and in the non-streaming object.
+    @Test(arguments: ["f", "patch"], [true, false])
+    func aToolCallCutByTheCapIsIncomplete(tool: String, ended: Bool) throws {
+        let cut: [BackendEvent] =
+            [.toolCallBegin(index: 0, name: tool, callID: "call_1"), .toolCallArguments(index: 0, delta: #"{"input":"*** Be"#)]
+            + (ended ? [.toolCallEnd(index: 0)] : []) + [.usage(BackendUsage(inputTokens: 3, outputTokens: 16)), .done(.length)]
+        var streaming = try builder(Self.toolsBody, cap: 16)
+        let events = run(cut, builder: &streaming)
+        let kind = tool == "f" ? "function_call" : "custom_tool_call"
+        let doneTypes =
+            tool == "f"
+            ? ["response.function_call_arguments.done", "response.output_item.done", "response.incomplete"]
+            : ["response.custom_tool_call_input.delta", "response.custom_tool_call_input.done", "response.output_item.done", "response.incomplete"]
+        #expect(events.suffix(doneTypes.count).map { $0["type"]!.stringValue! } == doneTypes)
+        let itemDone = try #require(events.last { $0["type"] == "response.output_item.done" })
+        #expect(itemDone["item"]?["type"] == .string(kind))
+        #expect(itemDone["item"]?["status"] == "incomplete")
+        let final = try #require(events.last?["response"])
+        #expect(final["status"] == "incomplete")
+        #expect(final["incomplete_details"]?["reason"] == "max_output_tokens")
+        #expect(final["output"]?[0]?["status"] == "incomplete")
+        #expect(final["output"]?[0] == itemDone["item"])
+
+        var plain = try builder(Self.toolsBody, cap: 16)
+        plain.streamsEvents = false
+        for event in cut { _ = plain.consume(event, now: 1_760_000_001) }
+        var body: [UInt8] = []
+        plain.encodeResponseObject(into: &body)
+        let object = try JSONParser.parse(String(decoding: body, as: UTF8.self))
+        #expect(object["status"] == "incomplete")
+        #expect(object["output"]?[0]?["type"] == .string(kind))
+        #expect(object["output"]?[0]?["status"] == "incomplete")
+        #expect(body == plain.responseObject().encoded())
+    }
+
+    /// A call followed by more output was finished by the model: only the item the cap cut is `incomplete`.
+    @Test func onlyTheItemTheCapCutIsIncomplete() throws {
+        var builder = try builder(Self.toolsBody, cap: 2)
+        let events = run(
+            [
+                .toolCallBegin(index: 0, name: "f", callID: "call_1"), .toolCallArguments(index: 0, delta: "{}"), .toolCallEnd(index: 0),
+                .textDelta("a"), .textDelta("b"), .done(.length),
+            ], builder: &builder)
+        let output = try #require(events.last?["response"]?["output"]?.arrayValue)
+        #expect(output.map { $0["status"] } == ["completed", "incomplete"])
+        let itemsDone = events.filter { $0["type"] == "response.output_item.done" }.map { $0["item"]?["status"] }
+        #expect(itemsDone == ["completed", "incomplete"])
+    }
+
+    /// With `parallel_tool_calls: false` a second call is dropped; a cap that cuts it leaves the kept call whole.
+    @Test func aDroppedCallCutByTheCapLeavesTheKeptCallCompleted() throws {
+        let body = Self.toolsBody.replacingOccurrences(of: #""input":"hi","#, with: #""input":"hi","parallel_tool_calls":false,"#)
+        var builder = try builder(body, cap: 8)
+        let events = run(
+            [
+                .toolCallBegin(index: 0, name: "f", callID: "call_1"), .toolCallArguments(index: 0, delta: "{}"), .toolCallEnd(index: 0),
+                .toolCallBegin(index: 1, name: "f", callID: "call_2"), .toolCallArguments(index: 1, delta: "{"), .toolCallEnd(index: 1),
+                .done(.length),
+            ], builder: &builder)
+        let final = try #require(events.last?["response"])
+        #expect(final["status"] == "incomplete")
+        #expect(final["output"]?.arrayValue?.map { $0["status"] } == ["completed"])
+    }
+
+    /// A failure after a call ended does not make that call incomplete; a call it interrupted is.
+    @Test(arguments: [true, false])
+    func aFailureMarksOnlyAnInterruptedCallIncomplete(ended: Bool) throws {
+        var builder = try builder(Self.toolsBody)
+        let events = run(
+            [.toolCallBegin(index: 0, name: "f", callID: "call_1"), .toolCallArguments(index: 0, delta: "{}")] + (ended ? [.toolCallEnd(index: 0)] : [])
+                + [.failed(.rateLimited, message: "slow down")], builder: &builder)
+        #expect(events.suffix(4).map { $0["type"]!.stringValue! } == ["response.function_call_arguments.done", "response.output_item.done", "error", "response.failed"])
+        #expect(events.last?["response"]?["output"]?[0]?["status"] == (ended ? "completed" : "incomplete"))
+    }
+
     @Test func theOutputCapIsEchoed() throws {
         var builder = try builder(cap: 77)
         _ = run([.done(.stop)], builder: &builder)
@@ -138,6 +218,11 @@ import Testing
             #"{"model":"m","input":"hi","instructions":"be brief","temperature":0.5,"top_p":0.25,"user":"u","metadata":{"k":"v"},"service_tier":null,"truncation":"auto","text":{"format":{"type":"text"}},"reasoning":null,"max_tool_calls":3,"prompt_cache_key":"c","safety_identifier":"s","parallel_tool_calls":false,"tool_choice":"required","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{}}}]}"#,
             [.toolCallBegin(index: 0, name: "f", callID: "call_1"), .toolCallArguments(index: 0, delta: "{}"), .toolCallEnd(index: 0), .done(.toolCalls)]
         ),
+        (
+            ResponseBuilderTests.toolsBody,
+            [.toolCallBegin(index: 0, name: "f", callID: "call_1"), .toolCallArguments(index: 0, delta: #"{"a"#), .toolCallEnd(index: 0), .done(.length)]
+        ),
+        (ResponseBuilderTests.toolsBody, [.toolCallBegin(index: 0, name: "patch", callID: "call_2"), .toolCallArguments(index: 0, delta: #"{"input":"x"#), .done(.length)]),
     ]
 
     @Test(arguments: 0..<ResponseBuilderTests.encodingCases.count)

@@ -8,7 +8,8 @@ public enum CurrentProcess {
     public static var id: Int32 { getpid() }
 
     /// Ends the process at once with `status`, without running `atexit` handlers or flushing stdio: for a
-    /// backend runner whose backend threads may still hold locks. The corresponding C function is `_exit`.
+    /// backend runner whose backend threads may still hold locks, or a signal thread ending a program whose main
+    /// thread is still at work. The corresponding C function is `_exit`.
     public static func exitImmediately(_ status: Int32) -> Never {
         _exit(status)
     }

@@ -8,6 +8,9 @@ import Foundation
 @main
 enum AfmMain {
     static func main() {
+        // First, before any other thread: a mask inherited from the starter (a test's dispatch worker blocks SIGTERM)
+        // would make afm ignore the signals that should end it.
+        InheritedSignals.reset()
         let console = Console()
         let options: AfmOptions
         do {

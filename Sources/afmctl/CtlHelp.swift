@@ -44,7 +44,7 @@ enum CtlHelp {
             Show the live token monitor: totals since the last start, the most recently updated request, and
             what remains of each backend's daily quota (per upstream for the private cloud). In a terminal the
             screen is redrawn on every update; when piped, one line per update.
-            Ctrl-C exits. Level: user.
+            Ctrl-C (SIGINT) or SIGTERM stops it, with exit status 0. Level: user.
             """,
         "backends": """
             Usage: afmctl backends [--json]

@@ -120,6 +120,7 @@ struct CtlRunner {
     }
 
     private func top(interval: Int) throws(AdminClientError) {
+        Self.endOnStopSignals()
         let connection = try AdminConnection(path: socket)
         try connection.send(
             method: "org.afm.Admin.WatchCounters", parameters: ["intervalMs": .number(JSONNumber(interval))], more: true)
@@ -145,6 +146,23 @@ struct CtlRunner {
                 }
             }
             if !reply.continues { return }
+        }
+    }
+
+    /// Makes SIGTERM and SIGINT end the process with status 0: they are how a live monitor is stopped, so (like
+    /// procps `top` and `watch`) that is a normal end, not a failure. A SIGINT ignored on entry (a background job of a
+    /// script) stays ignored.
+    ///
+    /// The signals are taken by `SignalListener`'s `sigwait`, which needs them blocked in every thread; afmctl has no
+    /// other thread yet. Output is unbuffered (`FileHandle` writes), so ending at once loses nothing already printed.
+    /// Should the listener's thread not start, the signals get their default action back (death by the signal).
+    private static func endOnStopSignals() {
+        let signals = InheritedSignals.isIgnored(SIGINT) ? [SIGTERM] : [SIGTERM, SIGINT]
+        SignalListener.blockInCallingThread(signals)
+        do {
+            try SignalListener.start(signals) { _ in CurrentProcess.exitImmediately(0) }
+        } catch {
+            InheritedSignals.reset()
         }
     }
 

@@ -2,8 +2,12 @@
 // afmctl: the command-line client of afmd's admin socket. See CtlHelp for the commands.
 import AFMCore
 import AFMJSON
+import AFMSystem
 import Foundation
 
+// First, before any other thread: a mask and dispositions inherited from the starter (a test's dispatch worker
+// blocks SIGTERM) would make afmctl ignore the signals that should end it.
+InheritedSignals.reset()
 let environment = ProcessInfo.processInfo.environment
 let options: CtlOptions
 do {

@@ -81,11 +81,19 @@ import Testing
         top.arguments = ["--socket", harness.daemon.adminSocket, "--json", "top", "--interval", "200"]
         let pipe = Pipe()
         top.standardOutput = pipe
-        try top.run()
+        // Started from a thread that blocks signals, as the test runner's dispatch workers do: afmctl must not keep
+        // that mask. It blocks exactly the two its signal thread takes with sigwait.
+        try SignalState.withBlocked([SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1]) { try top.run() }
         let line = try #require(String(decoding: pipe.fileHandleForReading.availableDataLine(), as: UTF8.self).split(separator: "\n").first)
-        // SIGKILL: afmctl inherits the test runner's signal mask, in which SIGTERM is blocked.
-        kill(top.processIdentifier, SIGKILL)
+        let mask = try #require(SignalState.blocked(in: top.processIdentifier))
+        #expect(mask == SignalState.mask([SIGTERM, SIGINT]), "afmctl top blocks \(String(mask, radix: 16))")
+        // SIGTERM stops the monitor promptly, and that is a normal end (status 0), as for procps top.
+        kill(top.processIdentifier, SIGTERM)
+        let stopped = waitUntil(seconds: 2) { !top.isRunning }
+        #expect(stopped, "afmctl top ignored SIGTERM for 2 s")
+        if !stopped { kill(top.processIdentifier, SIGKILL) }
         top.waitUntilExit()
+        #expect(top.terminationReason == .exit && top.terminationStatus == 0, "\(top.terminationReason) \(top.terminationStatus)")
         let snapshot = try JSONParser.parse(String(line))
         #expect(snapshot["totals"]?["requests"] == 4)
         #expect(snapshot["last_updated"]?["model"] == "fails")

@@ -36,18 +36,20 @@ import Testing
         top.arguments = ["--socket", gateway.daemon.adminSocket] + (json ? ["--json"] : []) + ["top", "--interval", "200"]
         let pipe = Pipe()
         top.standardOutput = pipe
-        try top.run()
-        defer {
-            // SIGKILL: afmctl inherits the test runner's signal mask, in which SIGTERM is blocked.
-            kill(top.processIdentifier, SIGKILL)
-            top.waitUntilExit()
-        }
+        // From a thread that blocks SIGTERM, as the test runner's dispatch workers do; afmctl unblocks it itself.
+        try SignalState.withBlocked([SIGTERM]) { try top.run() }
         var text = ""
         while !text.contains("\n") {
             let data = pipe.fileHandleForReading.availableData
             if data.isEmpty { break }
             text += String(decoding: data, as: UTF8.self)
         }
+        kill(top.processIdentifier, SIGTERM)
+        let stopped = waitFor(seconds: 2) { !top.isRunning }
+        #expect(stopped, "afmctl top ignored SIGTERM for 2 s")
+        if !stopped { kill(top.processIdentifier, SIGKILL) }
+        top.waitUntilExit()
+        #expect(top.terminationReason == .exit && top.terminationStatus == 0, "\(top.terminationReason) \(top.terminationStatus)")
         return String(text.split(separator: "\n").first ?? "")
     }
 

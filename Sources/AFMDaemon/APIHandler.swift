@@ -77,6 +77,7 @@ struct APIHandler: Sendable {
     }
 
     private func log(_ started: ResponsesService.Started, _ outcome: ResponseBuilder.Outcome?) {
+        guard logger.logs(.info) else { return }
         let text: String
         switch outcome {
         case .completed?: text = "completed"

@@ -70,6 +70,9 @@ public struct Logger: Sendable {
         return copy
     }
 
+    /// Whether events of `level` are written: lets a hot path skip building a line's fields when they are not.
+    public func logs(_ level: Level) -> Bool { level >= self.level }
+
     /// Writes one event when `level` is at or above the logger's level.
     public func log(
         _ level: Level,

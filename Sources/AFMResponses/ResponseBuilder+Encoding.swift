@@ -48,7 +48,7 @@ extension ResponseBuilder {
         out.append(contentsOf: #","output":["#.utf8)
         for index in itemIndices {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            itemJSON(index).encode(into: &out)
+            encodeItem(index, into: &out)
         }
         out.append(contentsOf: #"],"parallel_tool_calls":"#.utf8)
         out.append(contentsOf: (request.parallelToolCalls ? "true" : "false").utf8)
@@ -106,6 +106,22 @@ extension ResponseBuilder {
         out.append(contentsOf: #","metadata":"#.utf8)
         if let metadata = body["metadata"]?.nonNull { Self.put(metadata, into: &out) } else { out.append(contentsOf: "{}".utf8) }
         out.append(UInt8(ascii: "}"))
+    }
+
+    /// Appends ``itemJSON(_:)``'s encoding: a finished message (nearly every answer) written directly, other
+    /// items through their `JSONValue`.
+    private func encodeItem(_ index: Int, into out: inout [UInt8]) {
+        guard let message = finishedMessage(index) else {
+            itemJSON(index).encode(into: &out)
+            return
+        }
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONEncoding.appendEscapedString(message.id, to: &out)
+        out.append(contentsOf: #","type":"message","status":"#.utf8)
+        out.append(contentsOf: (message.incomplete ? #""incomplete""# : #""completed""#).utf8)
+        out.append(contentsOf: #","role":"assistant","content":[{"type":"output_text","text":"#.utf8)
+        JSONEncoding.appendEscapedString(message.text, to: &out)
+        out.append(contentsOf: #","annotations":[],"logprobs":[]}]}"#.utf8)
     }
 
     /// Appends a value, with the common scalars written directly (the generic encoder sets up a buffer per call).

@@ -298,6 +298,13 @@ public struct ResponseBuilder: Sendable {
 
     // MARK: - Objects
 
+    /// The id, text and incompleteness of output item `index` when it is a message that is no longer open.
+    func finishedMessage(_ index: Int) -> (id: String, text: String, incomplete: Bool)? {
+        let item = items[index]
+        guard case .message = item.kind, !item.open else { return nil }
+        return (item.id, item.text, item.incomplete)
+    }
+
     func itemJSON(_ index: Int) -> JSONValue {
         let item = items[index]
         let status: JSONValue = .string(item.open ? "in_progress" : item.incomplete ? "incomplete" : "completed")

@@ -223,6 +223,10 @@ import Testing
             [.toolCallBegin(index: 0, name: "f", callID: "call_1"), .toolCallArguments(index: 0, delta: #"{"a"#), .toolCallEnd(index: 0), .done(.length)]
         ),
         (ResponseBuilderTests.toolsBody, [.toolCallBegin(index: 0, name: "patch", callID: "call_2"), .toolCallArguments(index: 0, delta: #"{"input":"x"#), .done(.length)]),
+        (
+            ResponseBuilderTests.toolsBody,
+            [.textDelta("Let me check \u{1F600}."), .toolCallBegin(index: 0, name: "f", callID: "call_3"), .toolCallArguments(index: 0, delta: "{}"), .toolCallEnd(index: 0), .done(.toolCalls)]
+        ),
     ]
 
     @Test(arguments: 0..<ResponseBuilderTests.encodingCases.count)

@@ -184,16 +184,10 @@ public final class ResponsesService: Sendable {
         // that delivers the last event, saving the hand-off to another thread.
         stream.resumeConsumerOnEmittingThread()
         await withTaskCancellationHandler {
-            var reported = builder.usageCounts
+            var reporter = MonitorReporter(counts: builder.usageCounts)
             for await event in stream {
                 _ = builder.consume(event, now: Self.now())
-                // Only changes reach the monitor (a text delta changes the output count; most other events change
-                // nothing): its lock is shared by every request.
-                let counts = builder.usageCounts
-                if counts != reported {
-                    monitor.update(id: builder.responseID, counts: counts)
-                    reported = counts
-                }
+                reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
             }
         } onCancel: {
             stream.cancel()
@@ -222,14 +216,10 @@ public final class ResponsesService: Sendable {
                 clientGone = true
                 stream.cancel()
             }
-            var reported = builder.usageCounts
+            var reporter = MonitorReporter(counts: builder.usageCounts)
             for await event in stream {
                 let events = builder.consume(event, now: Self.now())
-                let counts = builder.usageCounts
-                if counts != reported {
-                    monitor.update(id: builder.responseID, counts: counts)
-                    reported = counts
-                }
+                reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
                 guard !clientGone, !events.isEmpty else { continue }
                 do {
                     try await write(Self.encode(events))

@@ -42,38 +42,38 @@ public enum GenerationRequestDocument {
     ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(320)
-        out.append(contentsOf: #"{"request_version":"#.utf8)
-        out.append(contentsOf: String(version).utf8)
-        out.append(contentsOf: #","response_id":"#.utf8)
+        out.append(literal: #"{"request_version":"#)
+        out.append(decimal: version)
+        out.append(literal: #","response_id":"#)
         JSONEncoding.appendEscapedString(responseID, to: &out)
-        out.append(contentsOf: #","model":"#.utf8)
+        out.append(literal: #","model":"#)
         JSONEncoding.appendEscapedString(model, to: &out)
-        out.append(contentsOf: #","system":["#.utf8)
+        out.append(literal: #","system":["#)
         for (index, text) in system.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             JSONEncoding.appendEscapedString(text, to: &out)
         }
-        out.append(contentsOf: #"],"input":["#.utf8)
+        out.append(literal: #"],"input":["#)
         for (index, item) in input.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             item.encode(into: &out)
         }
-        out.append(contentsOf: #"],"tools":"#.utf8)
+        out.append(literal: #"],"tools":"#)
         request.toolSet.documentTools.encode(into: &out)
-        out.append(contentsOf: #","tool_choice":"#.utf8)
+        out.append(literal: #","tool_choice":"#)
         request.toolSet.documentChoice.encode(into: &out)
-        out.append(contentsOf: #","parallel_tool_calls":"#.utf8)
-        out.append(contentsOf: (request.parallelToolCalls ? "true" : "false").utf8)
-        out.append(contentsOf: #","max_output_tokens":"#.utf8)
-        out.append(contentsOf: String(maxOutputTokens).utf8)
-        out.append(contentsOf: #","temperature":"#.utf8)
+        out.append(literal: #","parallel_tool_calls":"#)
+        out.append(literal: request.parallelToolCalls ? "true" : "false")
+        out.append(literal: #","max_output_tokens":"#)
+        out.append(decimal: maxOutputTokens)
+        out.append(literal: #","temperature":"#)
         out.append(contentsOf: (request.temperature.map { JSONNumber($0).literal } ?? "null").utf8)
-        out.append(contentsOf: #","top_p":"#.utf8)
+        out.append(literal: #","top_p":"#)
         out.append(contentsOf: (request.topP.map { JSONNumber($0).literal } ?? "null").utf8)
-        out.append(contentsOf: #","reasoning_effort":"#.utf8)
-        if let effort = request.reasoningEffort { JSONEncoding.appendEscapedString(effort, to: &out) } else { out.append(contentsOf: "null".utf8) }
-        out.append(contentsOf: #","stream":"#.utf8)
-        out.append(contentsOf: (request.stream ? "true" : "false").utf8)
+        out.append(literal: #","reasoning_effort":"#)
+        if let effort = request.reasoningEffort { JSONEncoding.appendEscapedString(effort, to: &out) } else { out.append(literal: "null") }
+        out.append(literal: #","stream":"#)
+        out.append(literal: request.stream ? "true" : "false")
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -14,97 +14,97 @@ extension ResponseBuilder {
         let body = request.body
         let finished = outcome != nil
         out.reserveCapacity(out.count + 1024)
-        out.append(contentsOf: #"{"id":"#.utf8)
+        out.append(literal: #"{"id":"#)
         JSONEncoding.appendEscapedString(responseID, to: &out)
-        out.append(contentsOf: #","object":"response","created_at":"#.utf8)
-        out.append(contentsOf: String(createdAt).utf8)
-        out.append(contentsOf: #","completed_at":"#.utf8)
-        if finished, let completedAt { out.append(contentsOf: String(completedAt).utf8) } else { out.append(contentsOf: "null".utf8) }
-        out.append(contentsOf: #","status":"#.utf8)
+        out.append(literal: #","object":"response","created_at":"#)
+        out.append(decimal: createdAt)
+        out.append(literal: #","completed_at":"#)
+        if finished, let completedAt { out.append(decimal: completedAt) } else { out.append(literal: "null") }
+        out.append(literal: #","status":"#)
         switch outcome {
         case nil:
-            out.append(contentsOf: #""in_progress","error":null,"incomplete_details":null"#.utf8)
+            out.append(literal: #""in_progress","error":null,"incomplete_details":null"#)
         case .completed?:
-            out.append(contentsOf: #""completed","error":null,"incomplete_details":null"#.utf8)
+            out.append(literal: #""completed","error":null,"incomplete_details":null"#)
         case .incomplete(let reason)?:
-            out.append(contentsOf: #""incomplete","error":null,"incomplete_details":{"reason":"#.utf8)
+            out.append(literal: #""incomplete","error":null,"incomplete_details":{"reason":"#)
             JSONEncoding.appendEscapedString(reason, to: &out)
             out.append(UInt8(ascii: "}"))
         case .failed(let failure)?:
-            out.append(contentsOf: #""failed","error":{"code":"#.utf8)
+            out.append(literal: #""failed","error":{"code":"#)
             JSONEncoding.appendEscapedString(failure.publicCode, to: &out)
-            out.append(contentsOf: #","message":"#.utf8)
+            out.append(literal: #","message":"#)
             JSONEncoding.appendEscapedString(failure.message, to: &out)
-            out.append(contentsOf: #"},"incomplete_details":null"#.utf8)
+            out.append(literal: #"},"incomplete_details":null"#)
         }
-        out.append(contentsOf: #","instructions":"#.utf8)
-        if let instructions = request.instructions { JSONEncoding.appendEscapedString(instructions, to: &out) } else { out.append(contentsOf: "null".utf8) }
-        out.append(contentsOf: #","max_output_tokens":"#.utf8)
-        out.append(contentsOf: String(maxOutputTokens).utf8)
-        out.append(contentsOf: #","max_tool_calls":"#.utf8)
+        out.append(literal: #","instructions":"#)
+        if let instructions = request.instructions { JSONEncoding.appendEscapedString(instructions, to: &out) } else { out.append(literal: "null") }
+        out.append(literal: #","max_output_tokens":"#)
+        out.append(decimal: maxOutputTokens)
+        out.append(literal: #","max_tool_calls":"#)
         Self.put(body["max_tool_calls"], into: &out)
-        out.append(contentsOf: #","model":"#.utf8)
+        out.append(literal: #","model":"#)
         JSONEncoding.appendEscapedString(model, to: &out)
-        out.append(contentsOf: #","output":["#.utf8)
+        out.append(literal: #","output":["#)
         for index in itemIndices {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             encodeItem(index, into: &out)
         }
-        out.append(contentsOf: #"],"parallel_tool_calls":"#.utf8)
-        out.append(contentsOf: (request.parallelToolCalls ? "true" : "false").utf8)
-        out.append(contentsOf: #","previous_response_id":null,"prompt_cache_key":"#.utf8)
+        out.append(literal: #"],"parallel_tool_calls":"#)
+        out.append(literal: request.parallelToolCalls ? "true" : "false")
+        out.append(literal: #","previous_response_id":null,"prompt_cache_key":"#)
         Self.put(body["prompt_cache_key"], into: &out)
-        out.append(contentsOf: #","reasoning":"#.utf8)
+        out.append(literal: #","reasoning":"#)
         if let reasoning = body["reasoning"]?.nonNull {
             Self.put(reasoning, into: &out)
         } else {
-            out.append(contentsOf: #"{"effort":null,"summary":null}"#.utf8)
+            out.append(literal: #"{"effort":null,"summary":null}"#)
         }
-        out.append(contentsOf: #","safety_identifier":"#.utf8)
+        out.append(literal: #","safety_identifier":"#)
         Self.put(body["safety_identifier"], into: &out)
-        out.append(contentsOf: #","service_tier":"#.utf8)
-        if let tier = body["service_tier"] { Self.put(tier, into: &out) } else { out.append(contentsOf: #""default""#.utf8) }
-        out.append(contentsOf: #","store":false,"background":false,"temperature":"#.utf8)
+        out.append(literal: #","service_tier":"#)
+        if let tier = body["service_tier"] { Self.put(tier, into: &out) } else { out.append(literal: #""default""#) }
+        out.append(literal: #","store":false,"background":false,"temperature":"#)
         Self.put(request.temperature.map { .number(JSONNumber($0)) } ?? Self.one, into: &out)
-        out.append(contentsOf: #","text":"#.utf8)
+        out.append(literal: #","text":"#)
         if let text = body["text"]?.nonNull {
             Self.put(text, into: &out)
         } else {
-            out.append(contentsOf: #"{"format":{"type":"text"},"verbosity":"medium"}"#.utf8)
+            out.append(literal: #"{"format":{"type":"text"},"verbosity":"medium"}"#)
         }
-        out.append(contentsOf: #","tool_choice":"#.utf8)
+        out.append(literal: #","tool_choice":"#)
         Self.put(request.toolChoice, into: &out)
-        out.append(contentsOf: #","tools":"#.utf8)
-        if request.tools.isEmpty { out.append(contentsOf: "[]".utf8) } else { JSONValue.array(request.tools).encode(into: &out) }
-        out.append(contentsOf: #","top_logprobs":0,"top_p":"#.utf8)
+        out.append(literal: #","tools":"#)
+        if request.tools.isEmpty { out.append(literal: "[]") } else { JSONValue.array(request.tools).encode(into: &out) }
+        out.append(literal: #","top_logprobs":0,"top_p":"#)
         Self.put(request.topP.map { .number(JSONNumber($0)) } ?? Self.one, into: &out)
-        out.append(contentsOf: #","truncation":"#.utf8)
-        if let truncation = body["truncation"]?.nonNull { Self.put(truncation, into: &out) } else { out.append(contentsOf: #""disabled""#.utf8) }
-        out.append(contentsOf: #","presence_penalty":"#.utf8)
+        out.append(literal: #","truncation":"#)
+        if let truncation = body["truncation"]?.nonNull { Self.put(truncation, into: &out) } else { out.append(literal: #""disabled""#) }
+        out.append(literal: #","presence_penalty":"#)
         Self.put(Self.zero, into: &out)
-        out.append(contentsOf: #","frequency_penalty":"#.utf8)
+        out.append(literal: #","frequency_penalty":"#)
         Self.put(Self.zero, into: &out)
-        out.append(contentsOf: #","usage":"#.utf8)
+        out.append(literal: #","usage":"#)
         if finished {
             let counts = usageCounts
-            out.append(contentsOf: #"{"input_tokens":"#.utf8)
-            out.append(contentsOf: String(counts.input).utf8)
-            out.append(contentsOf: #","input_tokens_details":{"cached_tokens":"#.utf8)
-            out.append(contentsOf: String(counts.cached).utf8)
-            out.append(contentsOf: #"},"output_tokens":"#.utf8)
-            out.append(contentsOf: String(counts.output).utf8)
-            out.append(contentsOf: #","output_tokens_details":{"reasoning_tokens":"#.utf8)
-            out.append(contentsOf: String(counts.reasoning).utf8)
-            out.append(contentsOf: #"},"total_tokens":"#.utf8)
-            out.append(contentsOf: String(counts.input + counts.output).utf8)
+            out.append(literal: #"{"input_tokens":"#)
+            out.append(decimal: counts.input)
+            out.append(literal: #","input_tokens_details":{"cached_tokens":"#)
+            out.append(decimal: counts.cached)
+            out.append(literal: #"},"output_tokens":"#)
+            out.append(decimal: counts.output)
+            out.append(literal: #","output_tokens_details":{"reasoning_tokens":"#)
+            out.append(decimal: counts.reasoning)
+            out.append(literal: #"},"total_tokens":"#)
+            out.append(decimal: counts.input + counts.output)
             out.append(UInt8(ascii: "}"))
         } else {
-            out.append(contentsOf: "null".utf8)
+            out.append(literal: "null")
         }
-        out.append(contentsOf: #","user":"#.utf8)
+        out.append(literal: #","user":"#)
         Self.put(body["user"], into: &out)
-        out.append(contentsOf: #","metadata":"#.utf8)
-        if let metadata = body["metadata"]?.nonNull { Self.put(metadata, into: &out) } else { out.append(contentsOf: "{}".utf8) }
+        out.append(literal: #","metadata":"#)
+        if let metadata = body["metadata"]?.nonNull { Self.put(metadata, into: &out) } else { out.append(literal: "{}") }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -115,20 +115,20 @@ extension ResponseBuilder {
             itemJSON(index).encode(into: &out)
             return
         }
-        out.append(contentsOf: #"{"id":"#.utf8)
+        out.append(literal: #"{"id":"#)
         JSONEncoding.appendEscapedString(message.id, to: &out)
-        out.append(contentsOf: #","type":"message","status":"#.utf8)
-        out.append(contentsOf: (message.incomplete ? #""incomplete""# : #""completed""#).utf8)
-        out.append(contentsOf: #","role":"assistant","content":[{"type":"output_text","text":"#.utf8)
+        out.append(literal: #","type":"message","status":"#)
+        out.append(literal: message.incomplete ? #""incomplete""# : #""completed""#)
+        out.append(literal: #","role":"assistant","content":[{"type":"output_text","text":"#)
         JSONEncoding.appendEscapedString(message.text, to: &out)
-        out.append(contentsOf: #","annotations":[],"logprobs":[]}]}"#.utf8)
+        out.append(literal: #","annotations":[],"logprobs":[]}]}"#)
     }
 
     /// Appends a value, with the common scalars written directly (the generic encoder sets up a buffer per call).
     private static func put(_ value: JSONValue?, into out: inout [UInt8]) {
         switch value {
-        case nil, .null?: out.append(contentsOf: "null".utf8)
-        case .bool(let flag)?: out.append(contentsOf: (flag ? "true" : "false").utf8)
+        case nil, .null?: out.append(literal: "null")
+        case .bool(let flag)?: out.append(literal: flag ? "true" : "false")
         case .number(let number)?: out.append(contentsOf: number.literal.utf8)
         case .string(let string)?: JSONEncoding.appendEscapedString(string, to: &out)
         case let other?: other.encode(into: &out)

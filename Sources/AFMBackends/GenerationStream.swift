@@ -92,6 +92,24 @@ public final class GenerationStream: Sendable, AsyncSequence {
 
     // MARK: - Consumer side
 
+    /// The next event if one is buffered, without waiting: `.some(nil)` after the terminal event was delivered,
+    /// `nil` when the consumer would have to wait.
+    ///
+    /// A consumer that drains what is already there first avoids an `await` per event, each a trip through the
+    /// concurrency runtime; a backend that answers from inside `generate` has delivered everything by then.
+    public func nextBuffered() -> BackendEvent?? {
+        let (event, wake, credit) = state.withLock { state -> (BackendEvent??, Bool, Int) in
+            if let event = state.pop() {
+                if event.isTerminal { state.terminalDelivered = true }
+                return (.some(event), state.releaseEmitterIfRoom(capacity: capacity), state.countConsumed())
+            }
+            return (state.terminalDelivered ? .some(nil) : nil, false, 0)
+        }
+        if wake { emitterWakeup.signal() }
+        if credit > 0 { onConsumed?(credit) }
+        return event
+    }
+
     /// The next event, or `nil` after the terminal event was delivered.
     public func next() async -> BackendEvent? {
         enum Step {

@@ -183,14 +183,31 @@ public final class ResponsesService: Sendable {
         // Nothing below calls into the backend or blocks: the answer can be built and sent on the backend thread
         // that delivers the last event, saving the hand-off to another thread.
         stream.resumeConsumerOnEmittingThread()
-        await withTaskCancellationHandler {
-            var reporter = MonitorReporter(counts: builder.usageCounts)
-            for await event in stream {
-                _ = builder.consume(event, now: Self.now())
-                reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
+        var reporter = MonitorReporter(counts: builder.usageCounts)
+        // What is already buffered is taken without awaiting (all of it when the backend answered from inside
+        // `generate`); a generation that ended there needs no cancellation handler either.
+        var ended = false
+        let now = Self.now()
+        while let buffered = stream.nextBuffered() {
+            guard let event = buffered else {
+                ended = true
+                break
             }
-        } onCancel: {
-            stream.cancel()
+            _ = builder.consume(event, now: now)
+            if event.isTerminal {
+                ended = true
+                break
+            }
+        }
+        if !ended {
+            await withTaskCancellationHandler {
+                for await event in stream {
+                    _ = builder.consume(event, now: Self.now())
+                    reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
+                }
+            } onCancel: {
+                stream.cancel()
+            }
         }
         finish(builder)
         if case .failed(let error)? = builder.outcome {

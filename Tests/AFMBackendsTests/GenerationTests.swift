@@ -66,7 +66,10 @@ import Testing
         var last: BackendEvent?
         while let event = await iterator.next() { last = event }
         #expect(last == .done(.cancelled))
-        #expect(ContinuousClock.now - cancelledAt < .milliseconds(500))
+        // In-process the stop takes well under a millisecond; through a runner it crosses two processes and this
+        // test's own consumer task, which a parallel test run has delayed by seconds (2.96 s once on 2 cores).
+        // The scripted disconnect tests bound the stop itself at 100 ms.
+        #expect(ContinuousClock.now - cancelledAt < (hosting == "runner" ? .seconds(5) : .milliseconds(500)))
     }
 
     @Test(arguments: Hosting.both) func aSlowConsumerBlocksTheBackendInsteadOfGrowingTheBuffer(hosting: String) async throws {

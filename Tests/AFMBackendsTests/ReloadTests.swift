@@ -9,7 +9,9 @@ import Testing
 @Suite struct ReloadTests {
     @Test(arguments: Hosting.both) func reloadWhileStreamingFinishesTheStreamOnItsGeneration(hosting: String) async throws {
         let base = RegistryHarness()
-        let script = try base.writeScript(model: "slow", steps: #"[{"repeat":40,"steps":[{"text":"a"},{"delay_ms":25}]}]"#)
+        // 5 s of stream: the reload below must finish while it runs, also on a loaded machine (a 1 s stream once
+        // ended before a reload slowed down by a parallel test run).
+        let script = try base.writeScript(model: "slow", steps: #"[{"repeat":200,"steps":[{"text":"a"},{"delay_ms":25}]}]"#)
         let record = base.root + "/record.jsonl"
         try base.directory.addScripted(hosting: hosting)
         let harness = RegistryHarness(directory: base.directory, settings: ["scripted": ["Script": script, "RecordFile": record]])
@@ -31,7 +33,7 @@ import Testing
         #expect(status.draining.map(\.generation) == [1])
 
         let events = await consumer.value
-        #expect(text(of: events) == String(repeating: "a", count: 40))
+        #expect(text(of: events) == String(repeating: "a", count: 200))
         #expect(events.last == .done(.stop))
         // The old generation retires (its instance is destroyed) once its last request ended.
         #expect(await eventually { harness.status("scripted")?.draining.isEmpty == true })

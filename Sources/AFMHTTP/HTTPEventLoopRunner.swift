@@ -417,6 +417,9 @@ final class HTTPEventLoopRunner {
     private func teardown(_ context: Context, _ reason: StaticString) {
         let connection = context.connection
         guard contexts.removeValue(forKey: connection.id) != nil else { return }
+        // An answer this pass queued must leave before the connection closes: a client that sends its request and
+        // its FIN together still gets what a handler answered at once.
+        deferredFlush.flushAll()
         // Closing the descriptor (here or by the last writer) removes it from the epoll set.
         connection.teardown()
         core.unregister(connection)

@@ -176,3 +176,26 @@ import Testing
     }
 
 }
+
+/// Answers that a loop thread queues for the end of its pass (`HTTPDeferredFlush`) are not lost when the
+/// connection closes in the same pass.
+@Suite struct DeferredFlushTests {
+    @Test func aRequestFollowedByTheClientsFINIsStillAnswered() async throws {
+        let server = HTTPServer(
+            configuration: .init(), logger: Logger(label: "test.http", level: .error, sink: LogSink(capturing: ()))
+        ) { request, writer in
+            try? await writer.respond(HTTPResponseHead(status: 200), body: Array("answer to \(request.path)".utf8))
+        }
+        let port = try server.start(host: "127.0.0.1", port: 0)
+        defer { server.stopListening() }
+        for round in 0..<20 {
+            let client = try TestClient(port: port)
+            // Request and FIN in one go: the loop sees both in one pass, answers inline, then the hang-up.
+            try await client.send("GET /r\(round) HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            client.shutdownWrite()
+            let response = try await client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.bodyText == "answer to /r\(round)")
+        }
+    }
+}

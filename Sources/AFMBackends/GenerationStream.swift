@@ -26,6 +26,7 @@ public final class GenerationStream: Sendable, AsyncSequence {
     let capacity: Int
     /// How long the backend may stay silent before the watchdog fails the generation with `timeout`.
     let silenceLimit: Duration
+    private let silenceLimitNanoseconds: UInt64
     /// How long the backend may take to end the generation after `cancel()`.
     let cancelGrace: Duration
     private let state: Mutex<State>
@@ -51,7 +52,9 @@ public final class GenerationStream: Sendable, AsyncSequence {
         var cancelPending = false
         var emitterBlocked = false
         var waiter: CheckedContinuation<BackendEvent?, Never>?
-        var lastActivity: ContinuousClock.Instant
+        /// When the backend last sent an event (`SystemClock.coarseMonotonicNanoseconds`: read on every event, and
+        /// the silence limit is seconds long).
+        var lastActivity: UInt64
         /// Events consumed since the last `onConsumed` call.
         var consumedSinceCredit = 0
         /// The consumer asked to be resumed on the emitting thread (`resumeConsumerOnEmittingThread()`).
@@ -83,11 +86,13 @@ public final class GenerationStream: Sendable, AsyncSequence {
         self.id = id
         self.capacity = capacity
         self.silenceLimit = silenceLimit
+        let (seconds, attoseconds) = silenceLimit.components
+        silenceLimitNanoseconds = UInt64(Swift.max(0, seconds)) &* 1_000_000_000 &+ UInt64(Swift.max(0, attoseconds / 1_000_000_000))
         self.cancelGrace = cancelGrace
         self.onCancel = onCancel
         self.onTerminal = onTerminal
         self.onConsumed = onConsumed
-        self.state = Mutex(State(lastActivity: .now))
+        self.state = Mutex(State(lastActivity: SystemClock.coarseMonotonicNanoseconds()))
     }
 
     // MARK: - Consumer side
@@ -211,7 +216,7 @@ public final class GenerationStream: Sendable, AsyncSequence {
             if state.cancelRequested && !event.isTerminal {
                 if case .usage = event {} else { return 1 }
             }
-            state.lastActivity = .now
+            state.lastActivity = SystemClock.coarseMonotonicNanoseconds()
             if event.isTerminal { state.terminalReceived = true }
             if let waiter = state.waiter {
                 state.waiter = nil
@@ -265,7 +270,8 @@ public final class GenerationStream: Sendable, AsyncSequence {
             if let cancelledAt = state.cancelRequestedAt, now - cancelledAt > cancelGrace {
                 return .expire(.done(.cancelled))
             }
-            if now - state.lastActivity > silenceLimit {
+            let coarseNow = SystemClock.coarseMonotonicNanoseconds()
+            if coarseNow > state.lastActivity, coarseNow - state.lastActivity > silenceLimitNanoseconds {
                 return .expire(
                     .failed(.timeout, message: "the backend sent no event for \(silenceLimit.components.seconds) s and was cut off"))
             }

@@ -123,7 +123,7 @@ final class HTTPConnection: Sendable {
         self.core = core
         self.loop = loop
         var initial = State()
-        initial.idleSince = SystemClock.monotonicNanoseconds()
+        initial.idleSince = SystemClock.coarseMonotonicNanoseconds()
         initial.lastProgress = initial.idleSince
         self.state = Mutex(initial)
     }
@@ -196,7 +196,7 @@ final class HTTPConnection: Sendable {
             core.logger.warning("handler returned without a response", ["connection.id": "\(id)"])
         }
         let draining = core.isDraining
-        let now = SystemClock.monotonicNanoseconds()
+        let now = SystemClock.coarseMonotonicNanoseconds()
         let (flush, wakeLoop) = state.withLock { state -> (Bool, Bool) in
             guard state.phase == .handling, state.sequence == sequence else { return (false, false) }
             state.handlerTask = nil
@@ -405,7 +405,7 @@ final class HTTPConnection: Sendable {
                 continue
             case .write(let snapshot, let epoch):
                 let result = HTTPOutputQueue.write(snapshot, to: descriptor)
-                let now = SystemClock.monotonicNanoseconds()
+                let now = SystemClock.coarseMonotonicNanoseconds()
                 enum After {
                     case again
                     case parked(closeDescriptor: Bool)

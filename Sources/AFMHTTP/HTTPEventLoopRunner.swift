@@ -91,7 +91,7 @@ final class HTTPEventLoopRunner {
                 }
                 if !running { break }
             }
-            let now = SystemClock.monotonicNanoseconds()
+            let now = SystemClock.coarseMonotonicNanoseconds()
             if elapsed(from: lastSweep, to: now) >= Self.sweepInterval {
                 lastSweep = now
                 sweep(now: now)
@@ -144,7 +144,7 @@ final class HTTPEventLoopRunner {
                     // Level-triggered: retrying at once would spin. Pause accepting; the sweep resumes it.
                     logger.warning("accept failed; pausing for 100 ms", ["error": "\(error)"])
                     try? loop.epoll.remove(listener)
-                    acceptPausedUntil = SystemClock.monotonicNanoseconds() + Self.sweepInterval
+                    acceptPausedUntil = SystemClock.coarseMonotonicNanoseconds() + Self.sweepInterval
                     return
                 default:
                     // EINVAL: the listener was shut down (stopListening/shutdown). Stop watching it.
@@ -171,7 +171,7 @@ final class HTTPEventLoopRunner {
             core.unregister(connection)
             return
         }
-        let context = Context(connection: connection, limits: core.limits, now: SystemClock.monotonicNanoseconds())
+        let context = Context(connection: connection, limits: core.limits, now: SystemClock.coarseMonotonicNanoseconds())
         do {
             try loop.epoll.add(
                 connection.descriptor, events: [.readable, .writable, .readHangup, .edgeTriggered],
@@ -242,7 +242,7 @@ final class HTTPEventLoopRunner {
                 if count < readBuffer.count { context.readable = false }
                 if context.closing { continue }  // Lingering: discard.
                 if !context.parser.hasPartialRequest && context.requestStartedAt == nil {
-                    context.requestStartedAt = SystemClock.monotonicNanoseconds()
+                    context.requestStartedAt = SystemClock.coarseMonotonicNanoseconds()
                 }
                 context.parser.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
                 process(context)
@@ -310,7 +310,7 @@ final class HTTPEventLoopRunner {
         }
         context.handlerActive = true
         context.deadlineFired = false
-        context.handlerStartedAt = SystemClock.monotonicNanoseconds()
+        context.handlerStartedAt = SystemClock.coarseMonotonicNanoseconds()
         context.served += 1
         let head = parsed.head
         let request = HTTPRequest(

@@ -183,7 +183,6 @@ public final class ResponsesService: Sendable {
         // Nothing below calls into the backend or blocks: the answer can be built and sent on the backend thread
         // that delivers the last event, saving the hand-off to another thread.
         stream.resumeConsumerOnEmittingThread()
-        var reporter = MonitorReporter(counts: builder.usageCounts)
         // What is already buffered is taken without awaiting (all of it when the backend answered from inside
         // `generate`); a generation that ended there needs no cancellation handler either.
         var ended = false
@@ -200,6 +199,7 @@ public final class ResponsesService: Sendable {
             }
         }
         if !ended {
+            var reporter = MonitorReporter(counts: builder.usageCounts)
             await withTaskCancellationHandler {
                 for await event in stream {
                     _ = builder.consume(event, now: Self.now())

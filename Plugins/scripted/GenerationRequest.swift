@@ -37,9 +37,15 @@ struct GenerationRequest: Sendable, Hashable {
     /// - Throws: `AFM_ERR_INVALID_REQUEST` saying why the bytes are not a JSON object.
     static func document(from json: Data) throws(BackendError) -> JSONNode {
         let parsed = json.withUnsafeBytes { raw in
-            Result { () throws(JSONNodeParser.Failure) in
-                try JSONNodeParser.parse(raw.assumingMemoryBound(to: UInt8.self), keepingTopLevelKeys: readKeys)
-            }
+            Result { () throws(BackendError) in try document(parsing: raw.assumingMemoryBound(to: UInt8.self)) }
+        }
+        return try parsed.get()
+    }
+
+    /// Parses borrowed bytes of a request document (the `generate` call's span, without a copy).
+    static func document(parsing json: UnsafeBufferPointer<UInt8>) throws(BackendError) -> JSONNode {
+        let parsed = Result { () throws(JSONNodeParser.Failure) in
+            try JSONNodeParser.parse(json, keepingTopLevelKeys: readKeys)
         }
         switch parsed {
         case .success(let node):

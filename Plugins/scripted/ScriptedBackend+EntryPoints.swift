@@ -71,10 +71,11 @@ extension ScriptedBackend {
         guard let instance = instance(pointer) else {
             return BackendError.invalidRequest("generate: instance is NULL").report(into: errorOut)
         }
-        guard let bytes = data(request) else {
+        guard let bytes = borrowed(request) else {
             return BackendError.invalidRequest("generate: the request span is invalid").report(into: errorOut)
         }
         do throws(BackendError) {
+            // Borrowed for this call only (the ABI's rule), which is as long as the parse and the record need it.
             try instance.generate(requestID: requestID, requestJSON: bytes, sink: sink)
             return AFM_OK
         } catch {
@@ -128,6 +129,13 @@ extension ScriptedBackend {
     }
 
     /// A copy of the bytes of a borrowed span, or nil when the span is impossible (NULL data with a size).
+    /// The bytes of `span` without copying them, or nil for a span with no data but a size.
+    private static func borrowed(_ span: afm_str) -> UnsafeBufferPointer<UInt8>? {
+        guard span.size > 0 else { return UnsafeBufferPointer(start: nil, count: 0) }
+        guard let base = span.data, let count = Int(exactly: span.size) else { return nil }
+        return UnsafeBufferPointer(start: UnsafeRawPointer(base).assumingMemoryBound(to: UInt8.self), count: count)
+    }
+
     private static func data(_ span: afm_str) -> Data? {
         guard span.size > 0 else { return Data() }
         guard let base = span.data, let count = Int(exactly: span.size) else { return nil }

@@ -85,12 +85,12 @@ final class ScriptedInstance: Sendable {
     /// - Throws: `AFM_ERR_INVALID_REQUEST` for malformed JSON, a bad sink or a request id already running;
     ///   `AFM_ERR_MODEL_UNAVAILABLE` for a model the script lacks; `AFM_ERR_CONTEXT_LENGTH_EXCEEDED` when the input
     ///   is over the model's input budget. Nothing is emitted then.
-    func generate(requestID: UInt64, requestJSON: Data, sink rawSink: UnsafePointer<afm_event_sink>?)
+    func generate(requestID: UInt64, requestJSON: UnsafeBufferPointer<UInt8>, sink rawSink: UnsafePointer<afm_event_sink>?)
         throws(BackendError)
     {
         let document: JSONNode
         do {
-            document = try GenerationRequest.document(from: requestJSON)
+            document = try GenerationRequest.document(parsing: requestJSON)
         } catch {
             let refusal = BackendError.invalidRequest("generation request: \(error.message)")
             records.append(

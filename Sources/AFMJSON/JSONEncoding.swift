@@ -44,6 +44,17 @@ public enum JSONEncoding: Sendable {
 
     /// Appends the compact encoding of `value` (no whitespace) to `buffer`.
     public static func append(_ value: JSONValue, to buffer: inout [UInt8]) {
+        // Scalars and empty containers straight into `buffer`: hand-written encoders pass many of them, and the
+        // scratch writer below is an allocation.
+        switch value {
+        case .null: return buffer.append(literal: "null")
+        case .bool(let flag): return buffer.append(literal: flag ? "true" : "false")
+        case .number(let number): return buffer.append(contentsOf: number.literal.utf8)
+        case .string(let string): return appendEscapedString(string, to: &buffer)
+        case .array(let elements) where elements.isEmpty: return buffer.append(literal: "[]")
+        case .object(let object) where object.isEmpty: return buffer.append(literal: "{}")
+        default: break
+        }
         var writer = ByteWriter(capacity: 512)
         write(value, to: &writer)
         writer.append(to: &buffer)

@@ -122,4 +122,15 @@ struct JSONEncodingTests {
             #expect(decoded == strings)
         }
     }
+
+    @Test(
+        "appending to a buffer writes what encoded() returns, scalars and empty containers included",
+        arguments: [
+            JSONValue.null, true, false, 0, -12.5e3, "", "a\"b\u{1}é", [], [:], [1, "x", nil], ["k": ["n": [true]]],
+        ] as [JSONValue])
+    func appendMatchesEncoded(value: JSONValue) {
+        var buffer: [UInt8] = Array("prefix:".utf8)
+        value.encode(into: &buffer)
+        #expect(buffer == Array("prefix:".utf8) + value.encoded())
+    }
 }

@@ -20,10 +20,13 @@ final class RecordLog: Sendable {
 
     /// The open descriptor, or -1 when there is no record file or it was closed.
     private let descriptor: Mutex<Int32>
+    /// Whether a record file was opened: fixed at creation, so the request path checks it without the lock.
+    private let hasFile: Bool
 
     /// A log that records nothing.
     init() {
         descriptor = Mutex(-1)
+        hasFile = false
     }
 
     /// Opens (creating if needed) the record file for appending.
@@ -35,10 +38,11 @@ final class RecordLog: Sendable {
             throw .invalidRequest("RecordFile \(path): cannot open for appending (\(String(cString: strerror(errno))))")
         }
         descriptor = Mutex(fd)
+        hasFile = true
     }
 
-    /// False when there is no record file (callers skip building expensive fields).
-    var isEnabled: Bool { descriptor.withLock { $0 >= 0 } }
+    /// False when there is no record file (callers skip building expensive fields), or once it was closed.
+    var isEnabled: Bool { hasFile && descriptor.withLock { $0 >= 0 } }
 
     /// Appends one record: `event`, then `request_id` if given, then `time_unix_ns`, then `fields`.
     func append(_ event: String, requestID: UInt64? = nil, _ fields: @autoclosure () -> [Field] = []) {

@@ -193,6 +193,10 @@ public final class GenerationStream: Sendable, AsyncSequence {
         state.withLock { $0.consumerInline = true }
     }
 
+    /// Whether the terminal event has arrived (from the backend or the watchdog): every event of the generation is
+    /// then buffered or consumed.
+    public var hasEnded: Bool { state.withLock { $0.terminalReceived } }
+
     /// Events buffered and not yet consumed (bounded by `capacity`).
     var pendingCount: Int { state.withLock { $0.pending } }
 

@@ -39,17 +39,72 @@ struct APIHandler: Sendable {
         }
     }
 
-    private func respond(_ request: HTTPRequest, _ writer: HTTPResponseWriter) async {
+    /// The synchronous start of every request (`HTTPStartingHandler`): `/health` and a non-streaming response whose
+    /// backend answered from inside `generate` are answered right here, without a task; a response that has to
+    /// wait for its backend continues as one, and so does everything else.
+    func start(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
+        switch (request.method, request.path) {
+        case ("POST", "/v1/responses"), ("POST", "/responses"):
+            return startResponse(request, writer)
+        case ("GET", "/health"), ("HEAD", "/health"):
+            sendJSONNow(writer, status: 200, encoded: Self.healthBody)
+            return .answered
+        default:
+            return .continueAsync { await self.handle(request, writer) }
+        }
+    }
+
+    private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
+
+    /// Validates, leases and starts without waiting; answers at once when the generation already ended.
+    private func startResponse(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
+        let prepared: ResponsesService.Prepared
+        do {
+            prepared = try service.prepare(body: request.body)
+        } catch {
+            refuse(request, writer, error)
+            return .answered
+        }
+        if prepared.startMayBlock {
+            // A runner-hosted backend: `generate` waits for the runner's reply, which must not hold up the loop.
+            return .continueAsync {
+                await writer.leaveEventLoop()
+                let started: ResponsesService.Started
+                do throws(AFMError) {
+                    started = try self.service.start(prepared)
+                } catch {
+                    self.refuse(request, writer, error)
+                    return
+                }
+                await self.respond(started, writer)
+            }
+        }
         let started: ResponsesService.Started
         do {
-            started = try await service.start(body: request.body) { await writer.leaveEventLoop() }
+            started = try service.start(prepared)
         } catch {
-            logger.info("request refused", ["code": error.publicCode, "status": String(error.httpStatus), "connection": String(request.connectionID)])
-            await sendError(writer, error)
-            return
+            refuse(request, writer, error)
+            return .answered
         }
-        var extra: [(String, String)] = started.warnings.map { ("x-afm-warning", Self.headerSafe($0)) }
-        if let dropped = started.truncatedTurns { extra.append(("x-afm-truncated-turns", String(dropped))) }
+        if !started.request.stream, let (status, body, error) = service.completeIfEnded(started) {
+            deliver(started, writer, status: status, body: body, error: error)
+            return .answered
+        }
+        return .continueAsync { await self.respond(started, writer) }
+    }
+
+    private func refuse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError) {
+        logger.info("request refused", ["code": error.publicCode, "status": String(error.httpStatus), "connection": String(request.connectionID)])
+        sendErrorNow(writer, error)
+    }
+
+    private func respond(_ request: HTTPRequest, _ writer: HTTPResponseWriter) async {
+        if case .continueAsync(let rest) = startResponse(request, writer) { await rest() }
+    }
+
+    /// Answers a started request: as Server-Sent Events, or as one JSON body once the generation ended.
+    private func respond(_ started: ResponsesService.Started, _ writer: HTTPResponseWriter) async {
+        let extra = Self.extraHeaders(started)
         if started.request.stream {
             var headers = HTTPHeaders()
             for (name, value) in extra { headers.add(name: name, value: value) }
@@ -67,13 +122,25 @@ struct APIHandler: Sendable {
             log(started, outcome)
         } else {
             let (status, body, error) = await service.complete(started)
-            if let error {
-                await sendError(writer, error)
-            } else {
-                await sendJSON(writer, status: status, encoded: body, extra: extra)
-            }
-            log(started, error.map { .failed($0) } ?? .completed)
+            deliver(started, writer, status: status, body: body, error: error)
         }
+    }
+
+    /// Sends a non-streaming answer (or its error envelope) and logs the response.
+    private func deliver(_ started: ResponsesService.Started, _ writer: HTTPResponseWriter, status: Int, body: [UInt8], error: AFMError?) {
+        if let error {
+            sendErrorNow(writer, error)
+        } else {
+            sendJSONNow(writer, status: status, encoded: body, extra: Self.extraHeaders(started))
+        }
+        log(started, error.map { .failed($0) } ?? .completed)
+    }
+
+    /// `x-afm-warning` and `x-afm-truncated-turns`.
+    private static func extraHeaders(_ started: ResponsesService.Started) -> [(String, String)] {
+        var extra: [(String, String)] = started.warnings.map { ("x-afm-warning", headerSafe($0)) }
+        if let dropped = started.truncatedTurns { extra.append(("x-afm-truncated-turns", String(dropped))) }
+        return extra
     }
 
     private func log(_ started: ResponsesService.Started, _ outcome: ResponseBuilder.Outcome?) {
@@ -120,16 +187,25 @@ struct APIHandler: Sendable {
     }
 
     private func sendJSON(_ writer: HTTPResponseWriter, status: Int, encoded body: [UInt8], extra: [(String, String)] = []) async {
+        sendJSONNow(writer, status: status, encoded: body, extra: extra)
+    }
+
+    /// Sends a JSON answer; it never waits (a complete response is queued whatever the client's speed).
+    private func sendJSONNow(_ writer: HTTPResponseWriter, status: Int, encoded body: [UInt8], extra: [(String, String)] = []) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         for (name, value) in extra { headers.add(name: name, value: value) }
-        try? await writer.respond(HTTPResponseHead(status: status, headers: headers), body: body)
+        try? writer.respondNow(HTTPResponseHead(status: status, headers: headers), body: body)
     }
 
     private func sendError(_ writer: HTTPResponseWriter, _ error: AFMError) async {
+        sendErrorNow(writer, error)
+    }
+
+    private func sendErrorNow(_ writer: HTTPResponseWriter, _ error: AFMError) {
         var extra: [(String, String)] = []
         if let seconds = error.retryAfterSeconds { extra.append(("Retry-After", String(seconds))) }
         // A cancelled request has no client left to read this; 499 is only for the log.
-        await sendJSON(writer, status: error.httpStatus, error.envelope, extra: extra)
+        sendJSONNow(writer, status: error.httpStatus, encoded: error.envelope.encoded(), extra: extra)
     }
 }

@@ -73,7 +73,7 @@ public final class Daemon: Sendable {
         let statusBox = StatusBox()
         let handler = APIHandler(registry: registry, service: service, status: { statusBox.render() }, logger: logger.named("afmd.api"))
         self.server = HTTPServer(configuration: http, logger: logger.named("afmd.http")) { request, writer in
-            await handler.handle(request, writer)
+            handler.start(request, writer)
         }
         statusBox.set(self)
     }

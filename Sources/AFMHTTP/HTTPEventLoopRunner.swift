@@ -319,19 +319,33 @@ final class HTTPEventLoopRunner {
             connectionID: connection.id)
         let writer = HTTPResponseWriter(
             connection: connection, sequence: sequence, version: head.version, isHead: head.method == "HEAD")
-        let handler = core.handler
-        // A small request's handler starts right here and runs until it first waits, usually for its backend: a
-        // hand-off to a pool thread would cost a wake-up and a context switch per request, more than parsing a
-        // small body takes. Large bodies (parsing them would hold up every other connection of this loop) start
-        // on the pool. Handlers leave the loop before anything that may block (`HTTPResponseWriter.leaveEventLoop`).
-        let startsInline = parsed.body.count <= Self.inlineStartLimit
-        let task = InlineResumption.with(permitted: startsInline) {
-            Task(executorPreference: HandlerExecutor.shared) {
-                await handler(request, writer)
+        let starter = core.starter
+        // A small request's handler starts right here: its synchronous start answers what needs no waiting (then
+        // no task exists at all), and the rest runs as a task that also starts here and runs until it first
+        // waits, usually for its backend: a hand-off to a pool thread would cost a wake-up and a context switch
+        // per request, more than parsing a small body takes. Large bodies (parsing them would hold up every other
+        // connection of this loop) start on the pool. Handlers leave the loop before anything that may block
+        // (`HTTPResponseWriter.leaveEventLoop`).
+        guard parsed.body.count <= Self.inlineStartLimit else {
+            let task = Task(executorPreference: HandlerExecutor.shared) {
+                if case .continueAsync(let rest) = starter(request, writer) { await rest() }
                 connection.handlerFinished(sequence: sequence, isHead: writer.isHead)
             }
+            connection.attach(task, sequence: sequence)
+            return
         }
-        connection.attach(task, sequence: sequence)
+        switch starter(request, writer) {
+        case .answered:
+            connection.handlerFinished(sequence: sequence, isHead: writer.isHead)
+        case .continueAsync(let rest):
+            let task = InlineResumption.with(permitted: true) {
+                Task(executorPreference: HandlerExecutor.shared) {
+                    await rest()
+                    connection.handlerFinished(sequence: sequence, isHead: writer.isHead)
+                }
+            }
+            connection.attach(task, sequence: sequence)
+        }
     }
 
     // MARK: - Timers

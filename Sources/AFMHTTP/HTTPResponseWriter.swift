@@ -32,6 +32,12 @@ public final class HTTPResponseWriter: Sendable {
     /// - Throws: `.connectionClosed` when the client is gone; `.invalidState` when a response was already
     ///   started or the head is invalid.
     public func respond(_ head: HTTPResponseHead, body: [UInt8]) async throws(HTTPWriteError) {
+        try respondNow(head, body: body)
+    }
+
+    /// ``respond(_:body:)`` for the synchronous start of a handler (``HTTPStartingHandler``): the same checks and
+    /// the same bytes, without a suspension point.
+    public func respondNow(_ head: HTTPResponseHead, body: [UInt8]) throws(HTTPWriteError) {
         try connection.respond(sequence: sequence, version: version, isHead: isHead, head: head, body: body)
     }
 

@@ -37,17 +37,26 @@ public final class HTTPServer: Sendable {
 
     private let configuration: Configuration
     private let logger: Logger
-    private let handler: HTTPHandler
+    private let starter: HTTPStartingHandler
     private let state = Mutex(State())
 
-    /// Creates a server; nothing is bound until ``start(host:port:)``.
-    public init(configuration: Configuration = .init(), logger: Logger, handler: @escaping HTTPHandler) {
+    /// Creates a server whose handler runs as a task for every request; nothing is bound until
+    /// ``start(host:port:)``.
+    public convenience init(configuration: Configuration = .init(), logger: Logger, handler: @escaping HTTPHandler) {
+        self.init(configuration: configuration, logger: logger, starter: { request, writer in
+            .continueAsync { await handler(request, writer) }
+        })
+    }
+
+    /// Creates a server whose handler first tries to answer synchronously (``HTTPStartingHandler``); nothing is
+    /// bound until ``start(host:port:)``.
+    public init(configuration: Configuration = .init(), logger: Logger, starter: @escaping HTTPStartingHandler) {
         precondition(
             configuration.outboundLowWatermark <= configuration.outboundHighWatermark,
             "the low watermark must not exceed the high watermark")
         self.configuration = configuration
         self.logger = logger
-        self.handler = handler
+        self.starter = starter
     }
 
     deinit { stopListening() }
@@ -100,7 +109,7 @@ public final class HTTPServer: Sendable {
         }
         let core: HTTPServerCore
         do {
-            core = try HTTPServerCore(configuration: configuration, logger: logger, handler: handler)
+            core = try HTTPServerCore(configuration: configuration, logger: logger, starter: starter)
         } catch {
             listener.close()
             throw .startFailed("\(error)")

@@ -18,7 +18,7 @@ final class HTTPServerCore: Sendable {
 
     let configuration: HTTPServer.Configuration
     let logger: Logger
-    let handler: HTTPHandler
+    let starter: HTTPStartingHandler
     let limits: HTTPRequestParser.Limits
     let timeouts: Timeouts
     let dateCache = HTTPDateCache()
@@ -28,12 +28,12 @@ final class HTTPServerCore: Sendable {
     private let draining = Atomic<Bool>(false)
     private let registry = Mutex<[UInt64: HTTPConnection]>([:])
 
-    init(configuration: HTTPServer.Configuration, logger: Logger, handler: @escaping HTTPHandler)
+    init(configuration: HTTPServer.Configuration, logger: Logger, starter: @escaping HTTPStartingHandler)
         throws(SystemCallError)
     {
         self.configuration = configuration
         self.logger = logger
-        self.handler = handler
+        self.starter = starter
         limits = HTTPRequestParser.Limits(
             maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes)
         timeouts = Timeouts(

@@ -57,37 +57,56 @@ public final class ResponsesService: Sendable {
         public let inputTokens: Int
     }
 
-    /// Validates the body and starts the generation.
+    /// A validated request holding a lease on its backend, not started yet. Pass it to ``start(_:)`` exactly once
+    /// (which releases the lease when starting fails): a prepared request that is dropped keeps its lease.
+    public struct Prepared: Sendable {
+        public let request: ResponsesRequest
+        let commonPrompt: String
+        let lease: BackendLease
+
+        /// Whether ``ResponsesService/start(_:)`` may block the calling thread: the backend runs in a runner, so
+        /// `generate` (and a tokenizer count) wait for the runner's reply. In-process backends return at once.
+        public var startMayBlock: Bool { lease.generation.hosting != .inProcess }
+    }
+
+    /// Validates the body and leases its model's backend.
     ///
-    /// - Throws: `AFMError` for invalid requests, unknown or unavailable models, capability and budget
-    ///   violations, and backend refusals; nothing has been generated when this throws.
-    public func start(body: [UInt8]) throws(AFMError) -> Started {
+    /// - Throws: `AFMError` for invalid requests and unknown or unavailable models; nothing is held then.
+    public func prepare(body: [UInt8]) throws(AFMError) -> Prepared {
         let request = try ResponsesRequest(body: body)
         // Snapshot before any other setup: an edit made while this request runs affects later requests only.
         let prompt = currentCommonPrompt
         let lease = try registry.lease(model: request.model)
+        return Prepared(request: request, commonPrompt: prompt, lease: lease)
+    }
+
+    /// Starts a prepared request's generation.
+    ///
+    /// - Throws: `AFMError` for capability and budget violations and backend refusals; the lease is released and
+    ///   nothing has been generated when this throws.
+    public func start(_ prepared: Prepared) throws(AFMError) -> Started {
         do {
-            return try start(request, lease: lease, commonPrompt: prompt)
+            return try start(prepared.request, lease: prepared.lease, commonPrompt: prepared.commonPrompt)
         } catch {
-            lease.release()
+            prepared.lease.release()
             throw error
         }
     }
 
+    /// Validates the body and starts the generation (``prepare(body:)`` then ``start(_:)``).
+    ///
+    /// - Throws: `AFMError` for invalid requests, unknown or unavailable models, capability and budget
+    ///   violations, and backend refusals; nothing has been generated when this throws.
+    public func start(body: [UInt8]) throws(AFMError) -> Started {
+        try start(prepare(body: body))
+    }
+
     /// Like ``start(body:)``, for a caller on a thread that must not wait: `leaveThread` is awaited first when
-    /// starting may block, which is when the backend runs in a runner (`generate` and a tokenizer count wait for
-    /// the runner's reply). In-process backends return from `generate` at once.
+    /// starting may block (``Prepared/startMayBlock``).
     public func start(body: [UInt8], leavingThreadBeforeBlocking leaveThread: () async -> Void) async throws(AFMError) -> Started {
-        let request = try ResponsesRequest(body: body)
-        let prompt = currentCommonPrompt
-        let lease = try registry.lease(model: request.model)
-        if lease.generation.hosting != .inProcess { await leaveThread() }
-        do {
-            return try start(request, lease: lease, commonPrompt: prompt)
-        } catch {
-            lease.release()
-            throw error
-        }
+        let prepared = try prepare(body: body)
+        if prepared.startMayBlock { await leaveThread() }
+        return try start(prepared)
     }
 
     private func start(_ request: ResponsesRequest, lease: BackendLease, commonPrompt: String) throws(AFMError) -> Started {
@@ -183,32 +202,44 @@ public final class ResponsesService: Sendable {
         // Nothing below calls into the backend or blocks: the answer can be built and sent on the backend thread
         // that delivers the last event, saving the hand-off to another thread.
         stream.resumeConsumerOnEmittingThread()
-        // What is already buffered is taken without awaiting (all of it when the backend answered from inside
-        // `generate`); a generation that ended there needs no cancellation handler either.
-        var ended = false
+        // What is already buffered is taken without awaiting; a generation that ended there needs no cancellation
+        // handler either.
+        if Self.takeBuffered(stream, into: &builder) { return answer(builder) }
+        var reporter = MonitorReporter(counts: builder.usageCounts)
+        await withTaskCancellationHandler {
+            for await event in stream {
+                _ = builder.consume(event, now: Self.now())
+                reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
+            }
+        } onCancel: {
+            stream.cancel()
+        }
+        return answer(builder)
+    }
+
+    /// The non-streaming answer without waiting, when the generation has already ended (a backend that answered
+    /// from inside `generate`: docs/backend-abi.md §5); nil when it has not, and then nothing was consumed.
+    public func completeIfEnded(_ started: Started) -> (status: Int, body: [UInt8], error: AFMError?)? {
+        guard started.stream.hasEnded else { return nil }
+        var builder = started.builder
+        builder.streamsEvents = false
+        guard Self.takeBuffered(started.stream, into: &builder) else { return nil }
+        return answer(builder)
+    }
+
+    /// Consumes the buffered events; returns whether the terminal one was among them.
+    private static func takeBuffered(_ stream: GenerationStream, into builder: inout ResponseBuilder) -> Bool {
         let now = Self.now()
         while let buffered = stream.nextBuffered() {
-            guard let event = buffered else {
-                ended = true
-                break
-            }
+            guard let event = buffered else { return true }
             _ = builder.consume(event, now: now)
-            if event.isTerminal {
-                ended = true
-                break
-            }
+            if event.isTerminal { return true }
         }
-        if !ended {
-            var reporter = MonitorReporter(counts: builder.usageCounts)
-            await withTaskCancellationHandler {
-                for await event in stream {
-                    _ = builder.consume(event, now: Self.now())
-                    reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
-                }
-            } onCancel: {
-                stream.cancel()
-            }
-        }
+        return false
+    }
+
+    /// Books the finished request and encodes its answer: the response object with 200, or the error envelope.
+    private func answer(_ builder: ResponseBuilder) -> (status: Int, body: [UInt8], error: AFMError?) {
         finish(builder)
         if case .failed(let error)? = builder.outcome {
             return (error.httpStatus, error.envelope.encoded(), error)

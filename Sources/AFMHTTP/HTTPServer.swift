@@ -4,19 +4,22 @@ import AFMLogging
 import AFMSystem
 import Synchronization
 
-/// An HTTP/1.1 server on non-blocking sockets and epoll, running each request's handler in its own task.
+/// An HTTP/1.1 server on non-blocking sockets and epoll, running each request's handler: its synchronous start
+/// (``HTTPStartingHandler``), and the rest, if any, in its own task.
 ///
 /// ```
-///  accept (loop 0) ──► loop N: read ─► parse (limits) ─► Task { handler(request, writer) }
-///                                                          │ respond / startStream / write
-///                      loop N: EPOLLOUT flush ◄── queue ◄──┘ (direct send when the socket takes it)
+///  accept (loop 0) ──► loop N: read ─► parse (limits) ─► start(request, writer) ─► answered (no task)
+///                                                          └─► Task { rest() }
+///                                                                │ respond / startStream / write
+///  loop N: end of pass / EPOLLOUT flush ◄── queue ◄──────────────┘ (direct send from other threads)
 ///  client EOF/RST ─► loop N ─► cancel the handler task      timeouts: ~100 ms sweep on each loop
 /// ```
 ///
-/// - Handler tasks run on `HandlerExecutor`: a small request's handler (body ≤ 64 KiB) starts on the loop's
-///   thread and runs there until it first waits, and a task resumed by a thread that grants `InlineResumption`
-///   continues on that thread; everything else runs on libdispatch's pool. Handlers call
+/// - A small request's handler (body ≤ 64 KiB) starts on the loop's thread; its rest runs as a task on
+///   `HandlerExecutor`, starting there too until it first waits, and a task resumed by a thread that grants
+///   `InlineResumption` continues on that thread; everything else runs on libdispatch's pool. Handlers call
 ///   ``HTTPResponseWriter/leaveEventLoop()`` before anything that may block.
+/// - Output written on a loop thread is sent at the end of the loop's pass (`HTTPDeferredFlush`).
 ///
 /// - Keep-alive (HTTP/1.1 default, `Connection: close` honoured, HTTP/1.0 only with `keep-alive`) and
 ///   pipelining: the next request is parsed only after the current handler returned, so answers keep order.

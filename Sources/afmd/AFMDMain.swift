@@ -18,6 +18,9 @@ struct AFMDMain {
     /// mask, so a process-directed `SIGTERM` went to the main thread — discarded under `SIG_IGN` (a `SIGTERM`
     /// sent right after start was lost and the daemon never stopped), or fatal under `SIG_DFL`.
     static func main() {
+        // The mask a starter left (a libdispatch worker blocks nearly everything) is dropped first; then exactly the
+        // signals the listener thread takes with sigwait are blocked.
+        InheritedSignals.reset()
         SignalListener.blockInCallingThread([SIGTERM, SIGINT, SIGHUP])
         Task.detached { await run() }
         DispatchSemaphore(value: 0).wait()  // never signalled: run() exits the process

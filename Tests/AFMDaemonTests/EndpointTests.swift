@@ -100,6 +100,14 @@ import Testing
         #expect(try client.readResponse().json?["status"] == "ok")
     }
 
+    /// afmd drops the mask it inherited and blocks exactly the signals its listener thread takes with `sigwait`.
+    @Test func afmdBlocksOnlyTheSignalsItTakes() throws {
+        let harness = try DaemonHarness(models: ["m": #"[{"text":"x"}]"#])
+        let mask = try #require(SignalState.blocked(in: harness.daemon.process.processIdentifier))
+        #expect(mask == SignalState.mask([SIGTERM, SIGINT, SIGHUP]), "afmd blocks \(String(mask, radix: 16))")
+        #expect(harness.daemon.stop() == 0)
+    }
+
     @Test func aSigtermRightAfterStartIsNotLost() throws {
         for _ in 0..<5 {
             let harness = try DaemonHarness(models: ["m": #"[{"text":"x"}]"#])

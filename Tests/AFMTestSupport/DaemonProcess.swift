@@ -31,7 +31,9 @@ public final class DaemonProcess {
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
-        try process.run()
+        // Started with a mask such as libdispatch's workers have, whichever thread the test runs on: afmd must not
+        // keep it (EndpointTests checks what it blocks).
+        try SignalState.withBlocked([SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM]) { try process.run() }
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             let log = self.log

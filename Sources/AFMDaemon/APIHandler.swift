@@ -20,38 +20,27 @@ struct APIHandler: Sendable {
     let status: @Sendable () -> JSONValue
     let logger: Logger
 
-    func handle(_ request: HTTPRequest, _ writer: HTTPResponseWriter) async {
-        switch (request.method, request.path) {
-        case ("GET", "/health"), ("HEAD", "/health"):
-            await sendJSON(writer, status: 200, ["status": "ok"])
-        case ("GET", "/status"):
-            await sendJSON(writer, status: 200, status())
-        case ("GET", "/v1/models"), ("GET", "/models"):
-            await sendJSON(writer, status: 200, modelList())
-        case ("POST", "/v1/responses"), ("POST", "/responses"):
-            await respond(request, writer)
-        case (_, "/health"), (_, "/status"), (_, "/v1/models"), (_, "/models"), (_, "/v1/responses"), (_, "/responses"):
-            await sendError(
-                writer, AFMError(.invalidRequest, "Method \(request.method) is not allowed on \(request.path).", publicCode: "method_not_allowed", httpStatus: 405))
-        default:
-            await sendError(
-                writer, AFMError(.invalidRequest, "No endpoint \(request.method) \(request.path).", publicCode: "not_found", httpStatus: 404))
-        }
-    }
-
-    /// The synchronous start of every request (`HTTPStartingHandler`): `/health` and a non-streaming response whose
-    /// backend answered from inside `generate` are answered right here, without a task; a response that has to
-    /// wait for its backend continues as one, and so does everything else.
+    /// The synchronous start of every request (`HTTPStartingHandler`). Everything that needs no waiting is answered
+    /// right here, without a task: the small endpoints, refusals, and a non-streaming response whose backend
+    /// answered from inside `generate`. A response that has to wait for its backend continues as a task.
     func start(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
         switch (request.method, request.path) {
         case ("POST", "/v1/responses"), ("POST", "/responses"):
             return startResponse(request, writer)
         case ("GET", "/health"), ("HEAD", "/health"):
             sendJSONNow(writer, status: 200, encoded: Self.healthBody)
-            return .answered
+        case ("GET", "/status"):
+            sendJSONNow(writer, status: 200, encoded: status().encoded())
+        case ("GET", "/v1/models"), ("GET", "/models"):
+            sendJSONNow(writer, status: 200, encoded: modelList().encoded())
+        case (_, "/health"), (_, "/status"), (_, "/v1/models"), (_, "/models"), (_, "/v1/responses"), (_, "/responses"):
+            sendErrorNow(
+                writer, AFMError(.invalidRequest, "Method \(request.method) is not allowed on \(request.path).", publicCode: "method_not_allowed", httpStatus: 405))
         default:
-            return .continueAsync { await self.handle(request, writer) }
+            sendErrorNow(
+                writer, AFMError(.invalidRequest, "No endpoint \(request.method) \(request.path).", publicCode: "not_found", httpStatus: 404))
         }
+        return .answered
     }
 
     private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
@@ -96,10 +85,6 @@ struct APIHandler: Sendable {
     private func refuse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError) {
         logger.info("request refused", ["code": error.publicCode, "status": String(error.httpStatus), "connection": String(request.connectionID)])
         sendErrorNow(writer, error)
-    }
-
-    private func respond(_ request: HTTPRequest, _ writer: HTTPResponseWriter) async {
-        if case .continueAsync(let rest) = startResponse(request, writer) { await rest() }
     }
 
     /// Answers a started request: as Server-Sent Events, or as one JSON body once the generation ended.
@@ -182,24 +167,12 @@ struct APIHandler: Sendable {
         return ["object": "list", "data": .array(data)]
     }
 
-    private func sendJSON(_ writer: HTTPResponseWriter, status: Int, _ body: JSONValue, extra: [(String, String)] = []) async {
-        await sendJSON(writer, status: status, encoded: body.encoded(), extra: extra)
-    }
-
-    private func sendJSON(_ writer: HTTPResponseWriter, status: Int, encoded body: [UInt8], extra: [(String, String)] = []) async {
-        sendJSONNow(writer, status: status, encoded: body, extra: extra)
-    }
-
     /// Sends a JSON answer; it never waits (a complete response is queued whatever the client's speed).
     private func sendJSONNow(_ writer: HTTPResponseWriter, status: Int, encoded body: [UInt8], extra: [(String, String)] = []) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         for (name, value) in extra { headers.add(name: name, value: value) }
         try? writer.respondNow(HTTPResponseHead(status: status, headers: headers), body: body)
-    }
-
-    private func sendError(_ writer: HTTPResponseWriter, _ error: AFMError) async {
-        sendErrorNow(writer, error)
     }
 
     private func sendErrorNow(_ writer: HTTPResponseWriter, _ error: AFMError) {

@@ -333,7 +333,7 @@ final class HTTPConnection: Sendable {
             return (takeTokenIfWorkPending(&state), state.queue.byteCount)
         }
         if flush {
-            if queued <= highWatermark, let deferred = HTTPDeferredFlush.current.current {
+            if queued <= highWatermark, let deferred = HTTPDeferredFlush.slot.current {
                 deferred.add(self)
                 return false
             }

@@ -16,7 +16,7 @@ import AFMSystem
 /// threads (backend threads, the pool) send immediately as before.
 final class HTTPDeferredFlush {
     /// The calling loop thread's list; nil on every other thread.
-    static let current = ThreadLocalReference<HTTPDeferredFlush>()
+    static let slot = ThreadLocalReference<HTTPDeferredFlush>()
 
     private var pending: [HTTPConnection] = []
 

@@ -64,10 +64,10 @@ final class HTTPEventLoopRunner {
     deinit { readBuffer.deallocate() }
 
     func run() {
-        HTTPDeferredFlush.current.set(deferredFlush)
+        HTTPDeferredFlush.slot.set(deferredFlush)
         defer {
-            deferredFlush.flushAll()
-            HTTPDeferredFlush.current.set(nil)
+            deferredFlush.flushAll()  // normally empty: each teardown below flushes first
+            HTTPDeferredFlush.slot.set(nil)
         }
         while running {
             let count: Int
@@ -98,7 +98,6 @@ final class HTTPEventLoopRunner {
             }
             deferredFlush.flushAll()
         }
-        deferredFlush.flushAll()
         for context in Array(contexts.values) { teardown(context, "server stopped") }
         if let listener {
             self.listener = nil

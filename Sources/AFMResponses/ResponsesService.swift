@@ -101,13 +101,6 @@ public final class ResponsesService: Sendable {
         try start(prepare(body: body))
     }
 
-    /// Like ``start(body:)``, for a caller on a thread that must not wait: `leaveThread` is awaited first when
-    /// starting may block (``Prepared/startMayBlock``).
-    public func start(body: [UInt8], leavingThreadBeforeBlocking leaveThread: () async -> Void) async throws(AFMError) -> Started {
-        let prepared = try prepare(body: body)
-        if prepared.startMayBlock { await leaveThread() }
-        return try start(prepared)
-    }
 
     private func start(_ request: ResponsesRequest, lease: BackendLease, commonPrompt: String) throws(AFMError) -> Started {
         let model = lease.model

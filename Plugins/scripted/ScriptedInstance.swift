@@ -155,18 +155,21 @@ final class ScriptedInstance: Sendable {
     /// inside generate"), otherwise on a worker thread of its own (reused across generations).
     private func start(_ generation: Generation) {
         if generation.model.playsInsideGenerate {
-            var player = StepPlayer(generation: generation, records: records)
-            player.run()
-            _ = state.withLock { $0.running.removeValue(forKey: generation.requestID) }
+            play(generation)
             return
         }
         threads.enter()
         workers.submit { [self] in
-            var player = StepPlayer(generation: generation, records: records)
-            player.run()
-            _ = state.withLock { $0.running.removeValue(forKey: generation.requestID) }
+            play(generation)
             threads.leave()
         }
+    }
+
+    /// Plays a generation to its end on the calling thread and unregisters it.
+    private func play(_ generation: Generation) {
+        var player = StepPlayer(generation: generation, records: records)
+        player.run()
+        _ = state.withLock { $0.running.removeValue(forKey: generation.requestID) }
     }
 
     // MARK: - Cancel and destroy

@@ -117,21 +117,11 @@ public final class GenerationStream: Sendable, AsyncSequence {
 
     /// The next event, or `nil` after the terminal event was delivered.
     public func next() async -> BackendEvent? {
+        if let buffered = nextBuffered() { return buffered }
         enum Step {
             case event(BackendEvent?)
             case wait
         }
-        let (first, wake, credit) = state.withLock { state -> (Step, Bool, Int) in
-            if let event = state.pop() {
-                if event.isTerminal { state.terminalDelivered = true }
-                return (.event(event), state.releaseEmitterIfRoom(capacity: capacity), state.countConsumed())
-            }
-            return (state.terminalDelivered ? .event(nil) : .wait, false, 0)
-        }
-        if wake { emitterWakeup.signal() }
-        if credit > 0 { onConsumed?(credit) }
-        if case .event(let event) = first { return event }
-
         return await withCheckedContinuation { continuation in
             let (immediate, wake, credit) = state.withLock { state -> (Step, Bool, Int) in
                 if let event = state.pop() {

@@ -27,7 +27,10 @@ public final class Daemon: Sendable {
     let settings: SettingsStore?
     let notifier: SystemdNotifier
     let logger: Logger
+    /// When the daemon was built (wall clock, for display).
     let startedAt = Date()
+    /// The same moment on the monotonic clock: the uptime does not move when the wall clock is stepped (NTP).
+    private let startedInstant = ContinuousClock.now
     private let state: Mutex<State>
     private let admin = Mutex<AdminServer?>(nil)
     private let refresher = Mutex<Task<Void, Never>?>(nil)
@@ -301,7 +304,7 @@ public final class Daemon: Sendable {
             "version": .string(AFMVersion.string),
             "abi": .string("\(AFMVersion.abiMajor).\(AFMVersion.abiMinor)"),
             "pid": .number(JSONNumber(Int(getpid()))),
-            "uptime_seconds": .number(JSONNumber(Int(Date().timeIntervalSince(startedAt)))),
+            "uptime_seconds": .number(JSONNumber(Int((ContinuousClock.now - startedInstant).components.seconds))),
             "listen": state.withLock { $0.listening.map { .string($0.description) } ?? nil },
             "listener": listenerJSON,
             "config": ["generation": .number(JSONNumber(generation)), "last_reload_error": reloadError.map(JSONValue.string) ?? nil],

@@ -24,6 +24,11 @@ public final class IOThread: Sendable {
                 let context = Unmanaged<ThreadContext>.fromOpaque(raw!).takeRetainedValue()
                 let name = String(context.name.utf8.prefix(15))
                 _ = LinuxSymbols.setThreadName(pthread_self(), name)
+                // Nice is per thread on Linux and inherited from the creating thread, which may be a libdispatch
+                // worker whose nice libdispatch sets by QoS: take the process's own (its main thread's) instead, so
+                // `nice afmd` or systemd's `Nice=` reaches the event loops. Lowering it back needs privilege; without
+                // it the thread keeps what it inherited.
+                try? ResourceLimits.setNice(ResourceLimits.processNice())
                 context.body()
                 return nil
             }, context)

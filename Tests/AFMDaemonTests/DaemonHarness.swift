@@ -13,7 +13,10 @@ struct DaemonHarness {
     var port: Int { daemon.port }
 
     /// Starts afmd serving `models` (id → steps JSON) through the scripted backend, plus the plain C fixture.
-    init(models: [String: String] = [:], config: String = "", withCFixture: Bool = false, environment: [String: String] = [:]) throws {
+    init(
+        models: [String: String] = [:], config: String = "", withCFixture: Bool = false, environment: [String: String] = [:],
+        nice: Int? = nil
+    ) throws {
         try directory.addScripted()
         if withCFixture { try directory.addCFixture() }
         let scratch = TestPaths.makeTemporaryDirectory("afm-daemon-test")
@@ -37,7 +40,7 @@ struct DaemonHarness {
             try script.write(toFile: scratch + "/script.json", atomically: true, encoding: .utf8)
             settings += "Script=\(scratch)/script.json\n"
         }
-        daemon = try DaemonProcess(backendDirectory: directory.path, config: settings + config, environment: environment)
+        daemon = try DaemonProcess(backendDirectory: directory.path, config: settings + config, environment: environment, nice: nice)
     }
 
     func client() throws -> TestHTTPClient { try TestHTTPClient(port: port) }

@@ -108,6 +108,30 @@ import Testing
         #expect(harness.daemon.stop() == 0)
     }
 
+    /// `nice afmd` (or systemd's `Nice=`) reaches afmd's own threads — event loops, admin, signals — and the
+    /// scripted backend's generation threads they start, although afmd starts them from libdispatch workers, whose
+    /// nice libdispatch sets by QoS.
+    @Test func afmdsThreadsRunAtItsNiceValue() throws {
+        let harness = try DaemonHarness(models: ["slow": #"[{"repeat":50,"steps":[{"text":"x"},{"delay_ms":20}]}]"#], nice: 5)
+        // A generation that waits runs on a scripted worker thread, started by an event loop.
+        let client = try harness.client()
+        #expect(try client.post("/v1/responses", json: responsesBody(model: "slow")).status == 200)
+        let pid = harness.daemon.process.processIdentifier
+        var nices: [String: String] = [:]
+        for task in try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") {
+            let stat = readProcFile("/proc/\(pid)/task/\(task)/stat")
+            guard let open = stat.range(of: "("), let close = stat.range(of: ")", options: .backwards) else { continue }
+            let name = String(stat[open.upperBound..<close.lowerBound])
+            // libdispatch's own workers (named after their queues' QoS) are libdispatch's business.
+            guard name.hasPrefix("afm") else { continue }
+            nices["\(task) \(name)"] = String(stat[close.upperBound...].split(separator: " ")[16])
+        }
+        #expect(nices.values.contains { _ in true }, "no afm threads found")
+        #expect(nices.keys.contains { $0.hasSuffix("afm-http-0") })
+        #expect(nices.values.allSatisfy { $0 == "5" }, "\(nices)")
+        #expect(harness.daemon.stop() == 0)
+    }
+
     @Test func aSigtermRightAfterStartIsNotLost() throws {
         for _ in 0..<5 {
             let harness = try DaemonHarness(models: ["m": #"[{"text":"x"}]"#])

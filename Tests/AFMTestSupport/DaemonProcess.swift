@@ -18,14 +18,21 @@ public final class DaemonProcess {
     ///   nil makes a new one.
     public init(
         backendDirectory: String, config: String = "", extraArguments: [String] = [], environment: [String: String] = [:],
-        root existingRoot: String? = nil
+        root existingRoot: String? = nil, nice: Int? = nil
     ) throws {
         root = existingRoot ?? TestPaths.makeTemporaryDirectory("afmd-root")
         logPath = root + "/afmd.log"
         try config.write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: TestPaths.afmd)
-        process.arguments = ["--listen", "127.0.0.1:0", "--config-root", root, "--backend-dir", backendDirectory] + extraArguments
+        let arguments = ["--listen", "127.0.0.1:0", "--config-root", root, "--backend-dir", backendDirectory] + extraArguments
+        if let nice {
+            // nice(1) execs afmd: the process, and so its main thread, starts at that nice value.
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/nice")
+            process.arguments = ["-n", String(nice), TestPaths.afmd] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: TestPaths.afmd)
+            process.arguments = arguments
+        }
         process.standardError = FileHandle(forWritingAtPath: logPath)
         process.standardOutput = FileHandle.nullDevice
         if !environment.isEmpty {

@@ -88,11 +88,7 @@ import Testing
         let mask = try #require(SignalState.blocked(in: top.processIdentifier))
         #expect(mask == SignalState.mask([SIGTERM, SIGINT]), "afmctl top blocks \(String(mask, radix: 16))")
         // SIGTERM stops the monitor promptly, and that is a normal end (status 0), as for procps top.
-        kill(top.processIdentifier, SIGTERM)
-        let stopped = waitUntil(seconds: 2) { !top.isRunning }
-        #expect(stopped, "afmctl top ignored SIGTERM for 2 s")
-        if !stopped { kill(top.processIdentifier, SIGKILL) }
-        top.waitUntilExit()
+        #expect(top.terminateGracefully(within: 2), "afmctl top ignored SIGTERM for 2 s")
         #expect(top.terminationReason == .exit && top.terminationStatus == 0, "\(top.terminationReason) \(top.terminationStatus)")
         let snapshot = try JSONParser.parse(String(line))
         #expect(snapshot["totals"]?["requests"] == 4)

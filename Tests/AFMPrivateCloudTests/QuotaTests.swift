@@ -44,11 +44,7 @@ import Testing
             if data.isEmpty { break }
             text += String(decoding: data, as: UTF8.self)
         }
-        kill(top.processIdentifier, SIGTERM)
-        let stopped = waitFor(seconds: 2) { !top.isRunning }
-        #expect(stopped, "afmctl top ignored SIGTERM for 2 s")
-        if !stopped { kill(top.processIdentifier, SIGKILL) }
-        top.waitUntilExit()
+        #expect(top.terminateGracefully(within: 2), "afmctl top ignored SIGTERM for 2 s")
         #expect(top.terminationReason == .exit && top.terminationStatus == 0, "\(top.terminationReason) \(top.terminationStatus)")
         return String(text.split(separator: "\n").first ?? "")
     }

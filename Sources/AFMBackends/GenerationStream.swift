@@ -86,8 +86,7 @@ public final class GenerationStream: Sendable, AsyncSequence {
         self.id = id
         self.capacity = capacity
         self.silenceLimit = silenceLimit
-        let (seconds, attoseconds) = silenceLimit.components
-        silenceLimitNanoseconds = UInt64(Swift.max(0, seconds)) &* 1_000_000_000 &+ UInt64(Swift.max(0, attoseconds / 1_000_000_000))
+        silenceLimitNanoseconds = SystemClock.nanoseconds(silenceLimit)
         self.cancelGrace = cancelGrace
         self.onCancel = onCancel
         self.onTerminal = onTerminal

@@ -224,7 +224,7 @@ final class RunnerInstanceHost: BackendInstanceHost {
 
         /// Waits for the reply; nil when the runner is gone or `timeout` passed (then `timedOut` is true).
         func wait(timeout: Duration) -> Reply? {
-            let nanoseconds = Int(timeout.components.seconds) * 1_000_000_000 + Int(timeout.components.attoseconds / 1_000_000_000)
+            let nanoseconds = Int(clamping: SystemClock.nanoseconds(timeout))
             guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }
             return result.withLock { $0 ?? nil }
         }

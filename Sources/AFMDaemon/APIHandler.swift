@@ -58,28 +58,28 @@ struct APIHandler: Sendable {
             // A runner-hosted backend: `generate` waits for the runner's reply, which must not hold up the loop.
             return .continueAsync {
                 await writer.leaveEventLoop()
-                let started: ResponsesService.Started
-                do throws(AFMError) {
-                    started = try self.service.start(prepared)
-                } catch {
-                    self.refuse(request, writer, error)
-                    return
-                }
+                guard let started = self.start(prepared, request, writer) else { return }
                 await self.respond(started, writer)
             }
         }
-        let started: ResponsesService.Started
-        do {
-            started = try service.start(prepared)
-        } catch {
-            refuse(request, writer, error)
-            return .answered
-        }
+        guard let started = start(prepared, request, writer) else { return .answered }
         if !started.request.stream, let (status, body, error) = service.completeIfEnded(started) {
             deliver(started, writer, status: status, body: body, error: error)
             return .answered
         }
         return .continueAsync { await self.respond(started, writer) }
+    }
+
+    /// Starts the generation, or answers the refusal and returns nil.
+    private func start(
+        _ prepared: ResponsesService.Prepared, _ request: HTTPRequest, _ writer: HTTPResponseWriter
+    ) -> ResponsesService.Started? {
+        do {
+            return try service.start(prepared)
+        } catch {
+            refuse(request, writer, error)
+            return nil
+        }
     }
 
     private func refuse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError) {

@@ -7,8 +7,8 @@ import AFMSystem
 /// Why: a request handled entirely on the loop thread (parsed, answered by a backend from inside `generate`,
 /// encoded) used to be sent right away, and under load each of those `send`s woke the client's thread, which had
 /// gone back to sleep since the previous one: a wake-up (an inter-processor interrupt, on a VM an exit to the
-/// hypervisor) per response, a quarter of the daemon's CPU per request on the 2-core benchmark machine
-/// (docs/PERFORMANCE.md). Sending the pass's answers together wakes each client thread once per pass. A pass
+/// hypervisor) per response: `send` was a quarter of a loop thread's samples on the 2-core benchmark machine, most
+/// of it that wake-up (docs/PERFORMANCE.md). Sending the pass's answers together wakes each client thread once per pass. A pass
 /// handles what one `epoll_wait` returned, so an answer waits at most for the rest of that pass.
 ///
 /// Only output produced *on a loop thread* is deferred, and only while the connection's queue stays under the

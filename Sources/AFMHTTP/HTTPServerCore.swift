@@ -37,21 +37,15 @@ final class HTTPServerCore: Sendable {
         limits = HTTPRequestParser.Limits(
             maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes)
         timeouts = Timeouts(
-            requestHeader: Self.nanoseconds(configuration.requestHeaderTimeout),
-            processing: Self.nanoseconds(configuration.processingDeadline),
-            send: Self.nanoseconds(configuration.sendTimeout),
-            linger: Self.nanoseconds(configuration.lingerTimeout))
+            requestHeader: SystemClock.nanoseconds(configuration.requestHeaderTimeout),
+            processing: SystemClock.nanoseconds(configuration.processingDeadline),
+            send: SystemClock.nanoseconds(configuration.sendTimeout),
+            linger: SystemClock.nanoseconds(configuration.lingerTimeout))
         var loops: [HTTPEventLoop] = []
         for index in 0..<max(1, configuration.ioThreadCount) {
             loops.append(try HTTPEventLoop(index: index))
         }
         self.loops = loops
-    }
-
-    static func nanoseconds(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        guard seconds >= 0 else { return 0 }
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
     }
 
     /// Whether a graceful shutdown is in progress (new responses say `Connection: close`).

@@ -99,9 +99,9 @@ public final class TokenMonitor: Sendable {
 
     func update(id: String, counts: ResponseBuilder.UsageCounts) {
         state.withLock { state in
+            guard state.running[id] != nil else { return }
             state.version += 1
-            let version = state.version
-            guard state.running[id]?.apply(counts, version: version) != nil else { return }
+            state.running[id]?.apply(counts, version: state.version)
             state.lastUpdated = id
         }
     }

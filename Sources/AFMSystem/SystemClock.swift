@@ -22,6 +22,13 @@ public enum SystemClock {
         return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
     }
 
+    /// `duration` in nanoseconds, for comparing with the readings above; a negative duration is 0.
+    public static func nanoseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0, attoseconds >= 0 else { return 0 }
+        return UInt64(seconds) &* 1_000_000_000 &+ UInt64(attoseconds / 1_000_000_000)
+    }
+
     /// Whole seconds since the Unix epoch on the wall clock (for `Date` headers and logs).
     /// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`.
     public static func unixSeconds() -> Int {

@@ -109,6 +109,24 @@ final class PipedChat {
         #expect(try store.messages(conversationID: id).map(\.text) == ["a piped question", "ok"])  // the draft was not sent
     }
 
+    @Test func aPipedOpenDoesNotPutTheDraftBeforeTheNextLine() throws {
+        let harness = try ChatHarness(models: ["quick": #"{"steps":[{"text":"ok"}]}"#])
+        let id: String
+        do {
+            let store = try HistoryStore(directory: harness.dataDirectory)
+            id = try store.createConversation(title: "other").id
+            try store.saveDraft("half typed ", conversationID: id)
+        }
+        let chat = try PipedChat(
+            arguments: ["--url", harness.url, "--data-dir", harness.dataDirectory, "--model", "quick"], scratch: harness.scratch)
+        chat.write("/open \(id)\nhello\n")
+        chat.closeInput()
+        #expect(chat.waitForExit() == 0)
+        let store = try HistoryStore(directory: harness.dataDirectory)
+        #expect(try store.messages(conversationID: id).map(\.text) == ["hello", "ok"])
+        #expect(try store.draft(conversationID: id) == "half typed ")
+    }
+
     @Test func anImportDecodesItsImagesWithoutHoldingTheWriteLock() throws {
         let scratch = TestPaths.makeTemporaryDirectory("afm-import-lock")
         let data = scratch + "/data"

@@ -176,6 +176,22 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: written))
     }
 
+    @Test func leaseFilesOfEndedStoresAreRemovedAndLiveOnesKept() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        let live = try makeStore(directory)
+        _ = try live.beginTurn(conversationID: try live.createConversation().id, userParts: [.text("hi")], model: nil)
+        let liveLease = directory + "/leases/" + live.owner + ".lock"
+        let staleLease = directory + "/leases/" + UUID().uuidString.lowercased() + ".lock"  // a killed store's
+        try Data().write(to: URL(fileURLWithPath: staleLease))
+        for path in [liveLease, staleLease] {
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: path)
+        }
+        let other = try makeStore(directory)
+        #expect(!FileManager.default.fileExists(atPath: staleLease))
+        #expect(FileManager.default.fileExists(atPath: liveLease))
+        #expect(other.reopenedPendingCount == 0)
+    }
+
     // MARK: - Opening during another write (item 8)
 
     @Test func openingWhileAnotherConnectionWritesDoesNotWaitForItsLock() throws {

@@ -7,9 +7,16 @@ import Foundation
 /// Imports an archive of the original app's chat history into a ``HistoryStore``.
 ///
 /// The accepted format (`docs/chat-archive.md`): a directory with `conversations.json` and an `Images/`
-/// folder. Everything is checked and written in **one transaction**, together with an import marker (the
-/// SHA-256 of `conversations.json`), so an archive is imported completely or not at all, and importing the
-/// same archive again finds the marker and does nothing. The source files are only read.
+/// folder. Everything is written in **one transaction**, together with an import marker (the SHA-256 of
+/// `conversations.json`), so an archive is imported completely or not at all, and importing the same archive
+/// again finds the marker and does nothing. The source files are only read.
+///
+/// ```
+/// check   parse and validate the JSON; read each image once,        images.lock shared (other clients
+///         decode it, write its file into the store                  keep reading and writing the history)
+/// commit  BEGIN IMMEDIATE; rows, ids checked against the history,   + the SQLite write lock, briefly
+///         the marker; COMMIT
+/// ```
 public struct ArchiveImporter {
     /// What an import did.
     public struct Outcome: Sendable, Hashable {
@@ -25,6 +32,29 @@ public struct ArchiveImporter {
             self.images = images
             self.alreadyImported = alreadyImported
         }
+    }
+
+    /// A checked message, ready to insert.
+    private struct PlannedMessage {
+        var path: String
+        var id: String
+        var author: MessageAuthor
+        var state: MessageState
+        var parts: [ContentPart]
+        var model: String?
+        var notice: String?
+        var createdAt: Int64
+    }
+
+    /// A checked conversation, ready to insert.
+    private struct PlannedConversation {
+        var path: String
+        var id: String
+        var title: String
+        var draft: String
+        var createdAt: Int64
+        var updatedAt: Int64
+        var messages: [PlannedMessage]
     }
 
     private let store: HistoryStore
@@ -63,44 +93,53 @@ public struct ArchiveImporter {
         guard let conversations = root["conversations"]?.arrayValue else {
             throw HistoryError("conversations.json: \"conversations\" must be an array")
         }
-        var counts = (messages: 0, images: 0)
+        var images: [String: ImageReference] = [:]
+        var imagePartCount = 0
+        var plan: [PlannedConversation] = []
+        var messageCount = 0
         do {
-            try store.connection.transaction {
+            // images.lock (shared) keeps the files written here from being swept before their rows commit.
+            try store.whileWritingImageFiles {
+                // Check everything, images decoded, before taking the write lock: decoding is the slow part.
                 for (index, conversation) in conversations.enumerated() {
-                    try importConversation(conversation, path: "conversations[\(index)]", directory: directory, counts: &counts)
+                    plan.append(
+                        try check(
+                            conversation, path: "conversations[\(index)]", directory: directory, images: &images,
+                            imagePartCount: &imagePartCount))
                 }
-                try store.connection.execute(
-                    "INSERT INTO imports(archive_digest, source, imported_at, conversation_count, message_count) VALUES (?, ?, ?, ?, ?)",
-                    [
-                        .text(digest), .text(directory), .integer(StoreClock.nowMilliseconds()),
-                        .integer(Int64(conversations.count)), .integer(Int64(counts.messages)),
-                    ]
-                )
+                messageCount = plan.reduce(0) { $0 + $1.messages.count }
+                try store.connection.transaction {
+                    for image in images.values { try store.insertImageRow(image) }
+                    for conversation in plan { try insert(conversation) }
+                    try store.connection.execute(
+                        "INSERT INTO imports(archive_digest, source, imported_at, conversation_count, message_count) VALUES (?, ?, ?, ?, ?)",
+                        [
+                            .text(digest), .text(directory), .integer(StoreClock.nowMilliseconds()),
+                            .integer(Int64(plan.count)), .integer(Int64(messageCount)),
+                        ]
+                    )
+                }
             }
         } catch {
-            // Files written for rows that were rolled back are no longer referenced.
-            let known = Set((try? store.connection.query("SELECT hash FROM images") { $0.text(0) }) ?? [])
-            store.images.sweep(keeping: known)
+            // Files written for rows that were rolled back are no longer referenced. When the rows cannot be read
+            // (a damaged database), nothing is removed: an unknown set of references must not look empty.
+            _ = try? store.removeUnreferencedImageFiles()
             throw error
         }
-        return Outcome(conversations: conversations.count, messages: counts.messages, images: counts.images, alreadyImported: false)
+        return Outcome(conversations: plan.count, messages: messageCount, images: imagePartCount, alreadyImported: false)
     }
 
-    private func importConversation(
-        _ value: JSONValue, path: String, directory: String, counts: inout (messages: Int, images: Int)
-    ) throws {
+    // MARK: - Checking
+
+    private func check(
+        _ value: JSONValue, path: String, directory: String, images: inout [String: ImageReference], imagePartCount: inout Int
+    ) throws -> PlannedConversation {
         guard let id = value["id"]?.stringValue, !id.isEmpty else { throw HistoryError("\(path).id: a non-empty string is required") }
-        if try store.connection.scalarInteger("SELECT 1 FROM conversations WHERE id = ?", [.text(id)]) != nil {
-            throw HistoryError("\(path): conversation \(id) already exists in the history (imported from another archive?)")
-        }
         let created = try timestamp(value["created_at"], path: path + ".created_at")
         let updated = try value["updated_at"].map { try timestamp($0, path: path + ".updated_at") } ?? created
-        try store.connection.execute(
-            "INSERT INTO conversations(id, title, created_at, updated_at, draft) VALUES (?, ?, ?, ?, ?)",
-            [
-                .text(id), .text(value["title"]?.stringValue ?? ""), .integer(created), .integer(updated),
-                .text(value["draft"]?.stringValue ?? ""),
-            ]
+        var conversation = PlannedConversation(
+            path: path, id: id, title: value["title"]?.stringValue ?? "", draft: value["draft"]?.stringValue ?? "",
+            createdAt: created, updatedAt: updated, messages: []
         )
         for (index, message) in (value["messages"]?.arrayValue ?? []).enumerated() {
             let messagePath = "\(path).messages[\(index)]"
@@ -125,27 +164,30 @@ public struct ArchiveImporter {
                     guard let text = part["text"]?.stringValue else { throw HistoryError("\(partPath).text: a string is required") }
                     parts.append(.text(text))
                 case "image":
-                    parts.append(.image(try importImage(part, path: partPath, directory: directory)))
-                    counts.images += 1
+                    parts.append(.image(try checkImage(part, path: partPath, directory: directory, images: &images)))
+                    imagePartCount += 1
                 default:
                     throw HistoryError("\(partPath).type: \"text\" or \"image\" is required")
                 }
             }
-            try store.appendMessage(
-                conversationID: id, author: author, state: state, parts: parts, model: message["model"]?.stringValue,
-                notice: message["notice"]?.stringValue, id: messageID,
-                createdAt: try timestamp(message["created_at"], path: messagePath + ".created_at")
-            )
-            counts.messages += 1
+            conversation.messages.append(
+                PlannedMessage(
+                    path: messagePath, id: messageID, author: author, state: state, parts: parts,
+                    model: message["model"]?.stringValue, notice: message["notice"]?.stringValue,
+                    createdAt: try timestamp(message["created_at"], path: messagePath + ".created_at")
+                ))
         }
-        // appendMessage moves updated_at forward; the archive's value wins.
-        try store.connection.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", [.integer(updated), .text(id)])
+        return conversation
     }
 
-    private func importImage(_ part: JSONValue, path: String, directory: String) throws -> ImageReference {
+    /// Reads and decodes an image file once (by file name), writes it into the store, and returns its reference.
+    private func checkImage(
+        _ part: JSONValue, path: String, directory: String, images: inout [String: ImageReference]
+    ) throws -> ImageReference {
         guard let file = part["file"]?.stringValue, !file.isEmpty, !file.contains("/"), file != "..", file != "." else {
             throw HistoryError("\(path).file: a file name inside Images/ is required")
         }
+        if let known = images[file] { return known }
         let imagePath = directory + "/Images/" + file
         guard let data = FileManager.default.contents(atPath: imagePath) else {
             throw HistoryError("\(path): the image Images/\(file) is missing from the archive")
@@ -157,13 +199,21 @@ public struct ArchiveImporter {
         } catch {
             throw HistoryError("\(path): Images/\(file): \(error)")
         }
-        return try store.storeImage(bytes, mimeType: info.mimeType, width: info.width, height: info.height)
+        let reference = ImageReference(
+            hash: SHA256.hexDigest(bytes), mimeType: info.mimeType, width: info.width, height: info.height, byteCount: bytes.count)
+        try store.images.write(bytes, hash: reference.hash, mimeType: reference.mimeType)
+        images[file] = reference
+        return reference
     }
 
     /// An ISO 8601 string (with or without fractional seconds) or a number of Unix seconds, as milliseconds.
     private func timestamp(_ value: JSONValue?, path: String) throws -> Int64 {
         if let number = value?.numberValue, let seconds = Double(number.description) {
-            return Int64((seconds * 1000).rounded())
+            // Int64(exactly:) is nil for what does not fit (1e17 seconds is 1e20 ms): an error, not a trap.
+            guard let milliseconds = Int64(exactly: (seconds * 1000).rounded()) else {
+                throw HistoryError("\(path): \(number.description) Unix seconds is out of range")
+            }
+            return milliseconds
         }
         if let text = value?.stringValue {
             let formatter = ISO8601DateFormatter()
@@ -173,6 +223,36 @@ public struct ArchiveImporter {
             if let date = formatter.date(from: text) { return Int64((date.timeIntervalSince1970 * 1000).rounded()) }
         }
         throw HistoryError("\(path): an ISO 8601 date or Unix seconds is required")
+    }
+
+    // MARK: - Writing
+
+    private func insert(_ conversation: PlannedConversation) throws {
+        let connection = store.connection
+        if try connection.scalarInteger("SELECT 1 FROM conversations WHERE id = ?", [.text(conversation.id)]) != nil {
+            throw HistoryError(
+                "\(conversation.path).id: conversation \(conversation.id) already exists in the history (imported from another archive, or twice in this one?)")
+        }
+        try connection.execute(
+            "INSERT INTO conversations(id, title, created_at, updated_at, draft) VALUES (?, ?, ?, ?, ?)",
+            [
+                .text(conversation.id), .text(conversation.title), .integer(conversation.createdAt),
+                .integer(conversation.updatedAt), .text(conversation.draft),
+            ]
+        )
+        for message in conversation.messages {
+            if try connection.scalarInteger("SELECT 1 FROM messages WHERE id = ?", [.text(message.id)]) != nil {
+                throw HistoryError(
+                    "\(message.path).id: message \(message.id) already exists in the history (imported from another archive, or twice in this one?)")
+            }
+            try store.appendMessage(
+                conversationID: conversation.id, author: message.author, state: message.state, parts: message.parts,
+                model: message.model, notice: message.notice, id: message.id, createdAt: message.createdAt
+            )
+        }
+        // appendMessage moves updated_at forward; the archive's value wins.
+        try connection.execute(
+            "UPDATE conversations SET updated_at = ? WHERE id = ?", [.integer(conversation.updatedAt), .text(conversation.id)])
     }
 }
 

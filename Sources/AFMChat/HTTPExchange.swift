@@ -142,7 +142,13 @@ final class HTTPExchange {
             let name = line[..<colon].lowercased()
             let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             if name == "transfer-encoding", value.lowercased().contains("chunked") { chunked = true }
-            if name == "content-length" { contentLength = Int(value) }
+            if name == "content-length" {
+                // A negative or non-numeric length is refused here (it would otherwise trap slicing the body).
+                guard let length = Int(value), length >= 0 else {
+                    throw HistoryError("the server sent an invalid Content-Length (\(value.prefix(40)))")
+                }
+                contentLength = length
+            }
         }
         if contentLength == 0 { isComplete = true }
     }

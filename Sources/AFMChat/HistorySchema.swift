@@ -69,6 +69,59 @@ public enum HistorySchema {
                     message_count INTEGER NOT NULL
                 );
                 """
-        )
+        ),
+        // Version 1 indexed parts by their implicit rowid, which rebuilding the table (a `.dump` restored into
+        // a new file; VACUUM as SQLite documents it) may renumber, pointing search at the wrong parts. `id`
+        // keeps today's rowids, and the index is rebuilt from it.
+        Migration(
+            version: 2,
+            name: "parts_integer_primary_key",
+            sql: """
+                DROP TABLE parts_fts;
+                CREATE TABLE parts_new(
+                    id INTEGER PRIMARY KEY,
+                    message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+                    position INTEGER NOT NULL,
+                    kind TEXT NOT NULL CHECK (kind IN ('text', 'image')),
+                    text TEXT,
+                    image_hash TEXT REFERENCES images(hash),
+                    CHECK ((kind = 'text' AND text IS NOT NULL AND image_hash IS NULL)
+                        OR (kind = 'image' AND image_hash IS NOT NULL AND text IS NULL)),
+                    UNIQUE (message_id, position)
+                );
+                INSERT INTO parts_new(id, message_id, position, kind, text, image_hash)
+                    SELECT rowid, message_id, position, kind, text, image_hash FROM parts;
+                DROP TABLE parts;
+                ALTER TABLE parts_new RENAME TO parts;
+                CREATE INDEX parts_by_image ON parts(image_hash) WHERE image_hash IS NOT NULL;
+                CREATE VIRTUAL TABLE parts_fts USING fts5(text, content = 'parts', content_rowid = 'id');
+                CREATE TRIGGER parts_fts_insert AFTER INSERT ON parts WHEN new.kind = 'text' BEGIN
+                    INSERT INTO parts_fts(rowid, text) VALUES (new.id, new.text);
+                END;
+                CREATE TRIGGER parts_fts_delete AFTER DELETE ON parts WHEN old.kind = 'text' BEGIN
+                    INSERT INTO parts_fts(parts_fts, rowid, text) VALUES ('delete', old.id, old.text);
+                END;
+                CREATE TRIGGER parts_fts_update AFTER UPDATE OF text ON parts WHEN old.kind = 'text' BEGIN
+                    INSERT INTO parts_fts(parts_fts, rowid, text) VALUES ('delete', old.id, old.text);
+                    INSERT INTO parts_fts(rowid, text) VALUES (new.id, new.text);
+                END;
+                INSERT INTO parts_fts(parts_fts) VALUES ('rebuild');
+                """
+        ),
+        // Several `afm chat` processes may share one history. A pending answer names the store streaming it
+        // (`owner`), and an image stored for a message not yet sent is held by its store (`image_holds`); the
+        // owner's lease, an flock on `leases/OWNER.lock`, tells whether it still runs (see HistoryStore).
+        Migration(
+            version: 3,
+            name: "answer_owners_and_image_holds",
+            sql: """
+                ALTER TABLE messages ADD COLUMN owner TEXT;
+                CREATE TABLE image_holds(
+                    hash TEXT NOT NULL REFERENCES images(hash) ON DELETE CASCADE,
+                    owner TEXT NOT NULL,
+                    PRIMARY KEY (hash, owner)
+                ) WITHOUT ROWID;
+                """
+        ),
     ]
 }

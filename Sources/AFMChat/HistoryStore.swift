@@ -6,8 +6,21 @@ import Foundation
 /// The chat history: conversations, messages with ordered parts, images by content hash, drafts and search.
 ///
 /// One SQLite file (`history.sqlite`, WAL) plus an `images/` directory next to it. Every change a crash must
-/// not tear is one transaction. Opening the store applies migrations, turns answers left `pending` by a dead
-/// client into `interrupted`, and removes image files no row references.
+/// not tear is one transaction. Opening the store applies migrations (reading only, when there are none),
+/// turns answers left `pending` by a store that no longer runs into `interrupted`, and removes image files
+/// no row references.
+///
+/// Several processes may use one history at once:
+///
+/// ```
+/// leases/OWNER.lock   flock held by each store for its lifetime (taken at its first turn or image);
+///                     a pending answer and an image stored but not yet sent name their OWNER, and only
+///                     the answers and holds of an OWNER whose lock is free (it exited or crashed) are
+///                     cleaned up by another store
+/// images.lock         shared while image files are written until their rows commit (storeImage, import);
+///                     exclusive, never waited for, while unreferenced files are removed — when busy, the
+///                     removal is skipped and a later one does it
+/// ```
 ///
 /// Not `Sendable`: it owns a ``Connection``. The chat client uses it from its one (main) thread.
 public final class HistoryStore {
@@ -16,8 +29,13 @@ public final class HistoryStore {
     public let images: ImageFileStore
     /// The directory holding `history.sqlite` and `images/`.
     public let directory: String
-    /// How many answers were found pending at open and marked interrupted.
+    /// How many answers were found pending at open, their store gone, and marked interrupted.
     public private(set) var reopenedPendingCount = 0
+    /// This store's owner id: names its pending answers and the images it holds.
+    public let owner = UUID().uuidString.lowercased()
+    /// The flock that shows other processes this store runs (taken on first need).
+    private var lease: FileLock?
+    private let imageLock: FileLock
 
     /// The default data directory: `$XDG_DATA_HOME/afm`, else `~/.local/share/afm`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
@@ -32,15 +50,109 @@ public final class HistoryStore {
         self.directory = directory
         connection = try Connection(path: directory + "/history.sqlite")
         images = try ImageFileStore(directory: directory + "/images")
+        imageLock = try FileLock(path: directory + "/images.lock")
         try connection.migrate(HistorySchema.migrations)
+        try releaseStoppedOwners()
+        removeStaleLeases()
+        try removeUnreferencedImageFiles()
+    }
+
+    deinit {
+        // Our pending answers and holds are orphans from now on; the next store that opens cleans them up.
+        if let lease { unlink(lease.path) }
+    }
+
+    // MARK: - Owners and image files
+
+    private static let ownerNotice = "the client stopped before the answer finished"
+
+    private func leasePath(_ owner: String) -> String { directory + "/leases/" + owner + ".lock" }
+
+    /// Takes this store's lease (once), before anything names `owner` in the database.
+    private func takeLease() throws {
+        guard lease == nil else { return }
+        try AtomicFile.makeDirectories(directory + "/leases", mode: 0o700)
+        let lock = try FileLock(path: leasePath(owner))
+        guard try lock.lock(.exclusive, wait: false) else { throw HistoryError("the lease \(lock.path) is taken") }
+        lease = lock
+    }
+
+    /// Whether the store named `owner` still runs: its lease file exists and its lock is held.
+    private func isRunning(_ owner: String?) -> Bool {
+        guard let owner, !owner.isEmpty, !owner.contains("/") else { return false }
+        if owner == self.owner { return lease != nil }
+        guard let lock = try? FileLock(path: leasePath(owner), create: false) else { return false }
+        // A lock we cannot test counts as held: leaving an answer pending is better than ending a live one.
+        guard let free = try? lock.lock(.exclusive, wait: false) else { return true }
+        return !free
+    }
+
+    /// Marks the pending answers of stopped stores interrupted, drops their image holds and the image rows
+    /// nothing references; takes the write lock only when there is something to change.
+    private func releaseStoppedOwners() throws {
+        let pendingOwners = try connection.query("SELECT DISTINCT owner FROM messages WHERE state = 'pending'") { $0.optionalText(0) }
+        let holdOwners = try connection.query("SELECT DISTINCT owner FROM image_holds") { $0.text(0) }
+        let stopped = Array(Set(pendingOwners + holdOwners.map { Optional($0) }).filter { !isRunning($0) })
+        let unreferenced = try connection.scalarInteger("SELECT count(*) FROM images WHERE \(Self.unreferencedImage)") ?? 0
+        guard !stopped.isEmpty || unreferenced > 0 else { return }
         try connection.transaction {
-            try connection.execute(
-                "UPDATE messages SET state = 'interrupted', notice = coalesce(notice, 'the client stopped before the answer finished') WHERE state = 'pending'"
-            )
-            reopenedPendingCount = connection.changes
+            reopenedPendingCount = 0
+            for owner in stopped {
+                try connection.execute(
+                    "UPDATE messages SET state = 'interrupted', owner = NULL, notice = coalesce(notice, ?) WHERE state = 'pending' AND owner IS ?",
+                    [.text(Self.ownerNotice), .optional(owner)]
+                )
+                reopenedPendingCount += connection.changes
+                try connection.execute("DELETE FROM image_holds WHERE owner IS ?", [.optional(owner)])
+            }
+            try deleteUnreferencedImages()
         }
+        for case let owner? in stopped where owner != self.owner { unlink(leasePath(owner)) }
+    }
+
+    /// Removes the lease files of stores that ended without removing theirs (killed, or exited without `deinit`).
+    private func removeStaleLeases() {
+        let leases = directory + "/leases"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: leases) else { return }
+        for name in names where name.hasSuffix(".lock") && name != owner + ".lock" {
+            let path = leases + "/" + name
+            // A store creates its lease file, then locks it: a young unlocked file may be in between.
+            guard let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date,
+                Date().timeIntervalSince(modified) > 60,
+                let lock = try? FileLock(path: path, create: false), (try? lock.lock(.exclusive, wait: false)) == true
+            else { continue }
+            unlink(path)
+        }
+    }
+
+    /// The condition of an image row that no part references and no store holds.
+    private static let unreferencedImage =
+        "hash NOT IN (SELECT image_hash FROM parts WHERE image_hash IS NOT NULL) AND hash NOT IN (SELECT hash FROM image_holds)"
+
+    private func deleteUnreferencedImages() throws {
+        try connection.execute("DELETE FROM images WHERE \(Self.unreferencedImage)")
+    }
+
+    /// Runs `body` (which writes image files and commits their rows) holding `images.lock` shared, so no
+    /// other store removes the files as unreferenced before the rows are visible.
+    func whileWritingImageFiles<R>(_ body: () throws -> R) throws -> R {
+        try imageLock.lock(.shared, wait: true)
+        defer { imageLock.unlock() }
+        return try body()
+    }
+
+    /// Removes image files (and temporary files) no image row names.
+    ///
+    /// Runs only while no store writes image files (`images.lock` free), so a file whose row is not yet
+    /// committed is never taken for an orphan; otherwise it does nothing and returns false.
+    /// - Throws: when the rows cannot be read; nothing is removed then.
+    @discardableResult
+    public func removeUnreferencedImageFiles() throws -> Bool {
+        guard try imageLock.lock(.exclusive, wait: false) else { return false }
+        defer { imageLock.unlock() }
         let known = Set(try connection.query("SELECT hash FROM images") { $0.text(0) })
         images.sweep(keeping: known)
+        return true
     }
 
     // MARK: - Conversations
@@ -101,21 +213,19 @@ public final class HistoryStore {
         guard connection.changes == 1 else { throw HistoryError("no conversation \(conversationID)") }
     }
 
-    /// Deletes a conversation, its messages and parts (cascade), and image files no other message uses.
+    /// Deletes a conversation, its messages and parts (cascade), and the images no other message uses and no
+    /// running store holds for a message it has not sent yet.
+    ///
+    /// The image files go after the commit, unless another store is writing image files just then (a later
+    /// removal takes them).
     public func delete(conversationID: String) throws {
-        let orphans: [(String, String)] = try connection.transaction {
+        try connection.transaction {
             try connection.execute("DELETE FROM conversations WHERE id = ?", [.text(conversationID)])
             guard connection.changes == 1 else { throw HistoryError("no conversation \(conversationID)") }
-            return try deleteUnreferencedImages()
+            try deleteUnreferencedImages()
         }
-        for (hash, _) in orphans { images.remove(hash: hash) }
+        _ = try? removeUnreferencedImageFiles()  // the delete is done; a file left behind goes at a later removal
         if try appState("current_conversation") == conversationID { try setAppState("current_conversation", nil) }
-    }
-
-    private func deleteUnreferencedImages() throws -> [(String, String)] {
-        try connection.query(
-            "DELETE FROM images WHERE hash NOT IN (SELECT image_hash FROM parts WHERE image_hash IS NOT NULL) RETURNING hash, mime_type"
-        ) { ($0.text(0), $0.text(1)) }
     }
 
     /// Saves the unsent input of a conversation (nil: of the client with no conversation open).
@@ -194,15 +304,35 @@ public final class HistoryStore {
         return messages
     }
 
-    /// Stores image bytes (file first, then the row) and returns the reference.
+    /// Stores image bytes (file first, then the row) for a message not sent yet and returns the reference.
+    ///
+    /// The image is held by this store (``owner``) until a message of this store references it
+    /// (``beginTurn(conversationID:userParts:model:clearingDraft:)``), so another process's `delete` or sweep does not remove it meanwhile; if this
+    /// store stops first, the next store that opens drops the hold and the unused image.
     public func storeImage(_ bytes: [UInt8], mimeType: String, width: Int, height: Int) throws -> ImageReference {
-        let hash = SHA256.hexDigest(bytes)
-        try images.write(bytes, hash: hash, mimeType: mimeType)
+        let reference = ImageReference(
+            hash: SHA256.hexDigest(bytes), mimeType: mimeType, width: width, height: height, byteCount: bytes.count)
+        try takeLease()
+        try whileWritingImageFiles {
+            try images.write(bytes, hash: reference.hash, mimeType: mimeType)
+            try connection.transaction {
+                try insertImageRow(reference)
+                try connection.execute(
+                    "INSERT OR IGNORE INTO image_holds(hash, owner) VALUES (?, ?)", [.text(reference.hash), .text(owner)])
+            }
+        }
+        return reference
+    }
+
+    /// Inserts the row of an image whose file is written (a row that exists is kept).
+    func insertImageRow(_ image: ImageReference) throws {
         try connection.execute(
             "INSERT OR IGNORE INTO images(hash, mime_type, width, height, byte_count) VALUES (?, ?, ?, ?, ?)",
-            [.text(hash), .text(mimeType), .integer(Int64(width)), .integer(Int64(height)), .integer(Int64(bytes.count))]
+            [
+                .text(image.hash), .text(image.mimeType), .integer(Int64(image.width)), .integer(Int64(image.height)),
+                .integer(Int64(image.byteCount)),
+            ]
         )
-        return ImageReference(hash: hash, mimeType: mimeType, width: width, height: height, byteCount: bytes.count)
     }
 
     /// The bytes of an image part.
@@ -242,6 +372,11 @@ public final class HistoryStore {
                     try insertPart.bind([.text(id), .integer(Int64(position)), "image", .null, .text(image.hash)])
                 }
                 while try insertPart.step() {}
+                if let image = part.image {
+                    // Referenced now: this store's hold from storeImage is no longer needed.
+                    try connection.execute(
+                        "DELETE FROM image_holds WHERE hash = ? AND owner = ?", [.text(image.hash), .text(owner)])
+                }
             }
             let message = ChatMessage(
                 id: id, conversationID: conversationID, sequence: sequence, author: author, state: state,
@@ -266,14 +401,24 @@ public final class HistoryStore {
         }
     }
 
-    /// Starts a turn atomically: the user message (complete), an empty pending answer, and the draft cleared.
-    public func beginTurn(conversationID: String, userParts: [ContentPart], model: String?) throws -> (user: ChatMessage, answer: ChatMessage) {
-        try connection.transaction {
+    /// Starts a turn atomically: the user message (complete; it releases this store's holds on its images), an
+    /// empty pending answer owned by this store, and (unless `clearingDraft` is false) the draft cleared.
+    ///
+    /// - Parameter clearingDraft: false when the message was not typed from the draft (a piped session), so a
+    ///   draft saved by an interactive session survives.
+    public func beginTurn(
+        conversationID: String, userParts: [ContentPart], model: String?, clearingDraft: Bool = true
+    ) throws -> (user: ChatMessage, answer: ChatMessage) {
+        try takeLease()
+        return try connection.transaction {
             let user = try appendMessage(conversationID: conversationID, author: .user, state: .complete, parts: userParts)
             let answer = try appendMessage(
                 conversationID: conversationID, author: .assistant, state: .pending, parts: [.text("")], model: model
             )
-            try connection.execute("UPDATE conversations SET draft = '' WHERE id = ?", [.text(conversationID)])
+            try connection.execute("UPDATE messages SET owner = ? WHERE id = ?", [.text(owner), .text(answer.id)])
+            if clearingDraft {
+                try connection.execute("UPDATE conversations SET draft = '' WHERE id = ?", [.text(conversationID)])
+            }
             return (user, answer)
         }
     }
@@ -291,7 +436,7 @@ public final class HistoryStore {
         try connection.transaction {
             try updateAnswer(messageID: messageID, text: text)
             try connection.execute(
-                "UPDATE messages SET state = ?, model = coalesce(?, model), notice = ? WHERE id = ?",
+                "UPDATE messages SET state = ?, model = coalesce(?, model), notice = ?, owner = NULL WHERE id = ?",
                 [.text(state.rawValue), .optional(model), .optional(notice), .text(messageID)]
             )
             guard let conversationID = try connection.scalarText(
@@ -317,7 +462,7 @@ public final class HistoryStore {
         var hits = try connection.query(
             """
             SELECT c.id, c.title, m.sequence, snippet(parts_fts, 0, '[', ']', '…', 12)
-            FROM parts_fts JOIN parts p ON p.rowid = parts_fts.rowid
+            FROM parts_fts JOIN parts p ON p.id = parts_fts.rowid
             JOIN messages m ON m.id = p.message_id JOIN conversations c ON c.id = m.conversation_id
             WHERE parts_fts MATCH ? ORDER BY c.updated_at DESC, m.sequence DESC LIMIT ?
             """,

@@ -6,7 +6,8 @@ import Foundation
 ///
 /// Files are written atomically before the rows that reference them are committed, and removed after the
 /// commit that dropped their last reference; a crash between the two leaves an unreferenced file, which
-/// ``sweep(keeping:)`` removes at the next start.
+/// ``sweep(keeping:)`` removes later. ``HistoryStore`` runs the sweep only while no process writes image
+/// files (its `images.lock`), so another writer's new or temporary files are never swept.
 public struct ImageFileStore: Sendable {
     public let directory: String
 
@@ -50,7 +51,8 @@ public struct ImageFileStore: Sendable {
         }
     }
 
-    /// Removes files whose hash is not in `hashes` (left by a crash between a file write and its commit).
+    /// Removes files whose hash is not in `hashes` (left by a crash between a file write and its commit),
+    /// temporary files included; call it only while nobody writes image files.
     public func sweep(keeping hashes: Set<String>) {
         for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
             let hash = String(name.prefix { $0 != "." })

@@ -14,6 +14,8 @@ extension Connection {
 
     /// Applies every migration newer than the database, each in its own transaction with its record.
     ///
+    /// A database that is already up to date is only read: no write lock is taken.
+    ///
     /// A database newer than the newest migration (written by a later program version) is refused rather than
     /// used, because its schema may mean something this program does not know.
     ///
@@ -23,6 +25,13 @@ extension Connection {
         let sorted = migrations.sorted { $0.version < $1.version }
         for (offset, migration) in sorted.enumerated() where migration.version != offset + 1 {
             throw StoreError(code: -1, message: "migrations must be numbered 1, 2, 3 …; found \(migration.version)")
+        }
+        // Read first, without the write lock: an up-to-date database (the usual case) is opened while another
+        // process holds a long write transaction (an import), instead of waiting for its lock.
+        let tableExists = try scalarInteger(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(Self.migrationsTable)]) != nil
+        if tableExists, Int(try scalarInteger("SELECT max(version) FROM \(Self.migrationsTable)") ?? 0) == sorted.count {
+            return []
         }
         var applied: [Int] = []
         try transaction {

@@ -29,13 +29,15 @@ enum AfmMain {
         case .version:
             console.write("afm \(AFMVersion.string)\n")
         case .chat:
+            let status: Int32
             do {
                 let store = try HistoryStore(directory: dataDirectory)
-                exit(ChatSession(store: store, console: console, client: client, model: options.model).run())
+                status = ChatSession(store: store, console: console, client: client, model: options.model).run()
             } catch {
                 console.error("afm: cannot open the history in \(dataDirectory): \(error)")
                 exit(70)
             }
+            exit(status)  // after the store is released: it removes its lease file
         case .importArchive(let directory):
             do {
                 let store = try HistoryStore(directory: dataDirectory)

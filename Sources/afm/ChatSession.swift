@@ -55,8 +55,10 @@ final class ChatSession {
             if bytes.isEmpty {
                 _ = try? PollSet.waitReadable([keyboard], timeoutMilliseconds: -1)
                 let result = try? buffer.withUnsafeMutableBytes { try keyboard.read(into: $0) }
-                guard case .processed(let count)? = result else { continue }
-                if count == 0 {
+                if case .wouldBlock? = result { continue }
+                // A read error (a terminal that went away) ends the session like end of input, instead of
+                // polling a descriptor that stays readable.
+                guard case .processed(let count)? = result, count > 0 else {
                     handleEndOfInput()
                     break
                 }
@@ -100,7 +102,10 @@ final class ChatSession {
         console.write(console.bold(label) + (terminal != nil ? editor.text : ""))
     }
 
+    /// Saves the prompt line as the draft. Only an interactive session has drafts: a piped one neither
+    /// restores nor saves nor clears them, so piping into `afm chat` never loses what was typed in a terminal.
     private func saveDraftIfChanged() {
+        guard terminal != nil else { return }
         let text = confirmingDelete == nil ? editor.text : savedDraft
         guard text != savedDraft else { return }
         do {
@@ -109,6 +114,13 @@ final class ChatSession {
         } catch {
             console.error("afm: cannot save the draft: \(error)")
         }
+    }
+
+    /// Puts a conversation's draft on the prompt (not in a piped session: it would prefix the next line read).
+    private func showDraft(_ draft: String) {
+        guard terminal != nil else { return }
+        savedDraft = draft
+        editor.set(draft)
     }
 
     private func restoreSession() {
@@ -121,12 +133,10 @@ final class ChatSession {
         let title = current.map { "\"\($0.title)\" (\($0.id.prefix(8)))" } ?? "a new conversation"
         console.write(console.bold("afm chat") + " — \(title) — /help for commands\n")
         if let current { showMessages(try? store.messages(conversationID: current.id, limit: 20), header: false) }
+        guard terminal != nil else { return }  // a piped session has no line to restore into
         savedDraft = (try? store.draft(conversationID: current?.id)) ?? ""
         editor.set(savedDraft)
-        if !savedDraft.isEmpty {
-            console.write(console.dim("(draft restored)") + "\n")
-            if terminal == nil { editor.set("") }  // a piped session has no line to restore into
-        }
+        if !savedDraft.isEmpty { console.write(console.dim("(draft restored)") + "\n") }
     }
 
     // MARK: - Lines and commands
@@ -151,7 +161,7 @@ final class ChatSession {
         let trimmed = line.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return }
         guard trimmed.hasPrefix("/") else {
-            send([.text(line)])
+            send([.text(line)], typedLine: line)
             return
         }
         let command = trimmed.prefix { $0 != " " }
@@ -176,11 +186,11 @@ final class ChatSession {
     }
 
     private func startNew(announce: Bool) {
+        saveDraftIfChanged()  // the line that said /new is gone from the prompt: the old conversation's draft too
         current = nil
         earliestShown = nil
         try? store.setAppState("current_conversation", nil)
-        savedDraft = (try? store.draft(conversationID: nil)) ?? ""
-        editor.set(savedDraft)
+        showDraft((try? store.draft(conversationID: nil)) ?? "")
         if announce { console.write("new conversation\n") }
     }
 
@@ -220,8 +230,7 @@ final class ChatSession {
             console.write(console.bold("\"\(conversation.title)\"") + " (\(conversation.id.prefix(8)), \(conversation.messageCount) messages)\n")
             earliestShown = nil
             showMessages(try store.messages(conversationID: conversation.id, limit: 60), header: true)
-            savedDraft = conversation.draft
-            editor.set(savedDraft)
+            showDraft(conversation.draft)
         } catch {
             console.error("afm: \(error)")
         }
@@ -356,7 +365,7 @@ final class ChatSession {
             console.write("nothing to retry: the last answer is complete\n")
             return
         }
-        send(user.parts, storedImages: true)
+        send(user.parts, storedImages: true)  // attachments made since stay for the next message
     }
 
     private func copy() {
@@ -397,7 +406,15 @@ final class ChatSession {
         }
     }
 
-    private func send(_ typed: [ContentPart], storedImages: Bool = false) {
+    /// Sends a message: `typed` plus the attachments (unless `storedImages`: a retry's stored parts).
+    ///
+    /// - Parameter typedLine: the prompt line it came from; put back on the prompt (and so kept as the draft)
+    ///   when the send fails before the message is stored.
+    private func send(_ typed: [ContentPart], storedImages: Bool = false, typedLine: String? = nil) {
+        var stored = false
+        defer {
+            if !stored, let typedLine, terminal != nil { editor.set(typedLine) }
+        }
         guard let model = resolveModel() else { return }
         do {
             var parts = typed
@@ -412,14 +429,16 @@ final class ChatSession {
                 conversation = current
             } else {
                 conversation = try store.createConversation()
-                try store.saveDraft("", conversationID: nil)
+                if terminal != nil { try store.saveDraft("", conversationID: nil) }
                 current = conversation
                 try store.setAppState("current_conversation", conversation.id)
             }
             let history = try store.messages(conversationID: conversation.id, limit: 1_000)
-            let (_, answer) = try store.beginTurn(conversationID: conversation.id, userParts: parts, model: model)
-            attachments = []
-            savedDraft = ""
+            let (_, answer) = try store.beginTurn(
+                conversationID: conversation.id, userParts: parts, model: model, clearingDraft: terminal != nil)
+            stored = true
+            if !storedImages { attachments = [] }
+            if terminal != nil { savedDraft = "" }
             console.write(console.bold("\(model)> "))
             let runner = TurnRunner(client: client, console: console)
             let outcome = runner.run(

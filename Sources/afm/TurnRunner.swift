@@ -39,6 +39,8 @@ struct TurnRunner {
             return Outcome(text: "", state: .failed, model: nil, notice: "\(error)", errorCode: "invalid_request")
         }
         var renderer = MarkdownRenderer(colors: console.isTerminal)
+        // Set to nil at end of input: a descriptor at EOF polls readable forever, which would spin the loop.
+        var watchedKeyboard = keyboard
         while true {
             if let notice = window.notice { console.write(console.dim("(\(notice))") + "\n") }
             let body: [UInt8]
@@ -55,15 +57,23 @@ struct TurnRunner {
             var terminal: (MessageState, String?, String?)?
             loop: while terminal == nil {
                 var watched = [stream.descriptor]
-                if let keyboard { watched.append(keyboard) }
+                if let watchedKeyboard { watched.append(watchedKeyboard) }
                 let ready = (try? PollSet.waitReadable(watched, timeoutMilliseconds: 250)) ?? []
-                if let keyboard, ready.contains(keyboard) {
+                if let keyboard = watchedKeyboard, ready.contains(keyboard) {
                     var buffer = [UInt8](repeating: 0, count: 256)
                     let result = try? buffer.withUnsafeMutableBytes { try keyboard.read(into: $0) }
-                    if case .processed(let count)? = result, count > 0, onKeys(Array(buffer[0..<count])) {
-                        stream.cancel()
-                        terminal = (.interrupted, "stopped with Ctrl-C", "cancelled")
-                        break loop
+                    switch result {
+                    case .processed(let count)? where count > 0:
+                        if onKeys(Array(buffer[0..<count])) {
+                            stream.cancel()
+                            terminal = (.interrupted, "stopped with Ctrl-C", "cancelled")
+                            break loop
+                        }
+                    case .processed?, nil:
+                        // End of input (or a read error): the answer goes on; the session ends after it.
+                        watchedKeyboard = nil
+                    case .wouldBlock?:
+                        break
                     }
                 }
                 for event in stream.readEvents() {

@@ -86,6 +86,55 @@ import Testing
         #expect((try FileManager.default.contentsOfDirectory(atPath: store.images.directory)).isEmpty)
     }
 
+    @Test func aFailedImportOnADamagedDatabaseRemovesNoStoredImage() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        let store = try HistoryStore(directory: directory)
+        let bytes = try TestImages.png(width: 12, height: 12)
+        let image = try store.storeImage(bytes, mimeType: "image/png", width: 12, height: 12)
+        let conversation = try store.createConversation()
+        _ = try store.beginTurn(conversationID: conversation.id, userParts: [.image(image)], model: nil)
+        let file = store.images.path(hash: image.hash, mimeType: image.mimeType)
+
+        // Damage the pages of the images table and its index (a bad disk, a broken copy) behind the open store;
+        // another connection's write makes the store read them again.
+        let other = try Connection(path: directory + "/history.sqlite")
+        let pages = try other.query("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'images'") { $0.integer(0) }
+        let pageSize = try #require(try other.scalarInteger("PRAGMA page_size"))
+        try other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: directory + "/history.sqlite"))
+        for page in pages {
+            try handle.seek(toOffset: UInt64((page - 1) * pageSize))
+            handle.write(Data(repeating: 0xFF, count: Int(pageSize)))
+        }
+        try handle.close()
+        try other.execute("INSERT INTO app_state(key, value) VALUES ('touch', 'x')")
+
+        let (archive, _) = try makeArchive()
+        #expect(throws: (any Error).self) { try ArchiveImporter(store: store).importArchive(at: archive) }
+        // The rows could not be read, so nothing may be taken for unreferenced: the stored image stays.
+        #expect(FileManager.default.fileExists(atPath: file))
+    }
+
+    @Test func anOutOfRangeTimestampIsAnErrorNotACrash() throws {
+        let (archive, _) = try makeArchive(extraConversation: #",{"id":"conv-c","created_at":1e17}"#)
+        let store = try HistoryStore(directory: TestPaths.makeTemporaryDirectory("afm-history"))
+        let error = try #require(throws: HistoryError.self) { try ArchiveImporter(store: store).importArchive(at: archive) }
+        #expect(error.message.contains("conversations[2].created_at"))
+        #expect(error.message.contains("out of range"))
+        #expect(try store.conversationCount() == 0)
+    }
+
+    @Test func aClashingMessageIDNamesItsPath() throws {
+        let (archive, _) = try makeArchive(
+            extraConversation: #",{"id":"conv-c","created_at":1,"messages":[{"id":"x1","author":"user","created_at":1},{"id":"m2","author":"user","created_at":1}]}"#)
+        let store = try HistoryStore(directory: TestPaths.makeTemporaryDirectory("afm-history"))
+        let error = try #require(throws: HistoryError.self) { try ArchiveImporter(store: store).importArchive(at: archive) }
+        #expect(error.message.contains("conversations[2].messages[1].id"))
+        #expect(error.message.contains("m2 already exists"))
+        #expect(try store.conversationCount() == 0)
+        #expect((try FileManager.default.contentsOfDirectory(atPath: store.images.directory)).isEmpty)
+    }
+
     @Test func notAnArchiveIsExplained() throws {
         let directory = TestPaths.makeTemporaryDirectory("afm-archive")
         let store = try HistoryStore(directory: TestPaths.makeTemporaryDirectory("afm-history"))

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
 import AFMImageCodec
+import AFMSystem
+import Foundation
 import Testing
 
 @Suite struct ClientPiecesTests {
@@ -25,6 +27,34 @@ import Testing
         #expect(output.contains("let x = 1"))
         #expect(output.contains("• item"))
         #expect(!output.contains("**") && !output.contains("`code`"))
+    }
+
+    /// Serves one connection on 127.0.0.1:0 with `response` (after reading the request head); returns the URL.
+    private func serveOnce(_ response: String) throws -> ServerURL {
+        let listener = try FileDescriptor.makeTCPListener(address: try #require(SocketAddress(host: "127.0.0.1", port: 0)))
+        let port = try listener.localAddress().port
+        Thread.detachNewThread {
+            defer { listener.close() }
+            guard (try? listener.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)) != nil,
+                case .processed(let accepted)? = try? listener.accept()
+            else { return }
+            let connection = accepted.descriptor
+            defer { connection.close() }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            _ = try? connection.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)
+            _ = try? buffer.withUnsafeMutableBytes { try connection.read(into: $0) }
+            let bytes = Array(response.utf8)
+            _ = try? bytes.withUnsafeBytes { try connection.write($0) }
+            _ = try? connection.poll(readable: true, writable: false, timeoutMilliseconds: 2_000)  // until the client closes
+        }
+        return try #require(ServerURL(string: "http://127.0.0.1:\(port)"))
+    }
+
+    @Test(arguments: ["-5", "12abc", "-9223372036854775808"])
+    func anInvalidContentLengthIsAnErrorNotACrash(_ length: String) throws {
+        let url = try serveOnce("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n{\"data\":[]}")
+        let error = try #require(throws: HistoryError.self) { try ResponsesClient(url: url).listModels(timeoutMilliseconds: 5_000) }
+        #expect(error.message.contains("Content-Length"))
     }
 
     @Test func serverURLs() {

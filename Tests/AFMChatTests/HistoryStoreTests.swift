@@ -110,6 +110,164 @@ import Testing
         #expect(try store.draft(conversationID: nil) == "loose")
     }
 
+    // MARK: - Several processes on one history (issue #24, item 6)
+
+    @Test func aPendingAnswerOfARunningStoreIsLeftAlone() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        var streaming: HistoryStore? = try makeStore(directory)
+        let conversation = try #require(streaming).createConversation()
+        let answer = try #require(streaming).beginTurn(conversationID: conversation.id, userParts: [.text("hi")], model: nil).answer
+        // A second client opens the same history while the first still streams the answer.
+        let second = try makeStore(directory)
+        #expect(second.reopenedPendingCount == 0)
+        #expect(try second.connection.scalarText("SELECT state FROM messages WHERE id = ?", [.text(answer.id)]) == "pending")
+        try #require(streaming).finishAnswer(messageID: answer.id, text: "done", state: .complete, model: nil, notice: nil)
+        // Once the streaming store is gone, its unfinished answer is an orphan: the next open interrupts it.
+        let next = try #require(streaming).beginTurn(conversationID: conversation.id, userParts: [.text("again")], model: nil).answer
+        streaming = nil
+        let third = try makeStore(directory)
+        #expect(third.reopenedPendingCount == 1)
+        #expect(try third.connection.scalarText("SELECT state FROM messages WHERE id = ?", [.text(next.id)]) == "interrupted")
+        #expect(try third.connection.scalarText("SELECT state FROM messages WHERE id = ?", [.text(answer.id)]) == "complete")
+    }
+
+    @Test func deleteKeepsAnImageAnotherStoreHasNotSentYet() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        let sender = try makeStore(directory)
+        let other = try makeStore(directory)
+        let bytes = try TestImages.png(width: 8, height: 8)
+        let image = try sender.storeImage(bytes, mimeType: "image/png", width: 8, height: 8)
+        // Meanwhile another client deletes a conversation, which removes unreferenced images.
+        try other.delete(conversationID: try other.createConversation().id)
+        let conversation = try sender.createConversation()
+        _ = try sender.beginTurn(conversationID: conversation.id, userParts: [.text("look"), .image(image)], model: nil)
+        #expect(try sender.imageBytes(image) == bytes)
+        #expect(try other.connection.scalarInteger("SELECT count(*) FROM image_holds") == 0)  // linked: no hold left
+        #expect(try other.connection.integrityCheck() == "ok")
+    }
+
+    @Test func anUnsentImageOfAStoppedStoreIsRemovedAtTheNextOpen() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        var sender: HistoryStore? = try makeStore(directory)
+        let image = try #require(sender).storeImage(try TestImages.png(width: 8, height: 8), mimeType: "image/png", width: 8, height: 8)
+        let file = try #require(sender).images.path(hash: image.hash, mimeType: image.mimeType)
+        sender = nil
+        let store = try makeStore(directory)
+        #expect(try store.connection.scalarInteger("SELECT count(*) FROM images") == 0)
+        #expect(!FileManager.default.fileExists(atPath: file))
+    }
+
+    @Test func theSweepLeavesAnotherWritersFilesAlone() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        _ = try makeStore(directory)
+        // Another process writing an image holds images.lock shared from its file write until its row commits.
+        let writer = open(directory + "/images.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(writer >= 0 && flock(writer, LOCK_SH) == 0)
+        let hash = String(repeating: "ab", count: 32)
+        let temporary = directory + "/images/." + hash + ".png.tmp-99999-1"
+        let written = directory + "/images/" + hash + ".png"
+        for path in [temporary, written] { try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path)) }
+        _ = try makeStore(directory)
+        #expect(FileManager.default.fileExists(atPath: temporary))
+        #expect(FileManager.default.fileExists(atPath: written))
+        close(writer)  // the writer crashed: now both files are leftovers
+        _ = try makeStore(directory)
+        #expect(!FileManager.default.fileExists(atPath: temporary))
+        #expect(!FileManager.default.fileExists(atPath: written))
+    }
+
+    @Test func leaseFilesOfEndedStoresAreRemovedAndLiveOnesKept() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        let live = try makeStore(directory)
+        _ = try live.beginTurn(conversationID: try live.createConversation().id, userParts: [.text("hi")], model: nil)
+        let liveLease = directory + "/leases/" + live.owner + ".lock"
+        let staleLease = directory + "/leases/" + UUID().uuidString.lowercased() + ".lock"  // a killed store's
+        try Data().write(to: URL(fileURLWithPath: staleLease))
+        for path in [liveLease, staleLease] {
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: path)
+        }
+        let other = try makeStore(directory)
+        #expect(!FileManager.default.fileExists(atPath: staleLease))
+        #expect(FileManager.default.fileExists(atPath: liveLease))
+        #expect(other.reopenedPendingCount == 0)
+    }
+
+    // MARK: - Opening during another write (item 8)
+
+    @Test func openingWhileAnotherConnectionWritesDoesNotWaitForItsLock() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        do {
+            let store = try makeStore(directory)
+            let conversation = try store.createConversation()
+            let answer = try store.beginTurn(conversationID: conversation.id, userParts: [.text("hi")], model: nil).answer
+            try store.updateAnswer(messageID: answer.id, text: "half")
+        }
+        // The orphaned pending answer is interrupted by the first open; the second finds nothing to change.
+        _ = try makeStore(directory)
+        let importer = try Connection(path: directory + "/history.sqlite")
+        try importer.transaction {
+            try importer.execute("INSERT INTO app_state(key, value) VALUES ('long', 'write')")
+            let start = Date()
+            let store = try makeStore(directory)
+            #expect(Date().timeIntervalSince(start) < 2)
+            #expect(try store.conversationCount() == 1)
+        }
+    }
+
+    // MARK: - Search index keyed by parts.id (item 9)
+
+    /// A history written by schema version 1 (implicit rowids) with gaps in them.
+    private func makeVersionOneHistory(_ directory: String) throws {
+        let connection = try Connection(path: directory + "/history.sqlite")
+        try connection.migrate([HistorySchema.migrations[0]])
+        try connection.executeScript(
+            """
+            INSERT INTO conversations(id, title, created_at, updated_at, next_sequence, message_count) VALUES
+                ('conv-a', 'A', 1, 1, 3, 3), ('conv-b', 'B', 2, 2, 1, 1);
+            INSERT INTO messages(id, conversation_id, sequence, author, state, created_at) VALUES
+                ('a0', 'conv-a', 0, 'user', 'complete', 1), ('a1', 'conv-a', 1, 'assistant', 'complete', 1),
+                ('a2', 'conv-a', 2, 'user', 'complete', 1), ('b0', 'conv-b', 0, 'user', 'complete', 2);
+            INSERT INTO parts(message_id, position, kind, text) VALUES
+                ('a0', 0, 'text', 'apples'), ('a1', 0, 'text', 'bananas'), ('a2', 0, 'text', 'cherries'),
+                ('b0', 0, 'text', 'zebra crossing');
+            DELETE FROM messages WHERE id IN ('a0', 'a1');
+            """
+        )
+    }
+
+    private func searchIndexCheck(_ store: HistoryStore) throws {
+        try store.connection.execute("INSERT INTO parts_fts(parts_fts, rank) VALUES ('integrity-check', 1)")
+    }
+
+    @Test func aVersionOneHistoryIsMigratedAndItsSearchSurvivesADumpAndRestore() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        try makeVersionOneHistory(directory)
+        let store = try makeStore(directory)
+        #expect(try store.search("zebra").map(\.conversationID) == ["conv-b"])
+
+        // A backup by `.dump`, restored into a new file, renumbers implicit rowids (the index must not use them).
+        try store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        let restored = TestPaths.makeTemporaryDirectory("afm-history")
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+        shell.arguments = ["-c", "sqlite3 \"$0/history.sqlite\" .dump | sqlite3 \"$1/history.sqlite\"", directory, restored]
+        try shell.run()
+        shell.waitUntilExit()
+        try #require(shell.terminationStatus == 0)
+        let copy = try makeStore(restored)
+        #expect(try copy.search("zebra").map(\.conversationID) == ["conv-b"])
+        #expect(try copy.search("cherries").map(\.conversationID) == ["conv-a"])
+        #expect(throws: Never.self) { try searchIndexCheck(copy) }
+
+        // The migration kept the version-1 rowids as parts.id; the index checks out, before and after VACUUM.
+        #expect(try store.connection.query("SELECT id, text FROM parts ORDER BY id") { "\($0.integer(0)):\($0.text(1))" } == ["3:cherries", "4:zebra crossing"])
+        try searchIndexCheck(store)
+        #expect(try store.connection.integrityCheck() == "ok")
+        try store.connection.execute("VACUUM")
+        try searchIndexCheck(store)
+        #expect(try store.search("cherries").map(\.conversationID) == ["conv-a"])
+    }
+
     @Test func sha256MatchesFIPSVectors() {
         #expect(SHA256.hexDigest(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(SHA256.hexDigest([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")

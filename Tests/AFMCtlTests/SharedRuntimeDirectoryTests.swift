@@ -29,7 +29,8 @@ import Testing
         /// Runs `executable arguments` as this uid with no XDG_RUNTIME_DIR and no AFM_ADMIN_SOCKET, up to `seconds`
         /// (then SIGKILL); once `stopWhen` holds it gets SIGTERM.
         func run(
-            _ executable: String, _ arguments: [String], seconds: Double = 20, stopWhen: (@Sendable (_ pid: Int32) -> Bool)? = nil
+            _ executable: String, _ arguments: [String], environment: [String: String] = [:], seconds: Double = 20,
+            stopWhen: (@Sendable (_ pid: Int32) -> Bool)? = nil
         ) async throws -> Outcome {
             let uid = self.uid
             let home = self.home
@@ -39,7 +40,7 @@ import Testing
                         let process = Process()
                         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
                         process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable] + arguments
-                        process.environment = ["PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"]
+                        process.environment = ["PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"].merging(environment) { $1 }
                         let pipe = Pipe()
                         process.standardOutput = pipe
                         process.standardError = pipe
@@ -192,5 +193,22 @@ import Testing
         }
         let statuses = probes.withLock { $0 }
         #expect(statuses.count == 2 && statuses.allSatisfy { $0 != 0 }, "dd exit statuses: \(statuses)")
+    }
+
+    /// Under systemd, `ExecReload=/usr/bin/afmctl reload --wait` runs as the service user (not root) without
+    /// XDG_RUNTIME_DIR but with RUNTIME_DIRECTORY=/run/afm: afmctl must find the daemon's socket there, not in
+    /// /tmp/afm-UID (a private /tmp under PrivateTmp=, where no daemon listens).
+    @Test(.enabled(if: canSwitchUser)) func afmctlFindsTheServiceSocketThroughRuntimeDirectory() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        let runtime = TestPaths.makeTemporaryDirectory("afm-service-runtime")
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        try #require(chown(runtime, victim.uid, victim.uid) == 0 && chmod(runtime, 0o755) == 0)
+        let result = try await victim.run(Self.afmctl, ["status"], environment: ["RUNTIME_DIRECTORY": runtime + ":/run/other"])
+        // Nobody listens there: the message names the path afmctl chose.
+        #expect(result.status == 69, "\(result.output)")
+        #expect(result.output.contains(runtime + "/admin.sock"), "\(result.output)")
+        #expect(!FileManager.default.fileExists(atPath: victim.directory))
     }
 }

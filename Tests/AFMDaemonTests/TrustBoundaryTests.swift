@@ -34,6 +34,8 @@ import Testing
         let daemon = try DaemonProcess(
             backendDirectory: backends.path, config: "[Admin]\nSocketGroup=\(group)\nOperatorGroups=\(group)\n")
         defer { daemon.stop() }
+        // afmd logs "listening on" before it opens the admin socket.
+        #expect(waitUntil(seconds: 10) { daemon.log.contains("admin socket ready") })
         let attributes = try FileManager.default.attributesOfItem(atPath: daemon.adminSocket)
         #expect((attributes[.groupOwnerAccountID] as? NSNumber)?.uint32Value == group)
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o660)
@@ -49,6 +51,7 @@ import Testing
         try backends.addScripted()
         let daemon = try DaemonProcess(backendDirectory: backends.path, config: "[Admin]\nSocketGroup=no-such-group-afm\n")
         defer { daemon.stop() }
+        #expect(waitUntil(seconds: 10) { daemon.log.contains("admin socket ready") })
         let attributes = try FileManager.default.attributesOfItem(atPath: daemon.adminSocket)
         #expect((attributes[.groupOwnerAccountID] as? NSNumber)?.uint32Value == getegid())
         #expect(daemon.log.contains("Admin.SocketGroup names no group"), "\(daemon.log)")
@@ -71,6 +74,7 @@ import Testing
             return backend?["runner_pid"]?.numberValue?.intValue.map(Int32.init)
         }
         let first = try #require(try runnerPID())
+        #expect(waitUntil(seconds: 10) { daemon.log.contains("admin socket ready") })
         // An accepted admin connection stays open while a reload starts the next runner.
         let held = try FileDescriptor.connectUnix(path: socket)
         defer { held.close() }

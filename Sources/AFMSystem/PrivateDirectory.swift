@@ -74,8 +74,8 @@ public struct PrivateDirectoryError: Error, Hashable, Sendable, CustomStringConv
         self.problem = problem
     }
 
-    /// For example "/tmp/afm-1000 is not a private directory: owner uid 65534, mode 0700 (needs owner uid 1000 and
-    /// mode 0700; another user may have created it) …".
+    /// For example "/tmp/afm-1000 is not a private directory: it is a directory with owner uid 65534 and mode 0700
+    /// (it needs owner uid 1000 and mode 0700; another user may have created it). Refusing to use it: …".
     public var description: String {
         switch problem {
         case .untrusted(let kind, let owner, let mode, let expectedOwner):

@@ -4,8 +4,10 @@ import AFMSystem
 /// Decides a connection's ``AdminLevel`` from its peer credentials.
 ///
 /// - `admin`: uid 0 or the daemon's own uid (``adminUserIDs``).
-/// - `operator`: the peer's primary group or one of its supplementary groups (from `SO_PEERGROUPS`, else the
-///   group database via `getgrouplist`) is in ``operatorGroupIDs``.
+/// - `operator`: the peer's primary group or one of its supplementary groups (from `SO_PEERGROUPS`) is in
+///   ``operatorGroupIDs``. The groups the process holds count, never the group database: a process that dropped
+///   a group (`setpriv --clear-groups`, a sandbox) does not get it back. Without `SO_PEERGROUPS` (Linux < 4.13)
+///   only the primary group counts.
 /// - `user`: anyone else who can connect (the socket's file mode decides who can).
 public struct AdminAccessPolicy: Sendable, Hashable {
     /// User ids granted `admin`.
@@ -37,12 +39,11 @@ public struct AdminAccessPolicy: Sendable, Hashable {
 
     /// The level for a peer.
     ///
-    /// - Parameter groups: the peer's supplementary groups when known (`SO_PEERGROUPS`); `nil` looks them up.
+    /// - Parameter groups: the peer's supplementary groups (`SO_PEERGROUPS`); `nil` (unknown) counts as none.
     public func level(for credentials: PeerCredentials, groups: [UInt32]?) -> AdminLevel {
         if adminUserIDs.contains(credentials.uid) { return .admin }
         if operatorGroupIDs.isEmpty { return .user }
         if operatorGroupIDs.contains(credentials.gid) { return .operator }
-        let all = groups ?? UserDatabase.groups(ofUser: credentials.uid) ?? []
-        return all.contains(where: operatorGroupIDs.contains) ? .operator : .user
+        return (groups ?? []).contains(where: operatorGroupIDs.contains) ? .operator : .user
     }
 }

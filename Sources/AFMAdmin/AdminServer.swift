@@ -15,6 +15,11 @@ import Synchronization
 /// Blocking reads and writes happen only on the dedicated threads; handlers run as tasks. The peer level
 /// comes from `SO_PEERCRED` (+ `SO_PEERGROUPS`) once per connection. A malformed call gets an error reply and
 /// the connection stays usable; a frame over the limit gets `org.afm.Admin.FrameTooLarge` and is closed.
+///
+/// Idle connections cannot hold the slots that `afmctl reload` (`ExecReload`, the package trigger) needs: one that
+/// does not complete a call within ``Configuration/idleTimeoutMilliseconds`` (sends nothing, or half a message) is
+/// closed; one user id may hold at most ``Configuration/maxConnectionsPerUser`` connections; and admin-level peers
+/// (root, the daemon's user) have ``Configuration/reservedAdminConnections`` slots beyond ``Configuration/maxConnections``.
 public final class AdminServer: Sendable {
     /// Where and how to serve.
     public struct Configuration: Sendable {
@@ -26,8 +31,18 @@ public final class AdminServer: Sendable {
         public var group: UInt32?
         /// Who gets which level.
         public var policy: AdminAccessPolicy
-        /// Connections beyond this are answered with `TooManyConnections` and closed (default 64).
+        /// Connections beyond this are answered with `TooManyConnections` and closed (default 64); admin-level
+        /// peers may also use the ``reservedAdminConnections``.
         public var maxConnections = 64
+        /// Slots beyond ``maxConnections`` that only admin-level peers may use (default 8), so a flood from
+        /// other users cannot refuse `systemctl reload` or the package trigger.
+        public var reservedAdminConnections = 8
+        /// Connections one user id may hold at once, whatever its level (default 32, half the shared slots): one
+        /// user, or a compromised backend running as the daemon's user, cannot take every slot.
+        public var maxConnectionsPerUser = 32
+        /// A connection that does not complete a call within this time (after it opened, or after its previous
+        /// call ended) is closed (default 10 s). Calls that stream (`WatchCounters`) are not limited by it.
+        public var idleTimeoutMilliseconds = 10_000
         /// The largest call accepted, in bytes (default 1 MiB).
         public var maxFrameBytes = 1 << 20
         /// A client that does not read its replies for this long is disconnected (default 10 s).
@@ -44,6 +59,7 @@ public final class AdminServer: Sendable {
 
     private struct Connection {
         var descriptor: GuardedDescriptor
+        var uid: UInt32
         var task: Task<Void, Never>?
         var outbox: ReplyOutbox?
     }
@@ -164,13 +180,24 @@ public final class AdminServer: Sendable {
             }
             let fd = accepted.descriptor
             let guarded = GuardedDescriptor(fd)
+            // SO_PEERCRED never blocks: who connected decides which slots the connection may take.
+            guard let uid = try? fd.peerCredentials().uid else {
+                fd.close()
+                continue
+            }
+            let admin = configuration.policy.adminUserIDs.contains(uid)
+            let limit = configuration.maxConnections + (admin ? configuration.reservedAdminConnections : 0)
             let id: UInt64? = state.withLock { state in
-                guard !state.stopping, state.connections.count < configuration.maxConnections else { return nil }
+                guard !state.stopping, state.connections.count < limit,
+                    state.connections.values.count(where: { $0.uid == uid }) < configuration.maxConnectionsPerUser
+                else { return nil }
                 defer { state.nextID += 1 }
-                state.connections[state.nextID] = Connection(descriptor: guarded)
+                state.connections[state.nextID] = Connection(descriptor: guarded, uid: uid)
                 return state.nextID
             }
             guard let id else {
+                logger.debug("admin socket: connection refused: too many connections", ["uid": String(uid)])
+                // The socket is fresh and non-blocking: the short reply fits its send buffer.
                 try? fd.writeAll(VarlinkFramer.encode(AdminError.tooManyConnections(limit: configuration.maxConnections).reply))
                 fd.close()
                 continue
@@ -206,14 +233,25 @@ public final class AdminServer: Sendable {
         let level = configuration.policy.level(for: credentials, groups: fd.peerGroups())
         logger.debug("admin connection", ["peer": credentials.description, "level": level.description])
         var framer = VarlinkFramer(limit: configuration.maxFrameBytes)
+        let idle = UInt64(max(configuration.idleTimeoutMilliseconds, 1)) * 1_000_000
+        var deadline = SystemClock.monotonicNanoseconds() + idle
         while true {
             switch framer.next() {
             case .message(let frame):
                 guard run(frame, on: fd, id: id, credentials: credentials, level: level) else { return }
+                deadline = SystemClock.monotonicNanoseconds() + idle
             case .tooLarge:
                 try? fd.writeAll(VarlinkFramer.encode(AdminError.frameTooLarge(limit: configuration.maxFrameBytes).reply))
                 return
             case nil:
+                // The deadline covers the whole message, so a peer dribbling a byte now and then is closed too.
+                let now = SystemClock.monotonicNanoseconds()
+                let remaining = deadline > now ? Int32(clamping: (deadline - now + 999_999) / 1_000_000) : 0
+                guard remaining > 0, (try? fd.poll(readable: true, writable: false, timeoutMilliseconds: remaining))?.readable == true
+                else {
+                    logger.debug("admin connection closed: no complete call in time", ["peer": credentials.description])
+                    return
+                }
                 guard let bytes = try? fd.readSome(), !bytes.isEmpty else { return }
                 framer.append(bytes)
             }

@@ -111,6 +111,11 @@ extension ConfigKey {
     public static let adminOperatorGroups = ConfigKey(
         section: "Admin", key: "OperatorGroups", type: .list, defaultValue: "afm",
         summary: "Members of these groups get the operator level on the admin socket (reload, listener start/stop).")
+    /// `[Admin] SocketGroup`: empty keeps the daemon's own group.
+    public static let adminSocketGroup = ConfigKey(
+        section: "Admin", key: "SocketGroup", type: .string, defaultValue: "",
+        summary: "Group (name or id) that owns the admin socket, mode 0660, so its members can connect; the daemon "
+            + "must be a member. Empty: the daemon's own group. The Debian package sets afm.")
     /// `[Cloud] Preference`.
     public static let cloudPreference = ConfigKey(
         section: "Cloud", key: "Preference", type: .boolean, defaultValue: "no",

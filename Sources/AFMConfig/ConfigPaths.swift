@@ -9,6 +9,9 @@ import AFMSystem
 /// | user | `$XDG_CONFIG_HOME/afm/afmd.conf` | `$XDG_CONFIG_HOME/afm/afmd.conf.d` | `$XDG_STATE_HOME/afm` | `$XDG_RUNTIME_DIR/afm` (or `/tmp/afm-UID`) |
 /// | `--config-root DIR` | `DIR/etc/afm/afmd.conf`, `DIR/usr/lib/afm/afmd.conf`, `DIR/afmd.conf` | `DIR/etc/afm/afmd.conf.d`, `DIR/usr/lib/afm/afmd.conf.d` | `DIR/var/lib/afm` | `DIR/run/afm` |
 ///
+/// `/tmp/afm-UID` (no `XDG_RUNTIME_DIR`) sits in a world-writable directory, so it is used only after
+/// ``prepareRuntimeDirectory()`` made or verified it private (owner = effective uid, mode `0700`, not a symlink).
+///
 /// `DIR/afmd.conf` is the last candidate under `--config-root` so trees written before layering still work.
 /// `--config FILE` replaces the candidates with exactly that file (which must exist); drop-ins still apply.
 /// The control layer is `<state>/control.json`.
@@ -35,11 +38,13 @@ public struct ConfigPaths: Sendable, Hashable {
     public var runtimeDirectory: String
     /// `--config FILE`: read exactly this main file instead of the candidates.
     public var explicitMainFile: String?
+    /// Whether ``runtimeDirectory`` is the `/tmp/afm-UID` fallback, which another user could have created first.
+    public var runtimeDirectoryIsShared: Bool
 
     /// Creates paths explicitly.
     public init(
         mode: Mode, mainFileCandidates: [String], dropInDirectories: [String], stateDirectory: String,
-        runtimeDirectory: String, explicitMainFile: String? = nil
+        runtimeDirectory: String, explicitMainFile: String? = nil, runtimeDirectoryIsShared: Bool = false
     ) {
         self.mode = mode
         self.mainFileCandidates = mainFileCandidates
@@ -47,6 +52,17 @@ public struct ConfigPaths: Sendable, Hashable {
         self.stateDirectory = stateDirectory
         self.runtimeDirectory = runtimeDirectory
         self.explicitMainFile = explicitMainFile
+        self.runtimeDirectoryIsShared = runtimeDirectoryIsShared
+    }
+
+    /// Makes the `/tmp/afm-UID` fallback safe to use before anything is put there or connected to: creates it with
+    /// mode `0700`, or refuses one that is not a real directory owned by this effective user with mode `0700`.
+    /// Other runtime directories (systemd's, `XDG_RUNTIME_DIR`'s, `--config-root`'s) are not shared and pass.
+    ///
+    /// - Throws: ``PrivateDirectoryError`` naming the path, its owner and its mode.
+    public func prepareRuntimeDirectory() throws(PrivateDirectoryError) {
+        guard runtimeDirectoryIsShared else { return }
+        try PrivateDirectory.prepare(runtimeDirectory, owner: UserDatabase.effectiveUserID)
     }
 
     /// The control-layer file: the versioned settings ``ServerSettings`` written by the admin socket.
@@ -70,10 +86,11 @@ public struct ConfigPaths: Sendable, Hashable {
         let home = nonEmpty(environment["HOME"]) ?? "/tmp/afm-home-\(uid)"
         let config = (nonEmpty(environment["XDG_CONFIG_HOME"]) ?? home + "/.config") + "/afm"
         let state = (nonEmpty(environment["XDG_STATE_HOME"]) ?? home + "/.local/state") + "/afm"
-        let runtime = nonEmpty(environment["XDG_RUNTIME_DIR"]).map { $0 + "/afm" } ?? "/tmp/afm-\(uid)"
+        let xdgRuntime = nonEmpty(environment["XDG_RUNTIME_DIR"]).map { $0 + "/afm" }
         return ConfigPaths(
             mode: .user, mainFileCandidates: [config + "/afmd.conf"], dropInDirectories: [config + "/afmd.conf.d"],
-            stateDirectory: state, runtimeDirectory: runtime)
+            stateDirectory: state, runtimeDirectory: xdgRuntime ?? sharedRuntimeDirectory(uid: uid),
+            runtimeDirectoryIsShared: xdgRuntime == nil)
     }
 
     /// Everything under `root` (`--config-root`), like `systemd-analyze --root`.
@@ -103,6 +120,9 @@ public struct ConfigPaths: Sendable, Hashable {
         paths.explicitMainFile = configFile
         return paths
     }
+
+    /// The runtime directory of a user without `XDG_RUNTIME_DIR`: `/tmp/afm-UID` (afmctl finds the socket there too).
+    public static func sharedRuntimeDirectory(uid: UInt32) -> String { "/tmp/afm-\(uid)" }
 
     private static func nonEmpty(_ value: String?) -> String? {
         guard let value, !value.isEmpty else { return nil }

@@ -7,7 +7,7 @@ public enum ConfigSchema {
         .serverListen, .serverShutdownTimeout, .serverRequestHeaderTimeout, .serverProcessingDeadline, .serverIOThreads,
         .backendsDirectory, .backendsDisabled, .backendsSilenceTimeout, .backendsCancelGrace, .backendsDrainTimeout,
         .responsesCommonPrompt,
-        .adminSocket, .adminOperatorGroups,
+        .adminSocket, .adminOperatorGroups, .adminSocketGroup,
         .cloudPreference,
     ]
 

@@ -127,6 +127,8 @@ public struct LoadedConfiguration: Sendable {
     public var adminSocket: String { string(.adminSocket).isEmpty ? paths.defaultAdminSocket : string(.adminSocket) }
     /// `Admin.OperatorGroups`.
     public var operatorGroups: [String] { list(.adminOperatorGroups) }
+    /// `Admin.SocketGroup` (empty: the daemon's own group).
+    public var adminSocketGroup: String { string(.adminSocketGroup) }
     /// `Cloud.Preference`.
     public var cloudPreference: Bool { bool(.cloudPreference) }
     /// `[Backend.<id>]` settings: backend id → key → value.

@@ -157,9 +157,16 @@ public final class Daemon: Sendable {
     private func startAdmin(_ configuration: DaemonConfiguration) throws {
         let directory = (configuration.adminSocket as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let server = try AdminServer(
-            configuration: .init(socketPath: configuration.adminSocket, policy: AdminAccessPolicy(operatorGroups: configuration.operatorGroups)),
-            handler: DaemonAdminHandler(daemon: self), logger: logger.named("afmd.admin"))
+        var adminConfiguration = AdminServer.Configuration(
+            socketPath: configuration.adminSocket, policy: AdminAccessPolicy(operatorGroups: configuration.operatorGroups))
+        if !configuration.adminSocketGroup.isEmpty {
+            // A missing group leaves the socket with the daemon's group: narrower than asked, never wider.
+            adminConfiguration.group = UserDatabase.groupID(named: configuration.adminSocketGroup)
+            if adminConfiguration.group == nil {
+                logger.warning("Admin.SocketGroup names no group; the admin socket keeps the daemon's group", ["group": configuration.adminSocketGroup])
+            }
+        }
+        let server = try AdminServer(configuration: adminConfiguration, handler: DaemonAdminHandler(daemon: self), logger: logger.named("afmd.admin"))
         try server.start()
         admin.withLock { $0 = server }
         logger.info("admin socket ready", ["path": configuration.adminSocket])

@@ -26,6 +26,8 @@ public struct DaemonConfiguration: Sendable {
     public var runtimeDirectory: String
     public var adminSocket: String
     public var operatorGroups: [String]
+    /// The group of the admin socket file (`Admin.SocketGroup`), empty for the daemon's own group.
+    public var adminSocketGroup: String
     /// Whether `auto` prefers the private cloud when it is available.
     public var preferPrivateCloud: Bool
     /// Whether the listen address came from the control layer (a saved setting): a bind failure then keeps the
@@ -50,6 +52,7 @@ public struct DaemonConfiguration: Sendable {
         runtimeDirectory = loaded.paths.runtimeDirectory
         adminSocket = loaded.adminSocket
         operatorGroups = loaded.operatorGroups
+        adminSocketGroup = loaded.adminSocketGroup
         preferPrivateCloud = loaded.cloudPreference
         if case .controlLayer = loaded.origin(of: .serverListen) {
             listenFromControlLayer = true

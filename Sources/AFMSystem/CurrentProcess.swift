@@ -14,6 +14,15 @@ public enum CurrentProcess {
         _exit(status)
     }
 
+    /// Makes this process not dumpable (`PR_SET_DUMPABLE` 0): other processes of the same user, such as a
+    /// compromised backend runner, can no longer `ptrace` it or open its `/proc/PID/mem`, `environ` or `fd`; its
+    /// `/proc` entries belong to root. It also leaves no core dump. Programs it executes start dumpable again.
+    /// The corresponding C function is `prctl`.
+    public static func forbidInspection() throws(SystemCallError) {
+        let setDumpable: Int32 = 4  // PR_SET_DUMPABLE, <linux/prctl.h>
+        _ = try blockingSystemCall("prctl") { LinuxSymbols.processControl(setDumpable, 0, 0, 0, 0) }
+    }
+
     /// The resident set size of a process in KiB (`VmRSS` in `/proc/<pid>/status`), or nil when it is gone.
     public static func residentKilobytes(of pid: Int32) -> Int? {
         guard let file = fopen("/proc/\(pid)/status", "r") else { return nil }

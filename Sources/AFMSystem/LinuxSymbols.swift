@@ -18,6 +18,8 @@ enum LinuxSymbols {
         -> Int32
     typealias SetThreadName = @convention(c) (pthread_t, UnsafePointer<CChar>?) -> Int32
     typealias GetAffinity = @convention(c) (pid_t, Int, UnsafeMutableRawPointer?) -> Int32
+    /// `prctl` is variadic in C, which Swift does not import; called with all five arguments, as the kernel takes them.
+    typealias ProcessControl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
 
     static let epollCreate1: EpollCreate1 = resolve("epoll_create1")
     static let epollCtl: EpollCtl = resolve("epoll_ctl")
@@ -26,6 +28,7 @@ enum LinuxSymbols {
     static let accept4: Accept4 = resolve("accept4")
     static let setThreadName: SetThreadName = resolve("pthread_setname_np")
     static let getAffinity: GetAffinity = resolve("sched_getaffinity")
+    static let processControl: ProcessControl = resolve("prctl")
 
     private static func resolve<F>(_ name: String) -> F {
         // `nil` is RTLD_DEFAULT: search the global scope, where libc is always loaded.

@@ -133,16 +133,26 @@ extension FileDescriptor {
         return PeerCredentials(pid: words.0, uid: words.1, gid: words.2)
     }
 
-    /// The supplementary groups of the connected peer (Linux 4.13+), or `nil` when the kernel lacks
-    /// `SO_PEERGROUPS`. The corresponding C function is `getsockopt` with `SO_PEERGROUPS`.
+    /// The supplementary groups of the connected peer (Linux 4.13+), all of them, or `nil` when the kernel lacks
+    /// `SO_PEERGROUPS` or the call fails otherwise.
+    ///
+    /// A peer may have up to 65536 groups; when the buffer is too small the kernel answers `ERANGE` and reports the
+    /// size it needs, so the call is repeated with that size (a truncated or missing list would make the caller fall
+    /// back to a guess). The corresponding C function is `getsockopt` with `SO_PEERGROUPS`.
     public func peerGroups() -> [UInt32]? {
-        var groups = [UInt32](repeating: 0, count: 256)
-        var length = socklen_t(groups.count * 4)
-        let result = groups.withUnsafeMutableBytes { raw in
-            getsockopt(rawValue, SOL_SOCKET, Self.peerGroupsOption, raw.baseAddress, &length)
+        var capacity = 64
+        while true {
+            var groups = [UInt32](repeating: 0, count: capacity)
+            var length = socklen_t(capacity * 4)
+            let result = groups.withUnsafeMutableBytes { raw in
+                getsockopt(rawValue, SOL_SOCKET, Self.peerGroupsOption, raw.baseAddress, &length)
+            }
+            if result == 0 { return Array(groups.prefix(Int(length) / 4)) }
+            // ERANGE: `length` now holds the size needed (the peer's groups are fixed, so one retry suffices;
+            // the loop also covers a kernel that reports less than it then wants).
+            guard errno == ERANGE else { return nil }
+            capacity = max(Int(length) / 4, capacity * 2)
         }
-        guard result == 0 else { return nil }
-        return Array(groups.prefix(Int(length) / 4))
     }
 
     /// Sets how long a blocking receive may wait (`SO_RCVTIMEO`); zero waits forever.

@@ -24,27 +24,6 @@ public enum UserDatabase {
         return found.pointee.gr_gid
     }
 
-    /// All groups of user `uid` (primary and supplementary), or `nil` when the user is unknown.
-    /// The corresponding C functions are `getpwuid_r` and `getgrouplist`.
-    public static func groups(ofUser uid: UInt32) -> [UInt32]? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16_384)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, let user = result else { return nil }
-        let name = user.pointee.pw_name
-        let primary = user.pointee.pw_gid
-        var count: Int32 = 64
-        while true {
-            var groups = [gid_t](repeating: 0, count: Int(count))
-            let previous = count
-            if getgrouplist(name, primary, &groups, &count) >= 0 {
-                return Array(groups.prefix(Int(count)))
-            }
-            // getgrouplist sets `count` to the number needed when the buffer was too small.
-            if count <= previous { count = previous * 2 }
-        }
-    }
-
     /// Whether file descriptor `fd` (0: stdin, 1: stdout, 2: stderr) is a terminal.
     /// The corresponding C function is `isatty`.
     public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }

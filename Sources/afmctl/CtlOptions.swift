@@ -155,11 +155,33 @@ struct CtlOptions {
         }
     }
 
-    /// The socket to use: `--socket`, `$AFM_ADMIN_SOCKET`, `/run/afm/admin.sock` as root, else the user's runtime dir.
-    static func defaultSocket(environment: [String: String]) -> String {
+    /// Whether the command talks to the daemon (help and version do not, so they never need a socket).
+    var needsSocket: Bool {
+        switch command {
+        case .help, .version: false
+        default: true
+        }
+    }
+
+    /// The socket to use: `$AFM_ADMIN_SOCKET`; `$RUNTIME_DIRECTORY/admin.sock` inside a systemd service (its
+    /// `ExecReload=` runs as the service user, where the next two would be wrong); `/run/afm/admin.sock` as root;
+    /// else the user's runtime dir (`--socket` wins over all of them, in main).
+    ///
+    /// Without `XDG_RUNTIME_DIR` that is `/tmp/afm-UID/admin.sock`, like afmd's; the directory is world-writable
+    /// territory, so it is created `0700` when missing and refused unless it is ours with mode `0700` (another user's
+    /// directory could hold a fake socket that collects our calls).
+    /// - Throws: ``PrivateDirectoryError`` naming the directory, its owner and its mode.
+    static func defaultSocket(environment: [String: String]) throws(PrivateDirectoryError) -> String {
         if let path = environment["AFM_ADMIN_SOCKET"], !path.isEmpty { return path }
-        if UserDatabase.effectiveUserID == 0 { return "/run/afm/admin.sock" }
+        // systemd passes a colon-separated list when a unit has several runtime directories; afmd uses the first.
+        if let list = environment["RUNTIME_DIRECTORY"], let first = list.split(separator: ":").first {
+            return first + "/admin.sock"
+        }
+        let uid = UserDatabase.effectiveUserID
+        if uid == 0 { return "/run/afm/admin.sock" }
         if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/afm/admin.sock" }
-        return "/tmp/afm-\(UserDatabase.effectiveUserID)/admin.sock"
+        let directory = "/tmp/afm-\(uid)"
+        try PrivateDirectory.prepare(directory, owner: uid)
+        return directory + "/admin.sock"
     }
 }

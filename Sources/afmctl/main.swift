@@ -17,5 +17,14 @@ do {
     CtlOutput.error("Usage: afmctl [--socket PATH] [--json] COMMAND (see afmctl --help)", prefix: false)
     exit(CtlRunner.usageStatus)
 }
-let runner = CtlRunner(options: options, socket: options.socket ?? CtlOptions.defaultSocket(environment: environment))
+var socket = options.socket ?? ""
+if options.socket == nil && options.needsSocket {
+    do {
+        socket = try CtlOptions.defaultSocket(environment: environment)
+    } catch {
+        CtlOutput.error(error.description)
+        exit(CtlRunner.permissionStatus)
+    }
+}
+let runner = CtlRunner(options: options, socket: socket)
 exit(runner.run())

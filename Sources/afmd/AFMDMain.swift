@@ -76,6 +76,19 @@ struct AFMDMain {
             exit(78)  // EX_CONFIG
         }
         for warning in loaded.warnings { logger.warning(warning) }
+        // Backend runners run as this user: keep them (and any other process of it) out of this one's memory.
+        do {
+            try CurrentProcess.forbidInspection()
+        } catch {
+            logger.warning("cannot make afmd undumpable: \(error)")
+        }
+        // Before the admin socket and the backend copies go there: a /tmp/afm-UID made by another user is refused.
+        do {
+            try paths.prepareRuntimeDirectory()
+        } catch {
+            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            exit(77)  // EX_NOPERM
+        }
 
         // Writes to a closed socket must fail with EPIPE, not kill the daemon.
         signal(SIGPIPE, SIG_IGN)

@@ -14,10 +14,15 @@ struct TestAdminServer {
     let server: AdminServer
     let daemon = FakeDaemon()
 
-    init(policy: AdminAccessPolicy = AdminAccessPolicy(operatorGroups: []), mode: UInt32 = 0o660) throws {
+    init(
+        policy: AdminAccessPolicy = AdminAccessPolicy(operatorGroups: []), mode: UInt32 = 0o660, group: UInt32? = nil,
+        configure: (inout AdminServer.Configuration) -> Void = { _ in }
+    ) throws {
         path = directory + "/admin.sock"
         var configuration = AdminServer.Configuration(socketPath: path, policy: policy)
         configuration.mode = mode
+        configuration.group = group
+        configure(&configuration)
         server = try AdminServer(configuration: configuration, handler: daemon, logger: Logger(label: "test", level: .error))
         try server.start()
     }
@@ -227,6 +232,37 @@ struct TestAdminServer {
         #expect(try await offPool { try fd.readSome() }.isEmpty, "the server closes idle connections on stop")
         #expect(!FileManager.default.fileExists(atPath: server.path))
         #expect(server.server.connectionCount == 0)
+    }
+
+    /// A connection that sends nothing, or only part of a call, is closed after the idle timeout (10 s by default,
+    /// 300 ms here), so it cannot hold a slot forever.
+    @Test func idleAndIncompleteConnectionsAreClosed() async throws {
+        #expect(AdminServer.Configuration(socketPath: "/x", policy: AdminAccessPolicy(operatorGroups: [])).idleTimeoutMilliseconds == 10_000)
+        let server = try TestAdminServer { $0.idleTimeoutMilliseconds = 300 }
+        defer { Task { await server.stop() } }
+        let silent = try FileDescriptor.connectUnix(path: server.path)
+        defer { silent.close() }
+        let partial = try FileDescriptor.connectUnix(path: server.path)
+        defer { partial.close() }
+        try partial.writeAll(Array(#"{"method":"org.afm.Admin.GetSta"#.utf8))
+        let started = ContinuousClock.now
+        for fd in [silent, partial] {
+            let ready = try await offPool { try fd.poll(readable: true, writable: false, timeoutMilliseconds: 15_000) }
+            #expect(ready.readable, "the server must close an idle connection")
+            if ready.readable { #expect(try fd.readSome().isEmpty) }
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(waitUntil(seconds: 2) { server.server.connectionCount == 0 })
+        // A fresh connection is served as usual, and a connection between calls gets the same time again.
+        #expect(try await server.client.call("org.afm.Admin.GetStatus")["listener"] != nil)
+        let slow = try FileDescriptor.connectUnix(path: server.path)
+        defer { slow.close() }
+        try slow.setReceiveTimeout(milliseconds: 5_000)
+        for _ in 0..<3 {
+            try await Task.sleep(for: .milliseconds(150))
+            try slow.writeAll(VarlinkFramer.encode(["method": "org.afm.Admin.GetStatus"]))
+            #expect(try await offPool { try slow.readSome() }.isEmpty == false)
+        }
     }
 
     @Test func cannotConnectNamesThePath() async throws {

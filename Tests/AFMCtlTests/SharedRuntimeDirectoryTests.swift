@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Without `XDG_RUNTIME_DIR`, afmctl and afmd use `/tmp/afm-UID`, which another local user can create first.
+/// Both must refuse such a directory (naming its path, owner and mode) and create a missing one with mode 0700.
+///
+/// Runs afmctl and afmd as an unused uid (setpriv, so the test needs root); "another user" is uid 65534 (chown).
+/// Each test takes its own uid, so parallel runs on one machine do not share a `/tmp/afm-UID`.
+@Suite(.serialized) struct SharedRuntimeDirectoryTests {
+    struct Outcome {
+        var status: Int32
+        var output: String
+    }
+
+    /// An unused uid with its `/tmp/afm-UID` path (removed first and at the end).
+    struct Victim {
+        let uid = UInt32.random(in: 50_000..<60_000)
+        var directory: String { "/tmp/afm-\(uid)" }
+        var home: String { "/tmp/afm-home-\(uid)" }
+
+        func clean() {
+            try? FileManager.default.removeItem(atPath: directory)
+            try? FileManager.default.removeItem(atPath: home)
+        }
+
+        /// Runs `executable arguments` as this uid with no XDG_RUNTIME_DIR and no AFM_ADMIN_SOCKET, up to `seconds`
+        /// (then SIGKILL); once `stopWhen` holds it gets SIGTERM.
+        func run(
+            _ executable: String, _ arguments: [String], environment: [String: String] = [:], seconds: Double = 20,
+            stopWhen: (@Sendable (_ pid: Int32) -> Bool)? = nil
+        ) async throws -> Outcome {
+            let uid = self.uid
+            let home = self.home
+            return try await withCheckedThrowingContinuation { continuation in
+                Thread {
+                    continuation.resume(with: Result {
+                        let process = Process()
+                        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+                        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable] + arguments
+                        process.environment = ["PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"].merging(environment) { $1 }
+                        let pipe = Pipe()
+                        process.standardOutput = pipe
+                        process.standardError = pipe
+                        try process.run()
+                        let deadline = Date().addingTimeInterval(seconds)
+                        var stopped = false
+                        while process.isRunning && Date() < deadline {
+                            if !stopped, let stopWhen, stopWhen(process.processIdentifier) {
+                                kill(process.processIdentifier, SIGTERM)
+                                stopped = true
+                            }
+                            usleep(20_000)
+                        }
+                        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                        process.waitUntilExit()
+                        return Outcome(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
+                    })
+                }.start()
+            }
+        }
+    }
+
+    /// Makes `path` a directory owned by `owner` with `mode`.
+    static func makeDirectory(_ path: String, owner: UInt32, mode: Int) throws {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        try #require(chown(path, owner, owner) == 0)
+        try #require(chmod(path, mode_t(mode)) == 0)
+    }
+
+    static let canSwitchUser = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+    static var afmctl: String { TestPaths.binDirectory + "/afmctl" }
+
+    @Test(.enabled(if: canSwitchUser)) func afmctlRefusesADirectoryOfAnotherUser() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        // Another user's directory, even one as private as 0700, could hold a fake admin.sock.
+        try Self.makeDirectory(victim.directory, owner: 65534, mode: 0o700)
+        let result = try await victim.run(Self.afmctl, ["status"])
+        #expect(result.status == 77, "\(result.output)")
+        #expect(result.output.contains("Error: \(victim.directory) is not a private directory"), "\(result.output)")
+        #expect(result.output.contains("owner uid 65534") && result.output.contains("mode 0700"), "\(result.output)")
+        #expect(result.output.contains("needs owner uid \(victim.uid)"), "\(result.output)")
+    }
+
+    @Test(.enabled(if: canSwitchUser)) func afmctlRefusesItsOwnDirectoryWithAWiderMode() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        try Self.makeDirectory(victim.directory, owner: victim.uid, mode: 0o755)
+        let result = try await victim.run(Self.afmctl, ["status"])
+        #expect(result.status == 77, "\(result.output)")
+        #expect(result.output.contains("owner uid \(victim.uid) and mode 0755"), "\(result.output)")
+    }
+
+    @Test(.enabled(if: canSwitchUser)) func afmctlRefusesASymlink() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        // A link to a directory the victim owns with mode 0700 still is not the directory: it could be repointed.
+        let target = TestPaths.makeTemporaryDirectory("afm-link-target")
+        defer { try? FileManager.default.removeItem(atPath: target) }
+        try #require(chown(target, victim.uid, victim.uid) == 0 && chmod(target, 0o700) == 0)
+        try FileManager.default.createSymbolicLink(atPath: victim.directory, withDestinationPath: target)
+        let result = try await victim.run(Self.afmctl, ["status"])
+        #expect(result.status == 77, "\(result.output)")
+        #expect(result.output.contains("\(victim.directory) is not a private directory: it is a symbolic link"), "\(result.output)")
+    }
+
+    @Test(.enabled(if: canSwitchUser)) func afmctlCreatesAMissingDirectoryPrivate() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        let result = try await victim.run(Self.afmctl, ["status"])
+        // Nobody serves it yet: "no such socket", not a refusal.
+        #expect(result.status == 69, "\(result.output)")
+        #expect(result.output.contains("\(victim.directory)/admin.sock"), "\(result.output)")
+        let attributes = try FileManager.default.attributesOfItem(atPath: victim.directory)
+        #expect((attributes[.ownerAccountID] as? NSNumber)?.uint32Value == victim.uid)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o700)
+        // Help and version need no directory at all.
+        victim.clean()
+        #expect(try await victim.run(Self.afmctl, ["--version"]).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: victim.directory))
+    }
+
+    @Test(.enabled(if: canSwitchUser)) func afmdRefusesAWorldWritableDirectoryOfAnotherUser() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        // Mode 0777: on today's code afmd put its admin socket and its backend copies (dlopen) in there.
+        try Self.makeDirectory(victim.directory, owner: 65534, mode: 0o777)
+        let backends = TestPaths.makeTemporaryDirectory("afm-shared-runtime-backends")
+        defer { try? FileManager.default.removeItem(atPath: backends) }
+        try #require(chmod(backends, 0o755) == 0)
+        let result = try await victim.run(TestPaths.afmd, ["--listen", "127.0.0.1:0", "--backend-dir", backends], seconds: 10)
+        #expect(result.status == 77, "\(result.output)")
+        #expect(result.output.contains("Error: \(victim.directory) is not a private directory"), "\(result.output)")
+        #expect(result.output.contains("owner uid 65534 and mode 0777"), "\(result.output)")
+        #expect(!FileManager.default.fileExists(atPath: victim.directory + "/admin.sock"))
+        #expect(!FileManager.default.fileExists(atPath: victim.directory + "/backend-copies"))
+    }
+
+    @Test(.enabled(if: canSwitchUser)) func afmdCreatesAMissingDirectoryPrivateAndServesThere() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        let backends = TestPaths.makeTemporaryDirectory("afm-shared-runtime-backends")
+        defer { try? FileManager.default.removeItem(atPath: backends) }
+        try #require(chmod(backends, 0o755) == 0)
+        // Stopped (SIGTERM) as soon as its admin socket appears in the directory.
+        let socket = victim.directory + "/admin.sock"
+        let result = try await victim.run(TestPaths.afmd, ["--listen", "127.0.0.1:0", "--backend-dir", backends], seconds: 15) { _ in
+            FileManager.default.fileExists(atPath: socket)
+        }
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains("admin socket ready"), "\(result.output)")
+        #expect(result.output.contains(socket), "\(result.output)")
+        let attributes = try FileManager.default.attributesOfItem(atPath: victim.directory)
+        #expect((attributes[.ownerAccountID] as? NSNumber)?.uint32Value == victim.uid)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o700)
+    }
+
+    /// A process of afmd's own user (a compromised backend runner) cannot read afmd's memory or environment through
+    /// /proc: afmd is not dumpable.
+    @Test(.enabled(if: canSwitchUser)) func afmdIsNotInspectableByProcessesOfItsUser() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        let backends = TestPaths.makeTemporaryDirectory("afm-shared-runtime-backends")
+        defer { try? FileManager.default.removeItem(atPath: backends) }
+        try #require(chmod(backends, 0o755) == 0)
+        let socket = victim.directory + "/admin.sock"
+        let uid = victim.uid
+        let probes = Mutex<[Int32]>([])
+        _ = try await victim.run(TestPaths.afmd, ["--listen", "127.0.0.1:0", "--backend-dir", backends], seconds: 15) { pid in
+            guard FileManager.default.fileExists(atPath: socket) else { return false }
+            // As afmd's uid: read its environment, and open its memory.
+            for file in ["environ", "mem"] {
+                let probe = Process()
+                probe.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+                probe.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/bin/dd", "if=/proc/\(pid)/\(file)", "of=/dev/null", "count=0"]
+                probe.standardError = FileHandle.nullDevice
+                try? probe.run()
+                probe.waitUntilExit()
+                probes.withLock { $0.append(probe.terminationStatus) }
+            }
+            return true
+        }
+        let statuses = probes.withLock { $0 }
+        #expect(statuses.count == 2 && statuses.allSatisfy { $0 != 0 }, "dd exit statuses: \(statuses)")
+    }
+
+    /// Under systemd, `ExecReload=/usr/bin/afmctl reload --wait` runs as the service user (not root) without
+    /// XDG_RUNTIME_DIR but with RUNTIME_DIRECTORY=/run/afm: afmctl must find the daemon's socket there, not in
+    /// /tmp/afm-UID (a private /tmp under PrivateTmp=, where no daemon listens).
+    @Test(.enabled(if: canSwitchUser)) func afmctlFindsTheServiceSocketThroughRuntimeDirectory() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        let runtime = TestPaths.makeTemporaryDirectory("afm-service-runtime")
+        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        try #require(chown(runtime, victim.uid, victim.uid) == 0 && chmod(runtime, 0o755) == 0)
+        let result = try await victim.run(Self.afmctl, ["status"], environment: ["RUNTIME_DIRECTORY": runtime + ":/run/other"])
+        // Nobody listens there: the message names the path afmctl chose.
+        #expect(result.status == 69, "\(result.output)")
+        #expect(result.output.contains(runtime + "/admin.sock"), "\(result.output)")
+        #expect(!FileManager.default.fileExists(atPath: victim.directory))
+    }
+}

@@ -98,7 +98,7 @@ struct BrowserRequestPolicy: Sendable, Equatable {
         guard let authority = Self.authority(ofOrigin: origin) else { return false }
         let originHost = Self.hostPart(authority)
         let requestHost = host ?? Substring(listenHost)
-        if Self.equalsIgnoringCase(originHost, requestHost) { return true }
+        if Self.sameIgnoringCase(originHost, requestHost) { return true }
         return Self.isLoopbackName(originHost) && Self.isLoopbackName(requestHost)
     }
 
@@ -197,6 +197,11 @@ struct BrowserRequestPolicy: Sendable, Equatable {
         let right = lowered.utf8
         guard left.count == right.count else { return false }
         return zip(left, right).allSatisfy { lowercase($0) == $1 }
+    }
+
+    /// ASCII case-insensitive equality of two texts in any case.
+    static func sameIgnoringCase(_ left: Substring, _ right: Substring) -> Bool {
+        left.utf8.count == right.utf8.count && zip(left.utf8, right.utf8).allSatisfy { lowercase($0) == lowercase($1) }
     }
 
     private static func hasSuffixIgnoringCase(_ text: Substring, _ lowered: String) -> Bool {

@@ -467,10 +467,10 @@ final class HTTPConnection: Sendable {
     /// Whether the loop held the next request back (``InputStatus/backlogged``) and may go on now; the wait for
     /// that request then counts from here, not from the end of the previous one.
     private func takeOutputWaitingIfDrained(_ state: inout State, lowWatermark: Int) -> Bool {
-        guard state.outputWaiting, state.queue.byteCount < lowWatermark || state.closed else { return false }
+        guard state.outputWaiting, !state.closed, state.queue.byteCount < lowWatermark else { return false }
         state.outputWaiting = false
         state.idleSince = SystemClock.coarseMonotonicNanoseconds()
-        return !state.closed
+        return true
     }
 
     private func takeWaitersIfDrained(_ state: inout State, lowWatermark: Int) -> [Waiter] {

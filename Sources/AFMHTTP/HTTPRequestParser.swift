@@ -263,8 +263,8 @@ struct HTTPRequestParser {
         remaining -= take
     }
 
-    /// Makes room for `count` more body bytes: at least double the capacity (amortised appends), at most the
-    /// ceiling, so neither a claimed length nor the array's own growth reserves memory no byte arrived for.
+    /// Makes room for `count` more body bytes: double the capacity (amortised appends) but never past the ceiling,
+    /// so a claimed length reserves at most about twice what actually arrived, and never more than it claimed.
     private mutating func growBody(by count: Int) {
         let needed = body.count + count
         guard needed > body.capacity else { return }
@@ -276,7 +276,7 @@ struct HTTPRequestParser {
         case tooLong
         /// The line ended in LF without a CR before it (chunked framing requires CRLF).
         case bareLF
-        /// The line's content range, without the LF or a CR right before it.
+        /// The line's content range, without its CRLF.
         case line(start: Int, end: Int)
     }
 

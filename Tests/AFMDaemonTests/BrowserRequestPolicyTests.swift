@@ -58,7 +58,8 @@ import Testing
         let loopback = policy("127.0.0.1", origins: ["https://App.Example:8443/"])
         let accepted: [(String, String?)] = [
             ("http://127.0.0.1:3000", "127.0.0.1"), ("http://localhost:5173", "127.0.0.1"), ("https://[::1]:8080", "localhost"),
-            ("https://app.example:8443", "127.0.0.1"), ("http://gateway.lan:8080", "gateway.lan"), ("http://localhost", nil),
+            ("https://app.example:8443", "127.0.0.1"), ("http://gateway.lan:8080", "gateway.lan"), ("http://Gateway.LAN", "gateway.lan"), ("http://gateway.lan", "GATEWAY.lan"),
+            ("http://localhost", nil),
         ]
         for (origin, host) in accepted {
             #expect(loopback.accepts(origin: Substring(origin), host: host.map { Substring($0) }), "\(origin) → \(host ?? "-")")

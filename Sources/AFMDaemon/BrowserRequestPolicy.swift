@@ -25,7 +25,7 @@ struct BrowserRequestPolicy: Sendable, Equatable {
     /// The listen host, lower-cased, without brackets.
     private var listenHost: String
     private var listenIsWildcard: Bool
-    /// `[Server] AllowedHosts`, lower-cased, without a trailing dot.
+    /// `[Server] AllowedHosts`, lower-cased, without port, brackets and a trailing dot.
     private var allowedHosts: [String]
     private var anyHost: Bool
     /// `[Server] AllowedOrigins`, lower-cased, without a trailing slash.
@@ -36,10 +36,8 @@ struct BrowserRequestPolicy: Sendable, Equatable {
         self.listenHost = listenHost.lowercased()
         listenIsWildcard = Self.isWildcard(self.listenHost)
         anyHost = allowedHosts.contains("*")
-        self.allowedHosts = allowedHosts.filter { $0 != "*" }.map { name in
-            let lower = name.lowercased()
-            return lower.hasSuffix(".") ? String(lower.dropLast()) : lower
-        }
+        // A name written with a port or brackets (`gateway.lan:8080`, `[fd00::1]`) means its host: ports are not compared.
+        self.allowedHosts = allowedHosts.filter { $0 != "*" }.map { String(Self.hostPart(Substring($0.lowercased()))) }
         anyOrigin = allowedOrigins.contains("*")
         self.allowedOrigins = allowedOrigins.filter { $0 != "*" }.map { origin in
             let lower = origin.lowercased()

@@ -41,8 +41,8 @@ import Testing
     }
 
     @Test func aSpecificListenAddressAndConfiguredNamesAreAccepted() {
-        let lan = policy("192.168.1.20", hosts: ["Gateway.LAN.", "ai.example.com"])
-        for host in ["192.168.1.20", "gateway.lan", "GATEWAY.lan", "ai.example.com", "localhost"] {
+        let lan = policy("192.168.1.20", hosts: ["Gateway.LAN.", "ai.example.com:8443", "[FD00::7]"])
+        for host in ["192.168.1.20", "gateway.lan", "GATEWAY.lan", "ai.example.com", "fd00::7", "localhost"] {
             #expect(lan.accepts(host: Substring(host)), "\(host)")
         }
         for host in ["192.168.1.21", "other.lan", "sub.gateway.lan"] {

@@ -76,6 +76,16 @@ extension ConfigKey {
         section: "Server", key: "IOThreads", type: .integer(0...64), defaultValue: "0",
         summary: "Threads that read requests and write responses (each runs one epoll loop; connections are spread "
             + "over them). 0: one per CPU afmd may run on, at most 4.")
+    /// `[Server] AllowedHosts`: names accepted in `Host` besides loopback names and the listen address.
+    public static let serverAllowedHosts = ConfigKey(
+        section: "Server", key: "AllowedHosts", type: .list, defaultValue: "",
+        summary: "Further names clients may use in Host (a protection against DNS rebinding), such as the LAN name "
+            + "of the machine or a proxy's; loopback names and the listen address are always accepted. *: any name.")
+    /// `[Server] AllowedOrigins`: web origins whose pages may call the API (CORS).
+    public static let serverAllowedOrigins = ConfigKey(
+        section: "Server", key: "AllowedOrigins", type: .list, defaultValue: "",
+        summary: "Web origins (scheme://host[:port]) whose pages may call the API from a browser; pages on the "
+            + "gateway's own host and loopback pages calling a loopback address always may. *: any origin.")
     /// `[Backends] Directory`: empty means "next to the executable".
     public static let backendsDirectory = ConfigKey(
         section: "Backends", key: "Directory", type: .path, defaultValue: "",

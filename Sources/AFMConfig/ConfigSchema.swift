@@ -5,6 +5,7 @@ public enum ConfigSchema {
     /// Every key, in the order of `etc/afmd.conf`.
     public static let keys: [ConfigKey] = [
         .serverListen, .serverShutdownTimeout, .serverRequestHeaderTimeout, .serverProcessingDeadline, .serverIOThreads,
+        .serverAllowedHosts, .serverAllowedOrigins,
         .backendsDirectory, .backendsDisabled, .backendsSilenceTimeout, .backendsCancelGrace, .backendsDrainTimeout,
         .responsesCommonPrompt,
         .adminSocket, .adminOperatorGroups, .adminSocketGroup,

@@ -14,85 +14,121 @@ import AFMResponses
 /// | GET    | /status                   | version, backends, models, budgets            |
 /// | GET    | /v1/models, /models       | OpenAI model list                             |
 /// | POST   | /v1/responses, /responses | Responses API (JSON or SSE)                   |
+/// | OPTIONS| any of the above           | CORS preflight (204) for an accepted `Origin` |
+///
+/// Before routing, ``BrowserRequestPolicy`` refuses foreign `Host`s and cross-site `Origin`s (403), and a POST must
+/// be `application/json` (415). A request from an accepted `Origin` gets `Access-Control-Allow-Origin` with it.
 struct APIHandler: Sendable {
     let registry: BackendRegistry
     let service: ResponsesService
     let status: @Sendable () -> JSONValue
+    let browserPolicy: BrowserRequestPolicy.Shared
     let logger: Logger
 
     /// The synchronous start of every request (`HTTPStartingHandler`). Everything that needs no waiting is answered
     /// right here, without a task: the small endpoints, refusals, and a non-streaming response whose backend
     /// answered from inside `generate`. A response that has to wait for its backend continues as a task.
     func start(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
+        if let refusal = browserPolicy.refusal(for: request) {
+            refuse(request, writer, refusal, origin: nil)
+            return .answered
+        }
+        // Present only when accepted: answers then carry the CORS fields a browser needs to read them.
+        let origin = request.headers["Origin"]
+        if request.method == "OPTIONS", let origin, Self.endpoints.contains(request.path) {
+            sendPreflightNow(request, writer, origin: origin)
+            return .answered
+        }
         switch (request.method, request.path) {
         case ("POST", "/v1/responses"), ("POST", "/responses"):
-            return startResponse(request, writer)
+            return startResponse(request, writer, origin: origin)
         case ("GET", "/health"), ("HEAD", "/health"):
-            sendJSONNow(writer, status: 200, encoded: Self.healthBody)
+            sendJSONNow(writer, status: 200, encoded: Self.healthBody, origin: origin)
         case ("GET", "/status"):
-            sendJSONNow(writer, status: 200, encoded: status().encoded())
+            sendJSONNow(writer, status: 200, encoded: status().encoded(), origin: origin)
         case ("GET", "/v1/models"), ("GET", "/models"):
-            sendJSONNow(writer, status: 200, encoded: modelList().encoded())
+            sendJSONNow(writer, status: 200, encoded: modelList().encoded(), origin: origin)
         case (_, "/health"), (_, "/status"), (_, "/v1/models"), (_, "/models"), (_, "/v1/responses"), (_, "/responses"):
             sendErrorNow(
-                writer, AFMError(.invalidRequest, "Method \(request.method) is not allowed on \(request.path).", publicCode: "method_not_allowed", httpStatus: 405))
+                writer, AFMError(.invalidRequest, "Method \(request.method) is not allowed on \(request.path).", publicCode: "method_not_allowed", httpStatus: 405),
+                origin: origin)
         default:
             sendErrorNow(
-                writer, AFMError(.invalidRequest, "No endpoint \(request.method) \(request.path).", publicCode: "not_found", httpStatus: 404))
+                writer, AFMError(.invalidRequest, "No endpoint \(request.method) \(request.path).", publicCode: "not_found", httpStatus: 404),
+                origin: origin)
         }
         return .answered
     }
 
+    /// The answer to a CORS preflight from an accepted origin: the methods and request fields it may use.
+    private func sendPreflightNow(_ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Access-Control-Allow-Origin", value: origin)
+        headers.add(name: "Access-Control-Allow-Methods", value: "GET, HEAD, POST, OPTIONS")
+        let requested = request.headers["Access-Control-Request-Headers"].map(Self.headerSafe) ?? ""
+        headers.add(name: "Access-Control-Allow-Headers", value: requested.isEmpty ? "authorization, content-type" : requested)
+        headers.add(name: "Access-Control-Max-Age", value: "600")
+        headers.add(name: "Vary", value: "Origin, Access-Control-Request-Headers")
+        try? writer.respondNow(HTTPResponseHead(status: 204, headers: headers), body: [])
+    }
+
+    private static let endpoints: Set<String> = ["/health", "/status", "/v1/models", "/models", "/v1/responses", "/responses"]
+
     private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
 
     /// Validates, leases and starts without waiting; answers at once when the generation already ended.
-    private func startResponse(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
+    private func startResponse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?) -> HTTPHandlerStart {
+        if let refusal = BrowserRequestPolicy.mediaTypeRefusal(for: request) {
+            refuse(request, writer, refusal, origin: origin)
+            return .answered
+        }
         let prepared: ResponsesService.Prepared
         do {
             prepared = try service.prepare(body: request.body)
         } catch {
-            refuse(request, writer, error)
+            refuse(request, writer, error, origin: origin)
             return .answered
         }
         if prepared.startMayBlock {
             // A runner-hosted backend: `generate` waits for the runner's reply, which must not hold up the loop.
             return .continueAsync {
                 await writer.leaveEventLoop()
-                guard let started = self.start(prepared, request, writer) else { return }
-                await self.respond(started, writer)
+                guard let started = self.start(prepared, request, writer, origin: origin) else { return }
+                await self.respond(started, writer, origin: origin)
             }
         }
-        guard let started = start(prepared, request, writer) else { return .answered }
+        guard let started = start(prepared, request, writer, origin: origin) else { return .answered }
         if !started.request.stream, let (status, body, error) = service.completeIfEnded(started) {
-            deliver(started, writer, status: status, body: body, error: error)
+            deliver(started, writer, status: status, body: body, error: error, origin: origin)
             return .answered
         }
-        return .continueAsync { await self.respond(started, writer) }
+        return .continueAsync { await self.respond(started, writer, origin: origin) }
     }
 
     /// Starts the generation, or answers the refusal and returns nil.
     private func start(
-        _ prepared: ResponsesService.Prepared, _ request: HTTPRequest, _ writer: HTTPResponseWriter
+        _ prepared: ResponsesService.Prepared, _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?
     ) -> ResponsesService.Started? {
         do {
             return try service.start(prepared)
         } catch {
-            refuse(request, writer, error)
+            refuse(request, writer, error, origin: origin)
             return nil
         }
     }
 
-    private func refuse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError) {
+    private func refuse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError, origin: String?) {
         logger.info("request refused", ["code": error.publicCode, "status": String(error.httpStatus), "connection": String(request.connectionID)])
-        sendErrorNow(writer, error)
+        sendErrorNow(writer, error, origin: origin)
     }
 
     /// Answers a started request: as Server-Sent Events, or as one JSON body once the generation ended.
-    private func respond(_ started: ResponsesService.Started, _ writer: HTTPResponseWriter) async {
+    private func respond(_ started: ResponsesService.Started, _ writer: HTTPResponseWriter, origin: String?) async {
         let extra = Self.extraHeaders(started)
         if started.request.stream {
             var headers = HTTPHeaders()
             for (name, value) in extra { headers.add(name: name, value: value) }
+            if let origin { Self.addCORS(&headers, origin: origin) }
             headers.add(name: "Content-Type", value: "text/event-stream; charset=utf-8")
             headers.add(name: "Cache-Control", value: "no-cache")
             headers.add(name: "X-Accel-Buffering", value: "no")
@@ -107,16 +143,18 @@ struct APIHandler: Sendable {
             log(started, outcome)
         } else {
             let (status, body, error) = await service.complete(started)
-            deliver(started, writer, status: status, body: body, error: error)
+            deliver(started, writer, status: status, body: body, error: error, origin: origin)
         }
     }
 
     /// Sends a non-streaming answer (or its error envelope) and logs the response.
-    private func deliver(_ started: ResponsesService.Started, _ writer: HTTPResponseWriter, status: Int, body: [UInt8], error: AFMError?) {
+    private func deliver(
+        _ started: ResponsesService.Started, _ writer: HTTPResponseWriter, status: Int, body: [UInt8], error: AFMError?, origin: String?
+    ) {
         if let error {
-            sendErrorNow(writer, error)
+            sendErrorNow(writer, error, origin: origin)
         } else {
-            sendJSONNow(writer, status: status, encoded: body, extra: Self.extraHeaders(started))
+            sendJSONNow(writer, status: status, encoded: body, extra: Self.extraHeaders(started), origin: origin)
         }
         log(started, error.map { .failed($0) } ?? .completed)
     }
@@ -167,18 +205,29 @@ struct APIHandler: Sendable {
         return ["object": "list", "data": .array(data)]
     }
 
-    /// Sends a JSON answer; it never waits (a complete response is queued whatever the client's speed).
-    private func sendJSONNow(_ writer: HTTPResponseWriter, status: Int, encoded body: [UInt8], extra: [(String, String)] = []) {
+    /// Sends a JSON answer; it never waits (a complete response is queued whatever the client's speed). `origin` is
+    /// an accepted `Origin`, which the answer then allows to read it.
+    private func sendJSONNow(
+        _ writer: HTTPResponseWriter, status: Int, encoded body: [UInt8], extra: [(String, String)] = [], origin: String?
+    ) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         for (name, value) in extra { headers.add(name: name, value: value) }
+        if let origin { Self.addCORS(&headers, origin: origin) }
         try? writer.respondNow(HTTPResponseHead(status: status, headers: headers), body: body)
     }
 
-    private func sendErrorNow(_ writer: HTTPResponseWriter, _ error: AFMError) {
+    private func sendErrorNow(_ writer: HTTPResponseWriter, _ error: AFMError, origin: String?) {
         var extra: [(String, String)] = []
         if let seconds = error.retryAfterSeconds { extra.append(("Retry-After", String(seconds))) }
         // A cancelled request has no client left to read this; 499 is only for the log.
-        sendJSONNow(writer, status: error.httpStatus, encoded: error.envelope.encoded(), extra: extra)
+        sendJSONNow(writer, status: error.httpStatus, encoded: error.envelope.encoded(), extra: extra, origin: origin)
+    }
+
+    /// Lets the page of an accepted origin read the answer (and tells caches the answer depends on `Origin`).
+    private static func addCORS(_ headers: inout HTTPHeaders, origin: String) {
+        headers.add(name: "Access-Control-Allow-Origin", value: origin)
+        headers.add(name: "Access-Control-Expose-Headers", value: "x-afm-warning, x-afm-truncated-turns, Retry-After")
+        headers.add(name: "Vary", value: "Origin")
     }
 }

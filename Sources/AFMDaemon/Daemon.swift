@@ -27,6 +27,8 @@ public final class Daemon: Sendable {
     let settings: SettingsStore?
     let notifier: SystemdNotifier
     let logger: Logger
+    /// The `Host`/`Origin` checks in force (replaced on a reload and when the listener moves).
+    let browserPolicy: BrowserRequestPolicy.Shared
     /// When the daemon was built (wall clock, for display).
     let startedAt = Date()
     /// The same moment on the monotonic clock: the uptime does not move when the wall clock is stepped (NTP).
@@ -74,7 +76,11 @@ public final class Daemon: Sendable {
         http.processingDeadline = configuration.processingDeadline
         http.ioThreadCount = configuration.ioThreads
         let statusBox = StatusBox()
-        let handler = APIHandler(registry: registry, service: service, status: { statusBox.render() }, logger: logger.named("afmd.api"))
+        let browserPolicy = BrowserRequestPolicy.Shared(configuration.browserPolicy(listenHost: configuration.listen.host))
+        self.browserPolicy = browserPolicy
+        let handler = APIHandler(
+            registry: registry, service: service, status: { statusBox.render() }, browserPolicy: browserPolicy,
+            logger: logger.named("afmd.api"))
         self.server = HTTPServer(configuration: http, logger: logger.named("afmd.http")) { request, writer in
             handler.start(request, writer)
         }
@@ -137,6 +143,8 @@ public final class Daemon: Sendable {
 
     private func bind(_ address: HostPort) throws -> HostPort {
         do {
+            // Set first: the listener answers as soon as it is bound.
+            browserPolicy.set(configuration.browserPolicy(listenHost: address.host))
             let port = try server.start(host: address.host, port: address.port)
             let bound = HostPort(host: address.host, port: port)
             state.withLock {
@@ -270,6 +278,8 @@ public final class Daemon: Sendable {
         let registryConfiguration = Self.registryConfiguration(configuration, backendDirectory: backendDirectory)
         registry.updateConfiguration { $0 = registryConfiguration }
         service.setCommonPrompt(configuration.commonPrompt)
+        let listenHost = state.withLock { $0.listening?.host } ?? configuration.listen.host
+        browserPolicy.set(configuration.browserPolicy(listenHost: listenHost))
         rebindIfNeeded(to: configuration.listen)
         let outcomes = await registry.reloadChanged()
         var backends: [JSONValue] = []

@@ -19,6 +19,10 @@ public struct DaemonConfiguration: Sendable {
     public var processingDeadline: Duration
     /// HTTP event-loop threads (`Server.IOThreads`, 0 resolved to one per usable CPU, at most 4).
     public var ioThreads: Int
+    /// `Server.AllowedHosts`: further names accepted in `Host` (`*`: any).
+    public var allowedHosts: [String]
+    /// `Server.AllowedOrigins`: web origins whose pages may call the API (`*`: any).
+    public var allowedOrigins: [String]
     public var backendSettings: [String: [String: String]]
     /// Text prepended to the instructions of every request.
     public var commonPrompt: String
@@ -34,6 +38,11 @@ public struct DaemonConfiguration: Sendable {
     /// daemon up and is reported, instead of stopping it.
     public var listenFromControlLayer: Bool
 
+    /// The browser-facing checks these settings make, for a listener on `listenHost`.
+    func browserPolicy(listenHost: String) -> BrowserRequestPolicy {
+        BrowserRequestPolicy(listenHost: listenHost, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
+    }
+
     /// The typed view of `loaded`.
     public init(_ loaded: LoadedConfiguration) {
         listen = loaded.listen
@@ -46,6 +55,8 @@ public struct DaemonConfiguration: Sendable {
         requestHeaderTimeout = loaded.requestHeaderTimeout
         processingDeadline = loaded.processingDeadline
         ioThreads = loaded.ioThreads > 0 ? loaded.ioThreads : min(4, max(1, CurrentProcess.usableProcessorCount))
+        allowedHosts = loaded.list(.serverAllowedHosts)
+        allowedOrigins = loaded.list(.serverAllowedOrigins)
         backendSettings = loaded.backendSettings
         commonPrompt = loaded.commonPrompt
         stateDirectory = loaded.paths.stateDirectory

@@ -84,6 +84,8 @@ final class HTTPConnection: Sendable {
         var response = ResponseState.notStarted
         var keepAlive = true
         var inputWaiting = false
+        /// The loop holds the next request back until the queue drains below the low watermark (``InputStatus/backlogged``).
+        var outputWaiting = false
         var idleSince: UInt64 = 0
 
         /// Takes one descriptor reference if the descriptor is still open.
@@ -160,20 +162,31 @@ final class HTTPConnection: Sendable {
         case busy
         /// Ready for the next request; the previous one finished at `since`.
         case idle(since: UInt64)
+        /// The previous request finished, but more than the high watermark of output is still queued: the loop must
+        /// neither parse nor read the next request until the client reads it down (the flush that gets the queue
+        /// below the low watermark posts `.wake`). Pipelined requests from a client that does not read would
+        /// otherwise queue their answers without bound, as streams would without ``waitForDrain()``.
+        case backlogged
         /// The connection is closing after its last response; input is discarded.
         case closing
         /// The connection is dead.
         case closed
     }
 
-    /// Checks the request cycle; with `markInputWaiting`, asks `handlerFinished` to wake the loop when busy.
+    /// Checks the request cycle; with `markInputWaiting`, asks `handlerFinished` to wake the loop when busy. A
+    /// ``InputStatus/backlogged`` answer always arranges for a wake once the queue drained.
     func inputStatus(markInputWaiting: Bool) -> InputStatus {
-        state.withLock { state in
+        let highWatermark = core.configuration.outboundHighWatermark
+        return state.withLock { state in
             if state.closed { return .closed }
             if state.closeAfterFlush { return .closing }
             if state.phase == .handling {
                 if markInputWaiting { state.inputWaiting = true }
                 return .busy
+            }
+            if state.queue.byteCount > highWatermark {
+                state.outputWaiting = true
+                return .backlogged
             }
             return .idle(since: state.idleSince)
         }
@@ -369,7 +382,7 @@ final class HTTPConnection: Sendable {
     private enum FlushStep {
         case write((chunks: ArraySlice<[UInt8]>, offset: Int), epoch: UInt64)
         case shutdownWrite
-        case stop(closeDescriptor: Bool, wake: [Waiter])
+        case stop(closeDescriptor: Bool, wake: [Waiter], wakeLoop: Bool)
     }
 
     /// Sends queued bytes until the queue is empty or the socket is full; the caller holds the write token
@@ -380,7 +393,7 @@ final class HTTPConnection: Sendable {
             let step = state.withLock { state -> FlushStep in
                 if state.closed {
                     state.writerActive = false
-                    return .stop(closeDescriptor: state.releaseDescriptor(), wake: [])
+                    return .stop(closeDescriptor: state.releaseDescriptor(), wake: [], wakeLoop: false)
                 }
                 if state.queue.isEmpty {
                     if state.closeAfterFlush && !state.writeShutdown {
@@ -389,13 +402,15 @@ final class HTTPConnection: Sendable {
                     }
                     state.writerActive = false
                     let wake = takeWaitersIfDrained(&state, lowWatermark: lowWatermark)
-                    return .stop(closeDescriptor: state.releaseDescriptor(), wake: wake)
+                    let wakeLoop = takeOutputWaitingIfDrained(&state, lowWatermark: lowWatermark)
+                    return .stop(closeDescriptor: state.releaseDescriptor(), wake: wake, wakeLoop: wakeLoop)
                 }
                 return .write(state.queue.snapshot(), epoch: state.writableEpoch)
             }
             switch step {
-            case .stop(let closeDescriptor, let wake):
+            case .stop(let closeDescriptor, let wake, let wakeLoop):
                 for waiter in wake { waiter.continuation.resume(returning: true) }
+                if wakeLoop { loop.post(.wake(id)) }
                 if closeDescriptor { descriptor.close() }
                 return
             case .shutdownWrite:
@@ -412,12 +427,14 @@ final class HTTPConnection: Sendable {
                     case failed
                 }
                 var wake: [Waiter] = []
+                var wakeLoop = false
                 let after = state.withLock { state -> After in
                     switch result {
                     case .success(.processed(let written)):
                         if !state.closed { state.queue.consume(written) }
                         state.lastProgress = now
                         wake = takeWaitersIfDrained(&state, lowWatermark: lowWatermark)
+                        wakeLoop = takeOutputWaitingIfDrained(&state, lowWatermark: lowWatermark)
                         return .again
                     case .success(.wouldBlock):
                         if state.writableEpoch != epoch { return .again }
@@ -429,6 +446,7 @@ final class HTTPConnection: Sendable {
                     }
                 }
                 for waiter in wake { waiter.continuation.resume(returning: true) }
+                if wakeLoop { loop.post(.wake(id)) }
                 switch after {
                 case .again:
                     continue
@@ -444,6 +462,15 @@ final class HTTPConnection: Sendable {
                 }
             }
         }
+    }
+
+    /// Whether the loop held the next request back (``InputStatus/backlogged``) and may go on now; the wait for
+    /// that request then counts from here, not from the end of the previous one.
+    private func takeOutputWaitingIfDrained(_ state: inout State, lowWatermark: Int) -> Bool {
+        guard state.outputWaiting, !state.closed, state.queue.byteCount < lowWatermark else { return false }
+        state.outputWaiting = false
+        state.idleSince = SystemClock.coarseMonotonicNanoseconds()
+        return true
     }
 
     private func takeWaitersIfDrained(_ state: inout State, lowWatermark: Int) -> [Waiter] {

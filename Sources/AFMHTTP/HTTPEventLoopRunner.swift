@@ -216,6 +216,8 @@ final class HTTPEventLoopRunner {
                     }
                 case .idle(let since):
                     finishCycle(context, since: since)
+                case .backlogged:
+                    return  // Read nothing more until the client reads its answers; the drain posts `.wake`.
                 case .closing:
                     context.closing = true
                 case .closed:
@@ -265,6 +267,8 @@ final class HTTPEventLoopRunner {
                 switch context.connection.inputStatus(markInputWaiting: context.parser.bufferedByteCount > 0) {
                 case .busy:
                     return  // Pipelined bytes wait; inputWaiting makes the handler's end wake us.
+                case .backlogged:
+                    return  // Too many answers unread: the next request waits for the drain's `.wake`.
                 case .idle(let since):
                     finishCycle(context, since: since)
                 case .closing:
@@ -378,6 +382,8 @@ final class HTTPEventLoopRunner {
                     finishCycle(context, since: since)
                     process(context)
                     if context.readable && contexts[connection.id] != nil { readAndProcess(context) }
+                case .backlogged:
+                    break  // A client that stopped reading altogether meets the send timeout below.
                 case .closing:
                     context.closing = true
                 case .closed:

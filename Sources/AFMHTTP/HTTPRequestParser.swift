@@ -14,7 +14,12 @@
 /// ```
 ///
 /// Strictness, and its deliberate exceptions:
-/// - Bare LF is accepted as a line ending (RFC 9112 §2.2 allows it); a CR anywhere else is rejected.
+/// - Bare LF is accepted as the line ending of the request line and header fields (RFC 9112 §2.2 allows it); a CR
+///   anywhere else is rejected. Chunk-size lines, the CRLF after chunk data, trailer fields and the empty line
+///   that ends a chunked body must end in CRLF (400 otherwise): a proxy in front that reads a bare LF there
+///   differently would see a different request boundary (request smuggling).
+/// - A declared `Content-Length` reserves at most ``initialBodyReservation`` bytes before the body arrives; the
+///   body buffer then grows geometrically with the bytes received, never past the declared length.
 /// - Empty lines before a request line are skipped (RFC 9112 §2.2: clients may send an extra CRLF after a body).
 /// - Rejected with 400: a bad method token, a missing or malformed version (HTTP/0.9-style `GET /`, or
 ///   `HTTP/0.9`), more than
@@ -73,6 +78,8 @@ struct HTTPRequestParser {
     private var body: [UInt8] = []
     /// Bytes of the Content-Length body or of the current chunk still to come.
     private var remaining = 0
+    /// The most the body can grow to: the declared `Content-Length`, or the body limit for a chunked body.
+    private var bodyCeiling = 0
     private var trailerBytes = 0
 
     init(limits: Limits) { self.limits = limits }
@@ -85,6 +92,12 @@ struct HTTPRequestParser {
 
     /// Whether the parser is in the failed state.
     var isFailed: Bool { phase == .failed }
+
+    /// The most body capacity reserved from a declared `Content-Length` before any body byte arrived.
+    static let initialBodyReservation = 64 * 1024
+
+    /// The capacity of the body buffer of the request being received (for memory tests).
+    var reservedBodyCapacity: Int { body.capacity }
 
     // MARK: - Input
 
@@ -103,6 +116,7 @@ struct HTTPRequestParser {
             if (phase == .lengthBody || phase == .chunkData) && remaining > 0 {
                 // Body bytes go straight into the body, skipping the intermediate buffer copy.
                 let take = min(remaining, input.count)
+                growBody(by: take)
                 body.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[0..<take]))
                 remaining -= take
                 input = UnsafeRawBufferPointer(rebasing: input[take...])
@@ -144,10 +158,13 @@ struct HTTPRequestParser {
                         if length > limits.maxBodyBytes { return fail(.bodyTooLarge) }
                         remaining = length
                         body = []
-                        body.reserveCapacity(length)
+                        bodyCeiling = length
+                        // The declared length is only a claim: reserve a first slice, grow as bytes arrive.
+                        body.reserveCapacity(min(length, Self.initialBodyReservation))
                         phase = .lengthBody
                     case .chunked:
                         body = []
+                        bodyCeiling = limits.maxBodyBytes
                         phase = .chunkSize
                     }
                     if parsed.expectContinue && readIndex == buffer.count { return .expectContinue }
@@ -162,6 +179,8 @@ struct HTTPRequestParser {
                     return .needMoreData
                 case .tooLong:
                     return fail(.badRequest("A chunk-size line is too long."))
+                case .bareLF:
+                    return fail(.badRequest("A chunk-size line must end with CRLF, not a bare LF."))
                 case .line(let start, let end):
                     switch parseChunkSize(start: start, end: end) {
                     case .failure(let error):
@@ -183,7 +202,7 @@ struct HTTPRequestParser {
                 let available = buffer.count - readIndex
                 if available == 0 { return .needMoreData }
                 if buffer[readIndex] == ASCII.lf {
-                    readIndex += 1
+                    return fail(.badRequest("Chunk data must be followed by CRLF, not a bare LF."))
                 } else if buffer[readIndex] == ASCII.cr {
                     if available < 2 { return .needMoreData }
                     guard buffer[readIndex + 1] == ASCII.lf else {
@@ -201,6 +220,8 @@ struct HTTPRequestParser {
                     return .needMoreData
                 case .tooLong:
                     return fail(.headersTooLarge)
+                case .bareLF:
+                    return fail(.badRequest("A trailer line must end with CRLF, not a bare LF."))
                 case .line(let start, let end):
                     if start == end { return complete() }
                     trailerBytes += end - start + 2
@@ -236,19 +257,30 @@ struct HTTPRequestParser {
     private mutating func consumeBody() {
         let take = min(remaining, buffer.count - readIndex)
         guard take > 0 else { return }
+        growBody(by: take)
         body.append(contentsOf: buffer[readIndex..<(readIndex + take)])
         readIndex += take
         remaining -= take
     }
 
+    /// Makes room for `count` more body bytes: double the capacity (amortised appends) but never past the ceiling,
+    /// so a claimed length reserves at most about twice what actually arrived, and never more than it claimed.
+    private mutating func growBody(by count: Int) {
+        let needed = body.count + count
+        guard needed > body.capacity else { return }
+        body.reserveCapacity(min(max(needed, body.capacity * 2), max(bodyCeiling, needed)))
+    }
+
     private enum LineResult {
         case needMoreData
         case tooLong
-        /// The line's content range, without the LF or a CR right before it.
+        /// The line ended in LF without a CR before it (chunked framing requires CRLF).
+        case bareLF
+        /// The line's content range, without its CRLF.
         case line(start: Int, end: Int)
     }
 
-    /// Finds the next line at `readIndex` and consumes it including its line ending.
+    /// Finds the next CRLF-terminated line at `readIndex` and consumes it including its line ending.
     private mutating func readLine(limit: Int) -> LineResult {
         let start = readIndex
         let count = buffer.count
@@ -265,7 +297,8 @@ struct HTTPRequestParser {
             return count - start > limit + 1 ? .tooLong : .needMoreData
         }
         readIndex = lf + 1
-        let end = lf > start && buffer[lf - 1] == ASCII.cr ? lf - 1 : lf
+        guard lf > start && buffer[lf - 1] == ASCII.cr else { return .bareLF }
+        let end = lf - 1
         if end - start > limit { return .tooLong }
         return .line(start: start, end: end)
     }

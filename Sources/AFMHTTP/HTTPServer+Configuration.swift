@@ -18,9 +18,11 @@ extension HTTPServer {
         /// How long a handler may run. On expiry its task is cancelled; if it had not started a response the
         /// server answers 504 (`timeout`), otherwise the connection is closed. Default: 300 s.
         public var processingDeadline: Duration = .seconds(300)
-        /// Streaming `write` suspends while more than this many bytes are queued. Default: 256 KiB.
+        /// Streaming `write` suspends while more than this many bytes are queued, and a connection's next
+        /// (pipelined) request is neither parsed nor read while more than this many bytes of earlier answers are
+        /// queued. Default: 256 KiB.
         public var outboundHighWatermark = 256 * 1024
-        /// …and resumes once fewer than this many are queued. Default: 64 KiB.
+        /// …and both resume once fewer than this many are queued. Default: 64 KiB.
         public var outboundLowWatermark = 64 * 1024
         /// Epoll threads. Connections are spread round-robin; one is plenty for a loopback gateway.
         /// Default: 1.

@@ -22,7 +22,9 @@ import Synchronization
 /// - Output written on a loop thread is sent at the end of the loop's pass (`HTTPDeferredFlush`).
 ///
 /// - Keep-alive (HTTP/1.1 default, `Connection: close` honoured, HTTP/1.0 only with `keep-alive`) and
-///   pipelining: the next request is parsed only after the current handler returned, so answers keep order.
+///   pipelining: the next request is parsed only after the current handler returned, so answers keep order, and
+///   only while at most the high watermark of answers is queued, so a client that pipelines without reading holds
+///   up its own connection instead of filling the server's memory (reading resumes below the low watermark).
 /// - Bodies are read fully before the handler runs (`Content-Length` or chunked); `Expect: 100-continue`
 ///   gets `100 Continue` when the declared size is acceptable, 413 at once when not.
 /// - Every error the server answers itself uses the JSON envelope of ``HTTPErrorBody``.

@@ -93,7 +93,7 @@ import Testing
             #expect(response.json?["output"]?[0]?["content"]?[0]?["text"] == "ok")
         }
         // Pipelined: three requests in one write, three answers in order.
-        let request = "GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+        let request = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         try client.send(request)
         #expect(try client.readResponse().json?["status"] == "ok")
         #expect(try client.readResponse().json?["object"] == "list")

@@ -129,6 +129,38 @@ import Testing
         #expect(error("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 64\r\n\r\n") == nil)
     }
 
+    /// A declared `Content-Length` is only a claim: the body buffer grows with the bytes that arrive, never to the
+    /// declared size before them (16 MiB per connection for a head alone otherwise).
+    @Test func aDeclaredLengthReservesNoMoreThanAFirstSliceBeforeTheBodyArrives() throws {
+        let declared = 16 * 1024 * 1024
+        var parser = HTTPRequestParser(limits: .init(maxHeaderBytes: 1024, maxBodyBytes: declared))
+        parser.feed(Array("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: \(declared)\r\n\r\n".utf8))
+        guard case .needMoreData = parser.next() else {
+            Issue.record("the head alone must not complete a request")
+            return
+        }
+        // (The allocator may round a reservation up by a few bytes.)
+        #expect(parser.reservedBodyCapacity <= HTTPRequestParser.initialBodyReservation + 1024)
+        // Arriving bytes grow it geometrically, capped at the declared size; the body comes out intact.
+        let piece = [UInt8](repeating: UInt8(ascii: "b"), count: 256 * 1024)
+        var fed = 0
+        var capacities: [Int] = []
+        while fed < declared {
+            parser.feed(piece)
+            fed += piece.count
+            capacities.append(parser.reservedBodyCapacity)
+        }
+        #expect(try #require(capacities.first) < declared)
+        // The allocator may round the last growth up by a few KiB.
+        #expect(capacities.allSatisfy { $0 <= declared + 16 * 1024 })
+        guard case .request(let request) = parser.next() else {
+            Issue.record("the complete body must complete the request")
+            return
+        }
+        #expect(request.body.count == declared)
+        #expect(request.body.allSatisfy { $0 == UInt8(ascii: "b") })
+    }
+
     @Test func rejectsChunkedBodyCrossingLimit() {
         let text =
             "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n" + String(repeating: "x", count: 32)

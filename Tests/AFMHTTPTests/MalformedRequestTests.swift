@@ -86,6 +86,23 @@ struct MalformedCase: Sendable, CustomTestStringConvertible {
         .init(
             "garbage after chunk size",
             "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3 x\r\nabc\r\n0\r\n\r\n"),
+        // Chunk lines end with CRLF only: a bare LF there is how a front proxy and this server could disagree on
+        // where the body ends (request smuggling), so it is refused rather than tolerated.
+        .init(
+            "bare LF after chunk size",
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n"),
+        .init(
+            "bare LF after chunk data",
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\n0\r\n\r\n"),
+        .init(
+            "bare LF after last chunk",
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\n\r\n"),
+        .init(
+            "bare LF ending the trailer section",
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\n"),
+        .init(
+            "bare LF after a trailer field",
+            "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\n\r\n"),
         .init(
             "Content-Length beyond Int",
             "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999999999999999\r\n\r\n",

@@ -78,9 +78,14 @@ public final class TestHTTPClient {
 
     public func send(_ text: String) throws { try send(Array(text.utf8)) }
 
-    /// Sends one request; adds Host and Content-Length.
+    /// Sends one request; adds Host and Content-Length, and `Content-Type: application/json` to a POST without one
+    /// (afmd answers 415 to a POST of another type: docs/responses-api.md).
     public func sendRequest(_ method: String, _ path: String, body: [UInt8]? = nil, headers: [String: String] = [:]) throws {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        var headers = headers
+        if method == "POST", body != nil, !headers.keys.contains(where: { $0.lowercased() == "content-type" }) {
+            headers["Content-Type"] = "application/json"
+        }
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         if let body { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMCore
+import AFMHTTP
+import Synchronization
+
+/// Which `Host`s and `Origin`s afmd answers, and the media type of its POSTs: the defences of a loopback API against
+/// the web pages its user's browser opens.
+///
+/// - **DNS rebinding.** A page re-resolves the attacker's own name to 127.0.0.1 and then reads afmd "same-origin"
+///   (`/status`, answers); its requests carry the attacker's name in `Host`. Accepted `Host`s: loopback names
+///   (`localhost`, `*.localhost`, `127.0.0.0/8`, `::1`), the listen address, any IP literal while listening on a
+///   wildcard address (rebinding needs a name; an IP literal names the machine itself), and `[Server] AllowedHosts`
+///   (`*`: any). The port is not compared. No `Host` at all is fine on HTTP/1.0 (HTTP/1.1 requires one: the parser).
+/// - **Cross-site requests (CSRF).** A page posts to afmd from its own origin, which its browser sends in `Origin`.
+///   Accepted: no `Origin` (not a browser, or a same-origin GET), an origin on the same host as `Host` (any port), a
+///   loopback page calling a loopback name, and `[Server] AllowedOrigins` (exact origins such as
+///   `https://app.example:8443`; `*`: any). Accepted origins get CORS answers (see ``APIHandler``).
+/// - **Media type.** A POST must be `application/json` (parameters such as `charset=utf-8` allowed): the types a page
+///   may post without a CORS preflight (`text/plain`, forms, none) are refused, so even a browser that sends no
+///   `Origin` cannot post.
+///
+/// Refusals are OpenAI error envelopes: 403 `forbidden_host` / `forbidden_origin`, 415 `unsupported_media_type`.
+/// Checks compare bytes in place: an accepted request costs no allocation.
+struct BrowserRequestPolicy: Sendable, Equatable {
+    /// The listen host, lower-cased, without brackets.
+    private var listenHost: String
+    private var listenIsWildcard: Bool
+    /// `[Server] AllowedHosts`, lower-cased, without port, brackets and a trailing dot.
+    private var allowedHosts: [String]
+    private var anyHost: Bool
+    /// `[Server] AllowedOrigins`, lower-cased, without a trailing slash.
+    private var allowedOrigins: [String]
+    private var anyOrigin: Bool
+
+    init(listenHost: String, allowedHosts: [String], allowedOrigins: [String]) {
+        self.listenHost = listenHost.lowercased()
+        listenIsWildcard = Self.isWildcard(self.listenHost)
+        anyHost = allowedHosts.contains("*")
+        // A name written with a port or brackets (`gateway.lan:8080`, `[fd00::1]`) means its host: ports are not compared.
+        self.allowedHosts = allowedHosts.filter { $0 != "*" }.map { String(Self.hostPart(Substring($0.lowercased()))) }
+        anyOrigin = allowedOrigins.contains("*")
+        self.allowedOrigins = allowedOrigins.filter { $0 != "*" }.map { origin in
+            let lower = origin.lowercased()
+            return lower.hasSuffix("/") ? String(lower.dropLast()) : lower
+        }
+    }
+
+    /// The same policy for a listener moved to `host`.
+    func listening(on host: String) -> Self {
+        var copy = self
+        copy.listenHost = host.lowercased()
+        copy.listenIsWildcard = Self.isWildcard(copy.listenHost)
+        return copy
+    }
+
+    // MARK: - Checks
+
+    /// Why `request` must be refused before routing (its `Host` or `Origin`), or nil.
+    func refusal(for request: HTTPRequest) -> AFMError? {
+        let host = request.headers["Host"].map { Self.hostPart(Substring($0)) }
+        if let host, !accepts(host: host) {
+            return AFMError(
+                .invalidRequest,
+                "The Host header names no address of this gateway (a protection against DNS rebinding); "
+                    + "list further names in [Server] AllowedHosts.",
+                publicCode: "forbidden_host", httpStatus: 403)
+        }
+        if let origin = request.headers["Origin"], !accepts(origin: Substring(origin), host: host) {
+            return AFMError(
+                .invalidRequest,
+                "Requests from the web origin in the Origin header are not allowed (a protection against cross-site "
+                    + "requests); list allowed origins in [Server] AllowedOrigins.",
+                publicCode: "forbidden_origin", httpStatus: 403)
+        }
+        return nil
+    }
+
+    /// Why the body of POST `request` must be refused (it is not declared as JSON), or nil.
+    static func mediaTypeRefusal(for request: HTTPRequest) -> AFMError? {
+        if let type = request.headers["Content-Type"], isJSON(Substring(type)) { return nil }
+        return AFMError(
+            .invalidRequest, "A POST body must be sent with Content-Type: application/json.",
+            publicCode: "unsupported_media_type", httpStatus: 415)
+    }
+
+    func accepts(host: Substring) -> Bool {
+        if anyHost || Self.isLoopbackName(host) { return true }
+        if listenIsWildcard ? Self.isIPLiteral(host) : Self.equalsIgnoringCase(host, listenHost) { return true }
+        return allowedHosts.contains { Self.equalsIgnoringCase(host, $0) }
+    }
+
+    /// `origin` is the `Origin` field; `host` the request's `Host` name (nil on HTTP/1.0 without one).
+    func accepts(origin: Substring, host: Substring?) -> Bool {
+        if anyOrigin || allowedOrigins.contains(where: { Self.equalsIgnoringCase(origin, $0) }) { return true }
+        // `null` (sandboxed frames, file: pages) and anything without a scheme name no site.
+        guard let authority = Self.authority(ofOrigin: origin) else { return false }
+        let originHost = Self.hostPart(authority)
+        let requestHost = host ?? Substring(listenHost)
+        if Self.sameIgnoringCase(originHost, requestHost) { return true }
+        return Self.isLoopbackName(originHost) && Self.isLoopbackName(requestHost)
+    }
+
+    // MARK: - Names
+
+    /// What follows `scheme://` in an origin, or nil (`null`, garbage).
+    private static func authority(ofOrigin origin: Substring) -> Substring? {
+        let bytes = origin.utf8
+        var index = bytes.startIndex
+        while index != bytes.endIndex, bytes[index] != UInt8(ascii: ":") { index = bytes.index(after: index) }
+        guard index != bytes.startIndex, index != bytes.endIndex else { return nil }
+        let slashes = bytes[bytes.index(after: index)...]
+        guard slashes.starts(with: "//".utf8) else { return nil }
+        let start = bytes.index(index, offsetBy: 3)
+        return start < bytes.endIndex ? origin[start...] : nil
+    }
+
+    /// The host of an authority (`name:port`, `[v6]:port`, `1.2.3.4`), without brackets, port and a trailing dot.
+    static func hostPart(_ authority: Substring) -> Substring {
+        var host = authority
+        let bytes = authority.utf8
+        if bytes.first == UInt8(ascii: "[") {
+            if let close = bytes.firstIndex(of: UInt8(ascii: "]")) {
+                host = authority[bytes.index(after: bytes.startIndex)..<close]
+            }
+        } else if let end = bytes.firstIndex(where: { $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "/") }) {
+            host = authority[..<end]
+        }
+        if host.utf8.last == UInt8(ascii: ".") { host = host.dropLast() }
+        return host
+    }
+
+    static func isLoopbackName(_ host: Substring) -> Bool {
+        if equalsIgnoringCase(host, "localhost") || host == "::1" { return true }
+        if hasSuffixIgnoringCase(host, ".localhost") { return true }  // RFC 6761: always loopback, never DNS
+        return ipv4FirstOctet(host) == 127
+    }
+
+    static func isIPLiteral(_ host: Substring) -> Bool {
+        if ipv4FirstOctet(host) != nil { return true }
+        let bytes = host.utf8
+        return bytes.contains(UInt8(ascii: ":"))
+            && bytes.allSatisfy { byte in
+                let lower = lowercase(byte)
+                return (lower >= UInt8(ascii: "0") && lower <= UInt8(ascii: "9"))
+                    || (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "f"))
+                    || lower == UInt8(ascii: ":") || lower == UInt8(ascii: ".")
+            }
+    }
+
+    private static func isWildcard(_ host: String) -> Bool {
+        host == "0.0.0.0" || host == "::" || host == "0:0:0:0:0:0:0:0"
+    }
+
+    /// The first octet of a dotted-quad IPv4 literal (four decimal parts of 0…255), or nil.
+    private static func ipv4FirstOctet(_ host: Substring) -> Int? {
+        var dots = 0
+        var value = 0
+        var digits = 0
+        var first = 0
+        for byte in host.utf8 {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0 else { return nil }
+                if dots == 0 { first = value }
+                dots += 1
+                value = 0
+                digits = 0
+            } else if byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") {
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                digits += 1
+                guard digits <= 3, value <= 255 else { return nil }
+            } else {
+                return nil
+            }
+        }
+        return dots == 3 && digits > 0 ? first : nil
+    }
+
+    // MARK: - Media type
+
+    /// Whether a `Content-Type` value is `application/json`, parameters ignored.
+    static func isJSON(_ value: Substring) -> Bool {
+        let bytes = value.utf8
+        let end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.endIndex
+        var type = value[..<end]
+        while let last = type.utf8.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { type = type.dropLast() }
+        while let first = type.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { type = type.dropFirst() }
+        return equalsIgnoringCase(type, "application/json")
+    }
+
+    // MARK: - ASCII
+
+    /// ASCII case-insensitive equality; `lowered` is already lower-case.
+    static func equalsIgnoringCase(_ text: Substring, _ lowered: some StringProtocol) -> Bool {
+        let left = text.utf8
+        let right = lowered.utf8
+        guard left.count == right.count else { return false }
+        return zip(left, right).allSatisfy { lowercase($0) == $1 }
+    }
+
+    /// ASCII case-insensitive equality of two texts in any case.
+    static func sameIgnoringCase(_ left: Substring, _ right: Substring) -> Bool {
+        left.utf8.count == right.utf8.count && zip(left.utf8, right.utf8).allSatisfy { lowercase($0) == lowercase($1) }
+    }
+
+    private static func hasSuffixIgnoringCase(_ text: Substring, _ lowered: String) -> Bool {
+        let count = lowered.utf8.count
+        guard text.utf8.count > count else { return false }
+        return zip(text.utf8.suffix(count), lowered.utf8).allSatisfy { lowercase($0) == $1 }
+    }
+
+    private static func lowercase(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+    }
+}
+
+extension BrowserRequestPolicy {
+    /// The policy in force: read by the handler for every request, replaced by the daemon on a reload or a rebind.
+    final class Shared: Sendable {
+        private let policy: Mutex<BrowserRequestPolicy>
+
+        init(_ policy: BrowserRequestPolicy) { self.policy = Mutex(policy) }
+
+        /// ``BrowserRequestPolicy/refusal(for:)`` of the policy in force.
+        func refusal(for request: HTTPRequest) -> AFMError? { policy.withLock { $0.refusal(for: request) } }
+
+        /// Replaces the policy in force.
+        func set(_ value: BrowserRequestPolicy) { policy.withLock { $0 = value } }
+
+        /// The policy in force.
+        var current: BrowserRequestPolicy { policy.withLock { $0 } }
+    }
+}

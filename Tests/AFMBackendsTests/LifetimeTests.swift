@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 @testable import AFMBackends
 import AFMCore
+import AFMSystem
 import AFMTestSupport
 import Dispatch
 import Foundation
@@ -178,6 +179,22 @@ import Testing
         // The instance is fine afterwards.
         let next = try harness.registry.lease(model: "c-echo")
         #expect(text(of: await collect(try next.start(requestDocument: requestDocument(model: "c-echo", text: "fine")))) == "fine")
+    }
+
+    /// The runner's side of the same breach: its relay gives the sink back with the terminal event, and the refusal
+    /// that follows must not give it back again.
+    @Test func aRunnerRelayGivesItsSinkBackOnce() throws {
+        let (mine, theirs) = try FileDescriptor.makeSocketPair()
+        let channel = RunnerChannel(descriptor: mine)
+        defer {
+            channel.close()
+            theirs.close()
+        }
+        let relay = RunnerRelay(id: UInt64.max - 7, window: 4, outbox: RunnerOutbox(channel: channel))
+        RunnerRelayTable.shared.insert(relay)
+        _ = relay.emit(.done(.stop))
+        relay.discard()  // `generate` refused after its terminal event
+        #expect(!RunnerRelayTable.shared.sinks.hasDuplicateFreeEntries)
     }
 
     // MARK: - Runner deaths and shutdown around the switch

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMCore
 import AFMLogging
+import AFMSystem
 import Dispatch
 import Foundation
 import Synchronization
@@ -44,7 +45,7 @@ public final class BackendGeneration: Sendable {
     let host: any BackendInstanceHost
     /// `host` when it is a runner (it takes flow-control credit), found once: a dynamic cast per request showed in
     /// the request path's profile.
-    private let runnerHost: RunnerInstanceHost?
+    let runnerHost: RunnerInstanceHost?
     private let controlQueue: DispatchQueue
     private let logger: Logger
     private let state = Mutex(State())
@@ -151,10 +152,11 @@ public final class BackendGeneration: Sendable {
         }
     }
 
-    func release() {
+    /// Gives a lease back. `completed`: a request ran on it (false for a lease taken and given back unused).
+    func release(completed: Bool = true) {
         let retire = state.withLock { state -> Bool in
             state.inflight -= 1
-            state.completed += 1
+            if completed { state.completed += 1 }
             return state.phase == .draining && state.inflight == 0
         }
         if retire { retireNow() }
@@ -167,7 +169,8 @@ public final class BackendGeneration: Sendable {
 
     // MARK: - Generating
 
-    /// Starts a generation. The stream's terminal event releases `lease`.
+    /// Starts a generation. The stream's end releases `lease`: its terminal event once no call into the backend for
+    /// it is in flight (`GenerationStream`), so the instance outlives every `generate` and `cancel` made on it.
     func start(requestDocument: [UInt8], lease: BackendLease, limits: GenerationLimits) throws(AFMError) -> GenerationStream {
         let table = GenerationTable.shared
         let id = table.makeID()
@@ -216,17 +219,30 @@ public final class BackendGeneration: Sendable {
     /// Stops routing to this generation; it retires when its last request ends, or at `deadline` its remaining
     /// requests are cancelled.
     func beginDrain(deadline: Duration) {
-        let idle = state.withLock { state -> Bool in
-            guard state.phase == .active else { return false }
-            state.phase = .draining
-            return state.inflight == 0
+        enum Start {
+            case notActive
+            case idle
+            case busy
         }
-        if idle {
+        let start = state.withLock { state -> Start in
+            // A crashed (or already draining) generation has nothing to drain: its streams already ended.
+            guard state.phase == .active else { return .notActive }
+            state.phase = .draining
+            return state.inflight == 0 ? .idle : .busy
+        }
+        switch start {
+        case .notActive:
+            return
+        case .idle:
             retireNow()
             return
+        case .busy:
+            break
         }
-        logger.info("draining", ["deadline_s": String(deadline.components.seconds)])
-        controlQueue.asyncAfter(deadline: .now() + .milliseconds(Int(deadline.components.seconds * 1000))) { [self] in
+        logger.info("draining", ["deadline_ms": String(SystemClock.nanoseconds(deadline) / 1_000_000)])
+        // The whole deadline, fractions of a second included (500 ms must not become an immediate cancel).
+        let nanoseconds = Int(clamping: SystemClock.nanoseconds(deadline))
+        controlQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
             let remaining = state.withLock { Array($0.streams.values) }
             if !remaining.isEmpty {
                 logger.warning("drain deadline passed; cancelling remaining requests", ["requests": String(remaining.count)])

@@ -86,6 +86,8 @@ public final class BackendRegistry: Sendable {
         var slots: [String: Slot] = [:]
         var modelIndex: [String: BackendGeneration] = [:]
         var shuttingDown = false
+        /// Tests: runs after a generation was built and before it is switched in.
+        var beforeSwitch: (@Sendable (BackendGeneration) async -> Void)?
     }
 
     private let state: Mutex<State>
@@ -197,7 +199,25 @@ public final class BackendRegistry: Sendable {
             throw error
         case .success(let built):
             let generation = built.generation
-            let old = state.withLock { state -> BackendGeneration? in
+            if let hook = state.withLock({ $0.beforeSwitch }) { await hook(generation) }
+            enum Switch {
+                case switched(old: BackendGeneration?)
+                case shuttingDown
+                case runnerDied
+            }
+            let outcome = state.withLock { state -> Switch in
+                // Shutdown (`drainAll`) took every generation out of service: this one must not start serving.
+                guard !state.shuttingDown else {
+                    state.slots[id]?.reloading = false
+                    return .shuttingDown
+                }
+                // A runner that died after it was built and before this switch was not found by `runnerExited`
+                // (neither active nor draining): it must not become active, or every request would fail with
+                // `backend_crashed` and no restart would follow. A death after this point finds it active.
+                guard generation.runnerHost?.isAlive ?? true else {
+                    state.slots[id]?.reloading = false
+                    return .runnerDied
+                }
                 var slot = state.slots[id]!  // Safety: slots are never removed.
                 let old = slot.active
                 slot.manifest = built.manifest
@@ -211,7 +231,24 @@ public final class BackendRegistry: Sendable {
                 atSwitch?(&slot)
                 state.slots[id] = slot
                 state.rebuildModelIndex(logger: logger)
-                return old
+                return .switched(old: old)
+            }
+            let old: BackendGeneration?
+            switch outcome {
+            case .switched(let previous):
+                old = previous
+            case .shuttingDown:
+                generation.beginDrain(deadline: .zero)  // nothing ever ran on it: it retires at once
+                throw BackendLoadError(path: id, "afmd is shutting down", reason: "shutting_down")
+            case .runnerDied:
+                generation.markCrashed()
+                let error = BackendLoadError(
+                    path: id, "the backend runner of generation \(number) died before it took traffic", reason: "runner_failed")
+                state.withLock { $0.slots[id]?.lastError = error }
+                logger.error(
+                    "reload failed; the previous generation keeps serving",
+                    ["backend": id, "generation": String(number), "error": error.description])
+                throw error
             }
             old?.beginDrain(deadline: configuration.drainTimeout)
             logger.info(
@@ -371,6 +408,12 @@ public final class BackendRegistry: Sendable {
         return outcomes
     }
 
+    /// Tests: `hook` runs after each generation was built and before it is switched in (to interleave a runner
+    /// death or a shutdown there).
+    func setBeforeSwitchHook(_ hook: (@Sendable (BackendGeneration) async -> Void)?) {
+        state.withLock { $0.beforeSwitch = hook }
+    }
+
     /// Replaces the settings used by later reloads (the running generations are unaffected).
     public func updateConfiguration(_ update: @Sendable (inout Configuration) -> Void) {
         state.withLock { update(&$0.configuration) }
@@ -403,8 +446,17 @@ public final class BackendRegistry: Sendable {
             }
             // Safety of the retry: a reload may switch the index between the lookup and the acquire; a draining
             // generation refuses, and the next lookup finds its successor.
-            if generation.acquire(), let described = generation.description.models.first(where: { $0.id == model }) {
+            guard generation.acquire() else { continue }
+            if let described = generation.description.models.first(where: { $0.id == model }) {
                 return BackendLease(generation: generation, model: described, limits: limits)
+            }
+            // Its latest describe no longer lists the model (the index is rebuilt after a refresh): give the lease
+            // back, or the generation would count a request that never ends and could never retire.
+            generation.release(completed: false)
+            if state.withLock({ $0.modelIndex[model] }) === generation {
+                throw AFMError(
+                    .invalidRequest, "The model '\(model)' does not exist or is not served by any loaded backend.",
+                    param: "model", publicCode: "model_not_found", httpStatus: 404)
             }
         }
         throw AFMError(.busy, "The backend for '\(model)' is switching generations; retry.", retryAfterSeconds: 1)

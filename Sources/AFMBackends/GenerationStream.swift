@@ -18,6 +18,10 @@ import Synchronization
 /// - `cancel()` (client gone) makes every later `emit` return 1, wakes a blocked emitter, and asks the backend
 ///   to stop; terminal and usage events are still accepted so usage of cancelled generations is counted.
 /// - The watchdog ends a generation whose backend goes silent (`expire`), synthesizing the terminal event.
+/// - The generation ends (`onTerminal`: its lease is released, so its instance may be destroyed) only once the
+///   terminal event arrived **and** no call into the backend for it is in flight: `generate` has returned and no
+///   `cancel` is running. A terminal event emitted from inside `generate`, or racing a `cancel` on another thread,
+///   therefore never lets `destroy` overlap that call (docs/ARCHITECTURE.md, "Instance lifetime").
 public final class GenerationStream: Sendable, AsyncSequence {
     public typealias Element = BackendEvent
 
@@ -44,8 +48,15 @@ public final class GenerationStream: Sendable, AsyncSequence {
         var terminalReceived = false
         var terminalDelivered = false
         var cancelRequested = false
-        var cancelRequestedAt: ContinuousClock.Instant?
+        /// When the cancel reached the backend (not when it was asked for: a cancel held back until `generate`
+        /// returned gets its grace period from its delivery).
+        var cancelDeliveredAt: ContinuousClock.Instant?
         var expired = false
+        /// Calls into the backend for this generation that have not returned: 1 for `generate` from the stream's
+        /// creation until `armCancel()`, plus each `cancel` being delivered.
+        var callsInFlight = 1
+        /// `onTerminal` ran (or is about to): the generation's bookkeeping ended.
+        var ended = false
         /// False until `generate` returned: a cancel before that is held back and delivered by `armCancel()`,
         /// because a backend may not know the request id yet (the ABI forbids cancel before generate returns).
         var cancelArmed = false
@@ -150,25 +161,55 @@ public final class GenerationStream: Sendable, AsyncSequence {
         let (callBackend, wake) = state.withLock { state -> (Bool, Bool) in
             guard !state.cancelRequested, !state.terminalReceived else { return (false, false) }
             state.cancelRequested = true
-            state.cancelRequestedAt = .now
             let wake = state.emitterBlocked
             state.emitterBlocked = false
-            if !state.cancelArmed { state.cancelPending = true }
-            return (state.cancelArmed, wake)
+            guard state.cancelArmed else {
+                state.cancelPending = true
+                return (false, wake)
+            }
+            state.cancelDeliveredAt = .now
+            state.callsInFlight += 1
+            return (true, wake)
         }
         if wake { emitterWakeup.signal() }
-        if callBackend { onCancel() }
+        if callBackend { deliverCancel() }
     }
 
     /// Called once `generate` returned: from now on `cancel()` reaches the backend; a cancel that came earlier
-    /// is delivered now.
+    /// is delivered now. A terminal event that arrived during `generate` ends the generation here.
     func armCancel() {
-        let deliver = state.withLock { state -> Bool in
+        enum Step {
+            case deliver
+            case end(expired: Bool)
+            case none
+        }
+        let step = state.withLock { state -> Step in
             state.cancelArmed = true
             defer { state.cancelPending = false }
-            return state.cancelPending && !state.terminalReceived
+            if state.cancelPending && !state.terminalReceived {
+                // `generate`'s call slot passes to the cancel call.
+                state.cancelDeliveredAt = .now
+                return .deliver
+            }
+            state.callsInFlight -= 1
+            return state.takeEnd() ? .end(expired: state.expired) : .none
         }
-        if deliver { onCancel() }
+        switch step {
+        case .deliver: deliverCancel()
+        case .end(let expired): onTerminal(expired)
+        case .none: break
+        }
+    }
+
+    /// Calls the backend's `cancel` (a call counted in `callsInFlight`), then ends the generation if its terminal
+    /// event arrived meanwhile.
+    private func deliverCancel() {
+        onCancel()
+        let end = state.withLock { state -> Bool? in
+            state.callsInFlight -= 1
+            return state.takeEnd() ? state.expired : nil
+        }
+        if let expired = end { onTerminal(expired) }
     }
 
     /// Lets the consumer continue on the backend thread that delivers the event it waits for (in-process hosting),
@@ -204,13 +245,17 @@ public final class GenerationStream: Sendable, AsyncSequence {
         var inline = false
         var mustWait = false
         var credit = 0
+        var end = false
         let verdict = state.withLock { state -> Int32 in
             if state.terminalReceived { return 1 }  // after the terminal event: ignored (ABI rule)
             if state.cancelRequested && !event.isTerminal {
                 if case .usage = event {} else { return 1 }
             }
             state.lastActivity = SystemClock.coarseMonotonicNanoseconds()
-            if event.isTerminal { state.terminalReceived = true }
+            if event.isTerminal {
+                state.terminalReceived = true
+                end = state.takeEnd()
+            }
             if let waiter = state.waiter {
                 state.waiter = nil
                 resume = waiter
@@ -228,8 +273,9 @@ public final class GenerationStream: Sendable, AsyncSequence {
             return state.cancelRequested ? 1 : 0
         }
         // The generation's bookkeeping ends before the consumer sees the terminal event: an inline consumer
-        // answers the client before `resume` returns, and the lease must not outlive the answer.
-        if event.isTerminal { onTerminal(false) }
+        // answers the client before `resume` returns, and the lease must not outlive the answer. With a call into
+        // the backend still in flight (`generate`, `cancel`) it ends when that call returns instead.
+        if end { onTerminal(false) }
         if let resume {
             if inline {
                 InlineResumption.with(permitted: true) { resume.resume(returning: event) }
@@ -257,12 +303,17 @@ public final class GenerationStream: Sendable, AsyncSequence {
 
     func watchdogCheck(now: ContinuousClock.Instant) -> WatchdogVerdict {
         state.withLock { state in
-            // A full buffer means the consumer is the slow side, not the backend (in runner hosting the runner
-            // then waits for credit without the host seeing a blocked emitter).
-            guard !state.terminalReceived, !state.emitterBlocked, state.pending < capacity else { return .healthy }
-            if let cancelledAt = state.cancelRequestedAt, now - cancelledAt > cancelGrace {
-                return .expire(.done(.cancelled))
+            // Until `generate` returned the stream is the caller's (the runner call has its own deadline): expiring it
+            // would call `cancel` before `generate` returned, which the ABI forbids.
+            guard !state.terminalReceived, state.cancelArmed else { return .healthy }
+            // A cancel delivered long ago and not honoured: whatever the consumer does, the backend is at fault.
+            if let deliveredAt = state.cancelDeliveredAt {
+                return now - deliveredAt > cancelGrace ? .expire(.done(.cancelled)) : .healthy
             }
+            // The backend waits for the consumer, not the other way round: it is blocked in `emit` (in-process), or
+            // its whole credit window is unacknowledged (runner: credit returns in batches, so events the consumer
+            // took but has not yet credited still hold the runner back).
+            guard !state.emitterBlocked, state.unacknowledged(creditBased: onConsumed != nil) < capacity else { return .healthy }
             let coarseNow = SystemClock.coarseMonotonicNanoseconds()
             if coarseNow > state.lastActivity, coarseNow - state.lastActivity > silenceLimitNanoseconds {
                 return .expire(
@@ -272,14 +323,22 @@ public final class GenerationStream: Sendable, AsyncSequence {
         }
     }
 
-    /// Ends the stream with a synthesized terminal event; later backend events are ignored.
+    /// Ends the stream with a synthesized terminal event; later backend events are ignored. The backend is asked
+    /// to stop when it may be (after `generate` returned).
     func expire(with terminal: BackendEvent) {
         var resume: CheckedContinuation<BackendEvent?, Never>?
-        let (didExpire, wake) = state.withLock { state -> (Bool, Bool) in
-            guard !state.terminalReceived else { return (false, false) }
+        enum Step {
+            case ignored
+            case cancelThenEnd
+            case end
+            case waitForCalls
+        }
+        let (step, wake) = state.withLock { state -> (Step, Bool) in
+            guard !state.terminalReceived else { return (.ignored, false) }
             state.terminalReceived = true
             state.expired = true
             state.cancelRequested = true
+            state.cancelPending = false
             let wake = state.emitterBlocked
             state.emitterBlocked = false
             if let waiter = state.waiter {
@@ -289,13 +348,20 @@ public final class GenerationStream: Sendable, AsyncSequence {
             } else {
                 state.buffer.append(terminal)
             }
-            return (true, wake)
+            if state.cancelArmed {
+                state.callsInFlight += 1
+                return (.cancelThenEnd, wake)
+            }
+            return (state.takeEnd() ? .end : .waitForCalls, wake)
         }
-        guard didExpire else { return }
+        guard step != .ignored else { return }
         if wake { emitterWakeup.signal() }
         resume?.resume(returning: terminal)
-        onCancel()
-        onTerminal(true)
+        switch step {
+        case .cancelThenEnd: deliverCancel()
+        case .end: onTerminal(true)
+        case .ignored, .waitForCalls: break
+        }
     }
 }
 
@@ -305,6 +371,9 @@ extension GenerationStream.State {
         consumedSinceCredit += 1
         guard consumedSinceCredit >= GenerationStream.consumedBatch else { return 0 }
         defer { consumedSinceCredit = 0 }
+        // The backend may send again from now on: its silence is measured from here, not from its last event
+        // (a slow consumer held it back for that long).
+        lastActivity = SystemClock.coarseMonotonicNanoseconds()
         return consumedSinceCredit
     }
 
@@ -312,6 +381,21 @@ extension GenerationStream.State {
     mutating func releaseEmitterIfRoom(capacity: Int) -> Bool {
         guard emitterBlocked, pending < capacity else { return false }
         emitterBlocked = false
+        lastActivity = SystemClock.coarseMonotonicNanoseconds()  // as for credit: the wait was the consumer's
+        return true
+    }
+
+    /// Events the backend sent that it has not been given credit for: the buffered ones, plus (with credit-based
+    /// flow control) those consumed since the last credit batch.
+    func unacknowledged(creditBased: Bool) -> Int {
+        creditBased ? pending + consumedSinceCredit : pending
+    }
+
+    /// Whether the generation ends now: its terminal event arrived and no call into the backend is in flight.
+    /// True once; the caller then runs `onTerminal`.
+    mutating func takeEnd() -> Bool {
+        guard terminalReceived, callsInFlight == 0, !ended else { return false }
+        ended = true
         return true
     }
 }

@@ -61,6 +61,9 @@ final class GenerationTable: Sendable {
     func makeSink(for id: UInt64) -> SinkPool.Sink { sinks.take(id: id) }
 
     func recycle(_ sink: SinkPool.Sink) { sinks.give(sink) }
+
+    /// Whether a recycled sink is waiting in the pool twice (tests).
+    var hasDuplicateRecycledSinks: Bool { sinks.hasDuplicateFreeEntries }
 }
 
 /// The C `emit` of every sink: copies the event and hands it to its stream.

@@ -29,9 +29,10 @@ final class InProcessInstanceHost: BackendInstanceHost {
         let sink = table.makeSink(for: requestID)
         sinks.withLock { $0[requestID] = sink }
         if let refusal = instance.generate(requestID: requestID, document: document, sink: sink.pointer) {
-            // Refused synchronously: no event will come (ABI rule), so the sink is free again.
-            sinks.withLock { _ = $0.removeValue(forKey: requestID) }
-            table.recycle(sink)
+            // Refused synchronously: no event will come (ABI rule), so the sink is free again. Only whoever takes it
+            // out of `sinks` recycles it: a backend that sent its terminal event and then refused (a contract
+            // breach) must not get the sink into the pool twice, or two later generations would share it.
+            if sinks.withLock({ $0.removeValue(forKey: requestID) }) != nil { table.recycle(sink) }
             throw refusal
         }
     }

@@ -53,6 +53,9 @@ final class RunnerInstanceHost: BackendInstanceHost {
     var hosting: BackendManifest.Hosting { .runner }
     var processID: Int32? { child.pid }
 
+    /// False once the runner's exit was handled (its streams failed; `onExit` runs right after).
+    var isAlive: Bool { state.withLock { $0.alive } }
+
     private init(
         backendID: String, child: ChildProcess, channel: RunnerChannel, logger: Logger,
         onExit: @escaping @Sendable (RunnerExit) -> Void

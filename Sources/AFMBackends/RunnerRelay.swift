@@ -93,8 +93,15 @@ final class RunnerRelay: Sendable {
         if wake { wakeup.signal() }
     }
 
-    /// `generate` refused: no event will come; the sink can be reused after its quarantine.
+    /// `generate` refused: no event will come; the sink can be reused after its quarantine. A backend that sent its
+    /// terminal event and then refused (a contract breach) already gave the sink back with that event: it must not
+    /// reach the pool twice, or two later generations would share it.
     func discard() {
+        let alreadyReturned = state.withLock { state -> Bool in
+            defer { state.terminal = true }
+            return state.terminal
+        }
+        guard !alreadyReturned else { return }
         RunnerRelayTable.shared.remove(id)
         RunnerRelayTable.shared.sinks.give(sink)
     }

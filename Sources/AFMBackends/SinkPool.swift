@@ -50,4 +50,12 @@ final class SinkPool: Sendable {
     func give(_ sink: Sink) {
         free.withLock { $0.entries.append((sink, .now)) }
     }
+
+    /// Whether a sink is in the free list twice (it would later be handed to two generations at once). Tests.
+    var hasDuplicateFreeEntries: Bool {
+        free.withLock { list in
+            let waiting = list.entries[list.head...].map { UInt(bitPattern: $0.sink.pointer) }
+            return Set(waiting).count != waiting.count
+        }
+    }
 }

@@ -135,7 +135,9 @@ struct APIHandler: Sendable {
             do {
                 try await writer.startStream(HTTPResponseHead(status: 200, headers: headers))
             } catch {
-                started.stream.cancel()
+                // The client left while the generation started (a runner's `generate` can take a while).
+                await service.abandon(started)
+                log(started, nil)
                 return
             }
             let outcome = await service.stream(started) { bytes in try await writer.write(bytes) }

@@ -276,6 +276,18 @@ public final class ResponsesService: Sendable {
         }
     }
 
+    /// Ends a started request whose client left before its answer could begin (the stream's head was never sent):
+    /// cancels the generation and reads it to its end, so its token-monitor entry is finished and its usage
+    /// counted, and nothing stays buffered for a reader that will never come.
+    public func abandon(_ started: Started) async {
+        var builder = started.builder
+        let stream = started.stream
+        stream.cancel()
+        // The stream always ends: with the backend's terminal event, or the watchdog's after the cancel grace.
+        for await event in stream { _ = builder.consume(event, now: Self.now()) }
+        finish(builder)
+    }
+
     private func finish(_ builder: ResponseBuilder) {
         monitor.finish(id: builder.responseID, outcome: builder.outcomeName, counts: builder.usageCounts)
         logFailure(builder)

@@ -61,6 +61,40 @@ import Testing
         }
     }
 
+    /// A client that leaves while its runner-hosted `generate` is still running (`c-slow-generate` takes 1.5 s to
+    /// return): the answer's stream can never start, yet the request must leave the token monitor's running set
+    /// and its generation must end (no phantom "running" request in `afmctl top`, no lease held).
+    @Test func aClientThatLeavesDuringGenerateLeavesNothingRunning() throws {
+        let harness = try Harness()
+        let client = try TestHTTPClient(port: harness.daemon.port)
+        try client.sendRequest(
+            "POST", "/v1/responses", body: Array(responsesBody(model: "c-slow-generate", input: "1500", stream: true).utf8),
+            headers: ["Content-Type": "application/json"])
+        client.close()
+        /// The token monitor's count of running requests, from one `afmctl --json top` sample.
+        func running() -> Int? {
+            let top = Process()
+            top.executableURL = URL(fileURLWithPath: TestPaths.binDirectory + "/afmctl")
+            top.arguments = ["--socket", harness.daemon.adminSocket, "--json", "top", "--interval", "100"]
+            let pipe = Pipe()
+            top.standardOutput = pipe
+            guard (try? top.run()) != nil else { return nil }
+            var line: [UInt8] = []
+            while !line.contains(10) {
+                let chunk = pipe.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                line += chunk
+            }
+            _ = top.terminateGracefully(within: 2)
+            let first = line.split(separator: 10).first.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            return (try? JSONParser.parse(first))?["running"]?.numberValue?.intValue
+        }
+        // The request started (the token monitor counts it from then on) before the checks below mean anything.
+        #expect(waitUntil(seconds: 20) { (try? harness.status()["tokens"]?["requests"]?.numberValue?.intValue) == 1 })
+        #expect(waitUntil(seconds: 20) { running() == 0 }, "the abandoned request stayed running")
+        #expect(waitUntil(seconds: 20) { (try? harness.backend("c-fixture")?["inflight"]?.numberValue?.intValue) == 0 })
+    }
+
     @Test func aCrashingBackendFailsExactlyItsStreamsAndComesBack() throws {
         let harness = try Harness()
         let port = harness.daemon.port

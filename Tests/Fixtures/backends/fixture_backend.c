@@ -7,7 +7,10 @@
  *   cc -std=c99 -shared -fPIC -fvisibility=hidden -I<include dir> fixture_backend.c -o X.so -lpthread
  *
  * Models: c-echo, c-no-terminal, c-after-terminal, c-slow, c-error, and for runner hosting the process killers
- * c-segfault, c-abort, c-exit, c-hang and the throughput model c-flood (README.md gives their exact event sequences).
+ * c-segfault, c-abort, c-exit, c-hang and the throughput model c-flood; the lifetime probes c-inline,
+ * c-cancel-inline, c-refuse-after-terminal and c-slow-generate (README.md gives their exact event sequences).
+ * Every vtable call checks the host's lifetime rules: a call after destroy, or a destroy while a call on the
+ * instance is still running, aborts the process with a message on stderr.
  * The request JSON is read by a tiny hand-written scanner that is FIXTURE-GRADE: it understands exactly the
  * fields it needs ("model", "system", "input[].type/role/content[].type/text"), skips everything else, decodes
  * string escapes (\uXXXX included), and rejects what it cannot read. It is not a general JSON parser.
@@ -356,13 +359,17 @@ static int scan_request(const char *json, size_t size, request_info *info) {
 
 enum {
     MODEL_ECHO, MODEL_NO_TERMINAL, MODEL_AFTER_TERMINAL, MODEL_SLOW, MODEL_ERROR,
-    MODEL_SEGFAULT, MODEL_ABORT, MODEL_EXIT, MODEL_HANG, MODEL_FLOOD, MODEL_COUNT
+    MODEL_SEGFAULT, MODEL_ABORT, MODEL_EXIT, MODEL_HANG, MODEL_FLOOD,
+    MODEL_INLINE, MODEL_CANCEL_INLINE, MODEL_REFUSE_AFTER_TERMINAL, MODEL_SLOW_GENERATE, MODEL_COUNT
 };
 
 static const char *const model_ids[MODEL_COUNT] = {
     "c-echo", "c-no-terminal", "c-after-terminal", "c-slow", "c-error",
     "c-segfault", "c-abort", "c-exit", "c-hang", "c-flood",
+    "c-inline", "c-cancel-inline", "c-refuse-after-terminal", "c-slow-generate",
 };
+
+#define FIXTURE_PROBE_WAIT_DEFAULT_MS 1000 /* how long c-inline / c-cancel-inline wait for a destroy (default) */
 
 #define FIXTURE_CRASH_DELTAS 10   /* the process killers stream this many deltas first ...          */
 #define FIXTURE_FLOOD_DEFAULT 100000 /* c-flood's delta count when the user text is not a number     */
@@ -377,14 +384,63 @@ typedef struct generation {
     int64_t input_tokens;
     int cancelled; /* guarded by owner->mutex */
     int finished;  /* guarded by owner->mutex: the thread is done and can be joined */
+    int has_thread; /* 0 for c-cancel-inline, which runs no thread (its terminal event comes from cancel) */
     pthread_t thread;
 } generation;
 
 struct afm_instance {
     pthread_mutex_t mutex;
-    pthread_cond_t wake; /* CLOCK_MONOTONIC; broadcast by cancel() */
+    pthread_cond_t wake; /* CLOCK_MONOTONIC; broadcast by cancel() and destroy() */
     generation *generations; /* every started generation not yet joined */
+    int calls;           /* guarded by mutex: vtable calls running on this instance */
+    int destroy_started; /* guarded by mutex */
+    int destroyed;       /* guarded by mutex; the struct is kept after destroy so a late call is caught */
+    int describes;       /* describe calls so far (FIXTURE_MODELS_VANISH) */
 };
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* Lifetime checks: the host must never call into a destroyed instance, nor destroy one mid-call         */
+/* ---------------------------------------------------------------------------------------------------- */
+
+static void lifetime_violation(const char *what) {
+    fprintf(stderr, FIXTURE_ID ": host lifetime violation: %s\n", what);
+    fflush(stderr);
+    abort();
+}
+
+static void enter_call(struct afm_instance *instance, const char *name) {
+    pthread_mutex_lock(&instance->mutex);
+    int dead = instance->destroyed || instance->destroy_started;
+    instance->calls++;
+    pthread_mutex_unlock(&instance->mutex);
+    if (dead) lifetime_violation(name);
+}
+
+static void leave_call(struct afm_instance *instance) {
+    pthread_mutex_lock(&instance->mutex);
+    instance->calls--;
+    pthread_mutex_unlock(&instance->mutex);
+}
+
+/** Waits up to `ms` for destroy() to start (it never should while a call runs); the probe models use it to hold
+ *  their call open exactly when a careless host would destroy the instance. */
+static void hold_call_open(struct afm_instance *instance, long ms) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (ms % 1000) * 1000000L;
+    deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&instance->mutex);
+    while (!instance->destroy_started)
+        if (pthread_cond_timedwait(&instance->wake, &instance->mutex, &deadline) != 0) break;
+    pthread_mutex_unlock(&instance->mutex);
+}
+
+static long probe_wait_ms(const buffer *text) {
+    long ms = text->data && text->len ? strtol(text->data, NULL, 10) : -1;
+    return ms >= 0 ? ms : FIXTURE_PROBE_WAIT_DEFAULT_MS;
+}
 
 static int emit(generation *g, int32_t type, int32_t code, const char *text, size_t len) {
     afm_event e;
@@ -529,6 +585,7 @@ static void *generation_main(void *arg) {
     case MODEL_EXIT: run_crash(g); break;
     case MODEL_HANG: run_hang(g); break;
     case MODEL_FLOOD: run_flood(g); break;
+    case MODEL_SLOW_GENERATE: run_slow(g); break;
     default: break;
     }
     pthread_mutex_lock(&g->owner->mutex);
@@ -551,7 +608,7 @@ static void reap(struct afm_instance *instance, int all) {
         }
         pthread_mutex_unlock(&instance->mutex);
         if (!victim) return;
-        pthread_join(victim->thread, NULL);
+        if (victim->has_thread) pthread_join(victim->thread, NULL);
         buffer_free(&victim->text);
         free(victim);
     }
@@ -583,19 +640,28 @@ static afm_status fixture_create(const afm_host_api *host, afm_str config_json, 
 }
 
 static afm_status fixture_describe(afm_instance *instance, const afm_writer *writer, afm_error *error) {
-    (void)instance;
+    if (!instance) return fail(error, AFM_ERR_INVALID_REQUEST, "describe: instance is NULL");
     if (!writer || writer->struct_size < sizeof(afm_writer) || !writer->write)
         return fail(error, AFM_ERR_INVALID_REQUEST, "describe: bad writer");
-    char document[4096];
+    enter_call(instance, "describe after destroy");
+    int describes = ++instance->describes; /* [control-thread]: never concurrent with itself */
+    leave_call(instance);
+#ifdef FIXTURE_MODELS_VANISH
+    int first_model = describes > 1 ? 1 : 0; /* every describe after the first omits c-echo */
+#else
+    int first_model = 0;
+    (void)describes;
+#endif
+    char document[8192];
     int n = snprintf(document, sizeof document,
                      "{\"describe_version\":1,\"backend\":\"" FIXTURE_ID "\",\"version\":\"" FIXTURE_VERSION
                      "\",\"available\":true,\"reason\":null,\"reason_code\":null,\"models\":[");
-    for (int m = 0; m < MODEL_COUNT && n > 0 && (size_t)n < sizeof document; m++) {
+    for (int m = first_model; m < MODEL_COUNT && n > 0 && (size_t)n < sizeof document; m++) {
         n += snprintf(document + n, sizeof document - (size_t)n,
                       "%s{\"id\":\"%s\",\"context_tokens\":4096,\"max_input_tokens\":3072,\"max_output_tokens\":1024,"
                       "\"capabilities\":{\"streaming\":true,\"tools\":false,\"vision\":false,\"reasoning\":false,"
                       "\"reasoning_optional\":true}}",
-                      m ? "," : "", model_ids[m]);
+                      m > first_model ? "," : "", model_ids[m]);
     }
     if (n > 0 && (size_t)n < sizeof document) n += snprintf(document + n, sizeof document - (size_t)n, "]}");
     if (n <= 0 || (size_t)n >= sizeof document) return fail(error, AFM_ERR_INTERNAL, "describe document too long");
@@ -603,9 +669,20 @@ static afm_status fixture_describe(afm_instance *instance, const afm_writer *wri
     return AFM_OK;
 }
 
+static afm_status generate_checked(afm_instance *instance, uint64_t request_id, afm_str request_json,
+                                   const afm_event_sink *sink, afm_error *error);
+
 static afm_status fixture_generate(afm_instance *instance, uint64_t request_id, afm_str request_json,
                                    const afm_event_sink *sink, afm_error *error) {
     if (!instance) return fail(error, AFM_ERR_INVALID_REQUEST, "generate: instance is NULL");
+    enter_call(instance, "generate after destroy");
+    afm_status status = generate_checked(instance, request_id, request_json, sink, error);
+    leave_call(instance);
+    return status;
+}
+
+static afm_status generate_checked(afm_instance *instance, uint64_t request_id, afm_str request_json,
+                                   const afm_event_sink *sink, afm_error *error) {
     if (!sink || sink->struct_size < sizeof(afm_event_sink) || !sink->emit)
         return fail(error, AFM_ERR_INVALID_REQUEST, "generate: bad event sink");
     if (!request_json.data && request_json.size)
@@ -644,12 +721,38 @@ static afm_status fixture_generate(afm_instance *instance, uint64_t request_id, 
     g->text = info.last_user_text;
     g->input_tokens = (int64_t)((info.input_bytes + 3) / 4);
 
+    switch (model) {
+    case MODEL_INLINE: /* the whole answer from inside generate, then the call stays open a while */
+    case MODEL_REFUSE_AFTER_TERMINAL: {
+        (void)emit(g, AFM_EVENT_TEXT_DELTA, 0, "inline", 6);
+        (void)emit(g, AFM_EVENT_DONE, AFM_FINISH_STOP, NULL, 0);
+        long wait = probe_wait_ms(&g->text);
+        buffer_free(&g->text);
+        free(g);
+        if (model == MODEL_REFUSE_AFTER_TERMINAL) /* contract breach on purpose: events, then a refusal */
+            return fail(error, AFM_ERR_INTERNAL, "c-refuse-after-terminal refuses after its terminal event");
+        hold_call_open(instance, wait);
+        return AFM_OK;
+    }
+    case MODEL_SLOW_GENERATE: { /* a generate that takes long (the user text in ms), then c-slow on a thread */
+        long ms = probe_wait_ms(&g->text);
+        struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+        break;
+    }
+    default: break;
+    }
+
     /* Registered before the thread starts, so cancel() finds it even if it arrives at once. */
     pthread_mutex_lock(&instance->mutex);
     g->next = instance->generations;
     instance->generations = g;
-    int rc = pthread_create(&g->thread, NULL, generation_main, g);
-    if (rc != 0) instance->generations = g->next;
+    int rc = 0;
+    if (model != MODEL_CANCEL_INLINE) { /* no thread for it: its terminal event comes from cancel() */
+        g->has_thread = 1;
+        rc = pthread_create(&g->thread, NULL, generation_main, g);
+        if (rc != 0) instance->generations = g->next;
+    }
     pthread_mutex_unlock(&instance->mutex);
     if (rc != 0) {
         buffer_free(&g->text);
@@ -661,28 +764,52 @@ static afm_status fixture_generate(afm_instance *instance, uint64_t request_id, 
 
 static void fixture_cancel(afm_instance *instance, uint64_t request_id) {
     if (!instance) return;
+    enter_call(instance, "cancel after destroy");
+    generation *inline_end = NULL; /* a c-cancel-inline generation that ends inside this call */
     pthread_mutex_lock(&instance->mutex);
-    for (generation *g = instance->generations; g; g = g->next)
-        if (g->request_id == request_id) g->cancelled = 1;
+    for (generation *g = instance->generations; g; g = g->next) {
+        if (g->request_id != request_id) continue;
+        if (g->model == MODEL_CANCEL_INLINE && !g->cancelled) inline_end = g;
+        g->cancelled = 1;
+    }
     pthread_cond_broadcast(&instance->wake);
     pthread_mutex_unlock(&instance->mutex);
+    if (inline_end) {
+        /* The terminal event while the host's cancel call is still running: the sharpest form of a backend
+         * thread's terminal event racing a cancel. Then the call stays open a while. */
+        (void)emit(inline_end, AFM_EVENT_DONE, AFM_FINISH_CANCELLED, NULL, 0);
+        hold_call_open(instance, probe_wait_ms(&inline_end->text));
+        pthread_mutex_lock(&instance->mutex);
+        inline_end->finished = 1; /* only now may reap() free it */
+        pthread_mutex_unlock(&instance->mutex);
+    }
+    leave_call(instance);
 }
 
 static void fixture_destroy(afm_instance *instance) {
     if (!instance) return;
     pthread_mutex_lock(&instance->mutex);
+    int overlapping = instance->calls;
+    int again = instance->destroy_started;
+    instance->destroy_started = 1;
     for (generation *g = instance->generations; g; g = g->next) g->cancelled = 1; /* only a misbehaving host */
     pthread_cond_broadcast(&instance->wake);
     pthread_mutex_unlock(&instance->mutex);
+    if (again) lifetime_violation("destroy called twice");
+    if (overlapping) lifetime_violation("destroy while a generate/cancel call was still running");
     reap(instance, 1);
-    pthread_cond_destroy(&instance->wake);
-    pthread_mutex_destroy(&instance->mutex);
-    free(instance);
+    pthread_mutex_lock(&instance->mutex);
+    instance->destroyed = 1;
+    pthread_mutex_unlock(&instance->mutex);
+    /* The struct itself is kept (a few bytes per instance, in a test fixture) so that a late call finds
+     * `destroyed` set and aborts loudly instead of touching freed memory. */
 }
 
 static const void *fixture_get_extension(afm_instance *instance, const char *id) {
-    (void)instance;
     (void)id;
+    if (!instance) return NULL;
+    enter_call(instance, "get_extension after destroy");
+    leave_call(instance);
     return NULL;
 }
 

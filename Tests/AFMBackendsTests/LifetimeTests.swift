@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: Apache-2.0
+@testable import AFMBackends
+import AFMCore
+import AFMSystem
+import AFMTestSupport
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// When an instance may be destroyed, and when a generation's lease ends (docs/ARCHITECTURE.md, "Instance
+/// lifetime"). The C fixture checks the host on every call: a call into a destroyed instance, or a `destroy` while
+/// a `generate` or `cancel` on it is still running, aborts the process (in-process: this test process; in a runner:
+/// the runner, which shows as a crash).
+@Suite struct LifetimeTests {
+    // MARK: - destroy never overlaps a call
+
+    /// `c-inline` sends its whole answer from inside `generate` and then keeps the call open for up to a second,
+    /// waiting for a `destroy`. Its lease is the old generation's last one, so a host that let the terminal event
+    /// end the lease destroyed the instance while `generate` still ran.
+    @Test(arguments: Hosting.both) func aGenerateThatAnswersInlineIsNotOverlappedByDestroy(hosting: String) async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: hosting)
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-inline")
+        try await harness.registry.reload("c-fixture")  // generation 1 drains, with this one request in flight
+        let stream = try lease.start(requestDocument: requestDocument(model: "c-inline", text: "1000"))
+        let events = await collect(stream)
+        #expect(text(of: events) == "inline")
+        #expect(events.last == .done(.stop))
+        #expect(await eventually { harness.status("c-fixture")?.draining.isEmpty == true })
+        #expect(harness.status("c-fixture")?.crashes == 0)
+        #expect(harness.status("c-fixture")?.state == "ready")
+    }
+
+    /// `c-cancel-inline` sends its terminal event from inside `cancel` (the sharpest form of a backend thread's
+    /// terminal event racing the host's cancel) and keeps that call open for up to a second.
+    @Test(arguments: Hosting.both) func aCancelThatMeetsTheTerminalEventIsNotOverlappedByDestroy(hosting: String) async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: hosting)
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-cancel-inline")
+        try await harness.registry.reload("c-fixture")
+        let stream = try lease.start(requestDocument: requestDocument(model: "c-cancel-inline", text: "1000"))
+        stream.cancel()
+        let events = await collect(stream)
+        #expect(events == [.done(.cancelled)])
+        #expect(await eventually { harness.status("c-fixture")?.draining.isEmpty == true })
+        #expect(harness.status("c-fixture")?.crashes == 0)
+    }
+
+    /// Many requests on a draining generation, cancelled from other tasks while their terminal events arrive: the
+    /// last one to end lets the instance go, and none of the cancels or generates may still be running then.
+    @Test(arguments: Hosting.both) func cancelsRacingTerminalEventsNeverReachADestroyedInstance(hosting: String) async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: hosting)
+        await harness.registry.loadAll()
+        let rounds = hosting == "runner" ? 8 : 40
+        let requests: [(model: String, text: String)] = [
+            ("c-echo", "one two three four"), ("c-echo", "five"), ("c-inline", "3"), ("c-cancel-inline", "3"),
+            ("c-slow", "x"), ("c-inline", "0"),
+        ]
+        for round in 0..<rounds {
+            let leases = try requests.map { try harness.registry.lease(model: $0.model) }
+            try await harness.registry.reload("c-fixture")
+            let streams = try zip(leases, requests).map { lease, request in
+                try lease.start(requestDocument: requestDocument(model: request.model, text: request.text))
+            }
+            let ends = await withTaskGroup(of: BackendEvent?.self) { group in
+                for (index, stream) in streams.enumerated() {
+                    // `c-cancel-inline` sends nothing until it is cancelled: never wait for its first event.
+                    let waitsForCancel = requests[index].model == "c-cancel-inline"
+                    group.addTask {
+                        // Cancel at a different point of each stream: before its events, after the first one, or
+                        // from another task while it is read; and once more after its end (harmless).
+                        let mode = (index + round) % 3
+                        if mode == 0 { stream.cancel() }
+                        let racer = mode == 2 ? Task { stream.cancel() } : nil
+                        var iterator = stream.makeAsyncIterator()
+                        var last: BackendEvent?
+                        if mode == 1 {
+                            if !waitsForCancel { last = await iterator.next() }
+                            stream.cancel()
+                        }
+                        while let event = await iterator.next() { last = event }
+                        await racer?.value
+                        stream.cancel()
+                        return last
+                    }
+                }
+                var ends: [BackendEvent?] = []
+                for await end in group { ends.append(end) }
+                return ends
+            }
+            #expect(ends.allSatisfy { $0?.isTerminal == true })
+        }
+        #expect(await eventually { harness.status("c-fixture")?.draining.isEmpty == true })
+        #expect(harness.status("c-fixture")?.crashes == 0)
+        #expect(harness.status("c-fixture")?.generation == UInt64(rounds + 1))
+    }
+
+    /// The stream's end (which releases the lease) waits for a `cancel` in flight: a terminal event that arrives
+    /// during the call is buffered for the consumer at once, and the generation ends when `cancel` returns.
+    @Test func theEndOfAGenerationWaitsForItsCancelCall() async throws {
+        let ended = Atomic<Int>(0)
+        let endedDuringCancel = Atomic<Bool>(false)
+        let box = Mutex<GenerationStream?>(nil)
+        let stream = GenerationStream(
+            id: 1, silenceLimit: .seconds(60), cancelGrace: .seconds(5),
+            onCancel: {
+                // The backend's thread sends the terminal event while this call runs.
+                let terminalSent = DispatchSemaphore(value: 0)
+                let thread = Thread {
+                    _ = box.withLock { $0 }?.receive(.done(.cancelled))
+                    terminalSent.signal()
+                }
+                thread.start()
+                terminalSent.wait()
+                endedDuringCancel.store(ended.load(ordering: .acquiring) > 0, ordering: .releasing)
+            },
+            onTerminal: { _ in ended.add(1, ordering: .acquiringAndReleasing) })
+        box.withLock { $0 = stream }
+        stream.armCancel()
+        stream.cancel()
+        #expect(endedDuringCancel.load(ordering: .acquiring) == false)
+        #expect(ended.load(ordering: .acquiring) == 1)
+        #expect(await collect(stream) == [.done(.cancelled)])
+    }
+
+    /// A terminal event sent from inside `generate` ends the generation only when `generate` returned.
+    @Test func theEndOfAGenerationWaitsForGenerateToReturn() async {
+        let ended = Atomic<Int>(0)
+        let stream = GenerationStream(
+            id: 2, silenceLimit: .seconds(60), cancelGrace: .seconds(5), onCancel: {},
+            onTerminal: { _ in ended.add(1, ordering: .acquiringAndReleasing) })
+        _ = stream.receive(.textDelta("inline"))
+        _ = stream.receive(.done(.stop))
+        #expect(stream.hasEnded)
+        #expect(ended.load(ordering: .acquiring) == 0)
+        stream.armCancel()  // `generate` returned
+        #expect(ended.load(ordering: .acquiring) == 1)
+        #expect(await collect(stream) == [.textDelta("inline"), .done(.stop)])
+    }
+
+    // MARK: - Leases
+
+    /// A describe that drops a model (the fixture's `FIXTURE_MODELS_VANISH` build omits `c-echo` from every describe
+    /// after the first) leaves the model index pointing at the generation until it is rebuilt. A lease asked for
+    /// then must not stay counted on the generation.
+    @Test func aModelThatVanishedFromTheDescriptionLeaksNoLease() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(defines: ["FIXTURE_MODELS_VANISH"], hosting: "in-process")
+        await harness.registry.loadAll()
+        let probe = try harness.registry.lease(model: "c-error")
+        let generation = probe.generation
+        probe.release()
+        #expect(await generation.refreshDescription())
+        #expect(!generation.description.models.contains { $0.id == "c-echo" })
+
+        #expect(throws: AFMError.self) { _ = try harness.registry.lease(model: "c-echo") }
+        #expect(generation.snapshot.inflight == 0)
+        // So it can still retire.
+        try await harness.registry.reload("c-fixture")
+        #expect(await eventually { generation.snapshot.phase == .retired })
+    }
+
+    /// A backend that sends its terminal event and then refuses breaks the contract; its sink must still reach the
+    /// pool only once, or two later generations would share it after the quarantine.
+    @Test func aTerminalEventThenARefusalRecyclesTheSinkOnce() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: "in-process")
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-refuse-after-terminal")
+        #expect(throws: AFMError.self) {
+            _ = try lease.start(requestDocument: requestDocument(model: "c-refuse-after-terminal"))
+        }
+        #expect(!GenerationTable.shared.hasDuplicateRecycledSinks)
+        #expect(harness.status("c-fixture")?.inflight == 0)
+        // The instance is fine afterwards.
+        let next = try harness.registry.lease(model: "c-echo")
+        #expect(text(of: await collect(try next.start(requestDocument: requestDocument(model: "c-echo", text: "fine")))) == "fine")
+    }
+
+    /// The runner's side of the same breach: its relay gives the sink back with the terminal event, and the refusal
+    /// that follows must not give it back again.
+    @Test func aRunnerRelayGivesItsSinkBackOnce() throws {
+        let (mine, theirs) = try FileDescriptor.makeSocketPair()
+        let channel = RunnerChannel(descriptor: mine)
+        defer {
+            channel.close()
+            theirs.close()
+        }
+        let relay = RunnerRelay(id: UInt64.max - 7, window: 4, outbox: RunnerOutbox(channel: channel))
+        RunnerRelayTable.shared.insert(relay)
+        _ = relay.emit(.done(.stop))
+        relay.discard()  // `generate` refused after its terminal event
+        #expect(!RunnerRelayTable.shared.sinks.hasDuplicateFreeEntries)
+    }
+
+    // MARK: - Runner deaths and shutdown around the switch
+
+    /// A runner that dies after its generation was built and before the switch is found by neither the active nor
+    /// a draining generation: the switch must not make it active, and a SIGHUP-style reload must repair it.
+    @Test func aRunnerThatDiesBeforeTheSwitchIsNotActivated() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: "runner")
+        harness.registry.setBeforeSwitchHook { generation in
+            guard generation.number == 1, let runner = generation.runnerHost else { return }
+            kill(runner.child.pid, SIGKILL)
+            _ = await eventually { !runner.isAlive }
+        }
+        await harness.registry.loadAll()
+        harness.registry.setBeforeSwitchHook(nil)
+        let status = try #require(harness.status("c-fixture"))
+        #expect(status.generation == nil)
+        #expect(status.reasonCode == "runner_failed")
+
+        // SIGHUP: reload what changed; a backend without a working generation counts as changed.
+        _ = await harness.registry.reloadChanged()
+        let lease = try harness.registry.lease(model: "c-echo")
+        #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "back")))) == "back")
+    }
+
+    /// A reload that finishes building while shutdown drains everything does not put its generation in service.
+    @Test func aReloadDuringShutdownDoesNotActivateItsGeneration() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: "in-process")
+        await harness.registry.loadAll()
+        let registry = harness.registry
+        registry.setBeforeSwitchHook { _ in await registry.drainAll(deadline: .milliseconds(100)) }
+        await #expect(throws: BackendLoadError.self) { try await registry.reload("c-fixture") }
+        #expect(harness.status("c-fixture")?.generation == nil)
+        #expect(throws: AFMError.self) { _ = try registry.lease(model: "c-echo") }
+    }
+
+    // MARK: - Watchdog
+
+    /// Runner hosting returns credit in batches of 64: a consumer that took 63 events and then pauses longer than
+    /// the silence limit holds the runner back (its window is spent) and is not the backend's silence.
+    @Test(arguments: Hosting.both) func aReaderSlowerThanTheSilenceLimitIsNotCutOff(hosting: String) async throws {
+        // 2 s of silence allowed, twice that paused: margin for a runner slowed down by a loaded machine.
+        let harness = RegistryHarness(limits: GenerationLimits(silenceLimit: .seconds(2), cancelGrace: .seconds(2)))
+        try harness.directory.addCFixture(hosting: hosting)
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-flood")
+        let stream = try lease.start(requestDocument: requestDocument(model: "c-flood", text: "1000"))
+        var iterator = stream.makeAsyncIterator()
+        var received: [BackendEvent] = []
+        for _ in 0..<63 { if let event = await iterator.next() { received.append(event) } }
+        // The backend filled its window and waits for the consumer.
+        #expect(await eventually { stream.pendingCount >= RunnerInstanceHost.creditWindow - 63 })
+        try await Task.sleep(for: .seconds(4))
+        while let event = await iterator.next() { received.append(event) }
+        #expect(text(of: received).count == 1000)
+        #expect(received.last == .done(.stop))
+    }
+
+    /// A cancel held back until `generate` returned gets its grace period from its delivery: the watchdog neither
+    /// expires the stream meanwhile nor calls `cancel` before `generate` returned.
+    @Test func theCancelGraceStartsWhenTheCancelIsDelivered() {
+        let cancels = Atomic<Int>(0)
+        let stream = GenerationStream(
+            id: 3, silenceLimit: .seconds(60), cancelGrace: .milliseconds(500),
+            onCancel: { cancels.add(1, ordering: .relaxed) }, onTerminal: { _ in })
+        stream.cancel()  // during `generate`: held back
+        let later = ContinuousClock.now + .seconds(10)
+        guard case .healthy = stream.watchdogCheck(now: later) else {
+            Issue.record("the watchdog expired a stream whose cancel was not delivered yet")
+            return
+        }
+        #expect(cancels.load(ordering: .relaxed) == 0)
+        stream.armCancel()  // `generate` returned: the cancel is delivered now
+        #expect(cancels.load(ordering: .relaxed) == 1)
+        guard case .healthy = stream.watchdogCheck(now: ContinuousClock.now) else {
+            Issue.record("expired right at delivery")
+            return
+        }
+        guard case .expire(.done(.cancelled)) = stream.watchdogCheck(now: ContinuousClock.now + .seconds(1)) else {
+            Issue.record("a cancel ignored past its grace period was not cut off")
+            return
+        }
+    }
+
+    /// A drain deadline that cancels a request whose runner `generate` is still running (`c-slow-generate` takes
+    /// 6 s to return): the cancel waits for `generate` to return, its grace period starts then, and the runner is
+    /// not killed for "ignoring" a cancel it could not have received.
+    @Test func aCancelDuringASlowRunnerGenerateIsDeliveredAfterIt() async throws {
+        let harness = RegistryHarness(
+            limits: GenerationLimits(silenceLimit: .seconds(60), cancelGrace: .milliseconds(1500)), drainTimeout: .milliseconds(50))
+        try harness.directory.addCFixture(hosting: "runner")
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-slow-generate")
+        let started = Mutex<Result<GenerationStream, AFMError>?>(nil)
+        let thread = Thread {  // `generate` blocks its caller: not on the cooperative pool
+            let result = Result { () throws(AFMError) in try lease.start(requestDocument: requestDocument(model: "c-slow-generate", text: "6000")) }
+            started.withLock { $0 = result }
+        }
+        thread.start()
+        try await harness.registry.reload("c-fixture")  // generation 1 drains; its deadline cancels the request
+        #expect(await eventually(timeout: .seconds(30)) { started.withLock { $0 != nil } })
+        let stream = try #require(try started.withLock { $0 }?.get())
+        #expect(await collect(stream).last == .done(.cancelled))
+        #expect(harness.status("c-fixture")?.crashes == 0)
+        #expect(!harness.sink.capturedLines.contains { $0.contains("killing the backend runner") })
+    }
+
+    /// A cancelled stream nobody reads any more (the client left) whose backend ignores the cancel: a full buffer
+    /// must not hide it from the cancel grace period, or its lease is held forever.
+    @Test func aFullBufferDoesNotShieldAnIgnoredCancel() {
+        let stream = GenerationStream(
+            id: 4, capacity: 4, silenceLimit: .seconds(60), cancelGrace: .milliseconds(500), onCancel: {}, onTerminal: { _ in })
+        stream.armCancel()
+        for _ in 0..<4 { _ = stream.receive(.textDelta("x"), waitForRoom: false) }
+        stream.cancel()
+        guard case .expire(.done(.cancelled)) = stream.watchdogCheck(now: ContinuousClock.now + .seconds(1)) else {
+            Issue.record("a full buffer kept an ignored cancel alive")
+            return
+        }
+    }
+
+    // MARK: - Draining
+
+    /// The drain deadline keeps its fractions of a second: 900 ms is not an immediate cancel.
+    @Test func aDrainDeadlineBelowOneSecondIsKept() async throws {
+        let harness = RegistryHarness(drainTimeout: .milliseconds(900))
+        try harness.directory.addCFixture(hosting: "in-process")
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-slow")
+        let stream = try lease.start(requestDocument: requestDocument(model: "c-slow"))
+        let consumer = Task { await collect(stream) }
+        let reloadStarted = ContinuousClock.now
+        try await harness.registry.reload("c-fixture")
+        let events = await consumer.value
+        #expect(events.last == .done(.cancelled))
+        // A lower bound only: a loaded machine makes it later, never earlier.
+        #expect(ContinuousClock.now - reloadStarted >= .milliseconds(850))
+    }
+
+    /// Replacing a crashed generation does not drain it: it has nothing in flight and is not "draining".
+    @Test func aCrashedGenerationIsNotDrained() async throws {
+        let harness = RegistryHarness(restartPolicy: RestartPolicy(initialDelay: .seconds(60)))
+        try harness.directory.addCFixture(hosting: "runner")
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-exit")
+        _ = await collect(try lease.start(requestDocument: requestDocument(model: "c-exit")))
+        #expect(await eventually { harness.status("c-fixture")?.state == "restarting" })
+        try await harness.registry.reload("c-fixture")
+        #expect(harness.status("c-fixture")?.generation == 2)
+        #expect(!harness.sink.capturedLines.contains { $0.contains("draining") && $0.contains("generation=1") })
+    }
+}

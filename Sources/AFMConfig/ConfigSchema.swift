@@ -6,7 +6,7 @@ public enum ConfigSchema {
     public static let keys: [ConfigKey] = [
         .serverListen, .serverShutdownTimeout, .serverRequestHeaderTimeout, .serverProcessingDeadline, .serverIOThreads,
         .backendsDirectory, .backendsDisabled, .backendsSilenceTimeout, .backendsCancelGrace, .backendsDrainTimeout,
-        .responsesCommonPrompt,
+        .responsesCommonPrompt, .responsesMaxOutputBytes,
         .adminSocket, .adminOperatorGroups,
         .cloudPreference,
     ]
@@ -85,6 +85,11 @@ public enum ConfigSchema {
             "#Model=",
             "#APIKeyFile=/etc/afm/private-cloud.key",
             "#DailyRequestQuota=",
+            "# The most bytes one upstream answer may stream (64 MiB); a longer stream fails the generation.",
+            "#MaxStreamBytes=67108864",
+            "# With a key, an http:// upstream on a non-loopback host is refused (the key would travel in clear)",
+            "# unless this is yes.",
+            "#AllowInsecureHTTP=no",
             "#[Backend.scripted]",
             "# A script of models and steps (docs/backend-abi.md, \"Scripted backend\"); without it a demo echo model is served.",
             "#Script=/etc/afm/demo-script.json",

@@ -67,7 +67,8 @@ public final class Daemon: Sendable {
             logger: logger.named("afmd.backends"))
         self.registry = registry
         let service = ResponsesService(
-            registry: registry, logger: logger.named("afmd.responses"), commonPrompt: configuration.commonPrompt)
+            registry: registry, logger: logger.named("afmd.responses"), commonPrompt: configuration.commonPrompt,
+            maxOutputBytes: configuration.maxOutputBytes)
         self.service = service
         var http = HTTPServer.Configuration()
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
@@ -263,6 +264,7 @@ public final class Daemon: Sendable {
         let registryConfiguration = Self.registryConfiguration(configuration, backendDirectory: backendDirectory)
         registry.updateConfiguration { $0 = registryConfiguration }
         service.setCommonPrompt(configuration.commonPrompt)
+        service.setMaxOutputBytes(configuration.maxOutputBytes)
         rebindIfNeeded(to: configuration.listen)
         let outcomes = await registry.reloadChanged()
         var backends: [JSONValue] = []

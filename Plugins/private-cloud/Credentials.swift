@@ -17,10 +17,20 @@ struct Credentials: Sendable, CustomStringConvertible {
     /// True when requests carry a key.
     var hasKey: Bool { key != nil }
 
+    /// The most bytes an `APIKeyFile` may hold (a key is one short line).
+    static let maximumFileBytes = 65_536
+
     /// Reads the key.
     ///
-    /// - Throws: `AFM_ERR_INVALID_REQUEST` naming the file when `APIKeyFile` cannot be read, is not a regular
-    ///   file, is empty, or is readable or writable by group or others (naming its mode).
+    /// The file is opened once with `O_NOFOLLOW` and every check (regular file, owner, mode) is made on the open
+    /// descriptor (`fstat`), then the key is read from that same descriptor: nothing can swap the file, or a
+    /// symbolic link, in between the check and the read.
+    ///
+    /// - Throws: `AFM_ERR_INVALID_REQUEST` naming the file when `APIKeyFile` cannot be opened, is a symbolic link,
+    ///   is not a regular file, is owned by another user than afmd's (or root), is readable or writable by group
+    ///   or others (naming its mode), is empty or too large, or holds more than one line or control characters;
+    ///   naming the variable when the key from `APIKeyEnv` holds control characters (CR and LF would end the
+    ///   `Authorization` header and start another).
     init(source: Settings.KeySource) throws(BackendError) {
         switch source {
         case .none:
@@ -30,6 +40,11 @@ struct Credentials: Sendable, CustomStringConvertible {
             if let value = ProcessInfo.processInfo.environment[name]?.trimmingCharacters(in: .whitespacesAndNewlines),
                 !value.isEmpty
             {
+                guard !Self.hasControlCharacters(value) else {
+                    throw .invalidRequest(
+                        "the key in the environment variable \(name) named by APIKeyEnv holds control characters "
+                            + "(CR, LF, NUL, …); a key must be one line of printable characters")
+                }
                 key = value
                 problem = nil
             } else {
@@ -39,30 +54,68 @@ struct Credentials: Sendable, CustomStringConvertible {
                 )
             }
         case .file(let path):
-            var info = stat()
-            guard stat(path, &info) == 0 else {
-                throw .invalidRequest("APIKeyFile \(path) cannot be read: \(String(cString: strerror(errno)))")
-            }
-            guard info.st_mode & S_IFMT == S_IFREG else {
-                throw .invalidRequest("APIKeyFile \(path) is not a regular file")
-            }
-            let mode = info.st_mode & 0o7777
-            guard mode & 0o077 == 0 else {
-                throw .invalidRequest(
-                    "APIKeyFile \(path) has mode \(String(format: "%04o", mode)); it must be 0600 or stricter "
-                        + "(readable by its owner only): chmod 600 \(path)")
-            }
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw .invalidRequest("APIKeyFile \(path) cannot be read: \(String(cString: strerror(errno)))")
-            }
-            let value = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !value.isEmpty else { throw .invalidRequest("APIKeyFile \(path) is empty") }
-            guard !value.contains(where: { $0.isNewline || $0 == "\0" }) else {
-                throw .invalidRequest("APIKeyFile \(path) must hold one line (the key)")
-            }
-            key = value
+            key = try Self.readKeyFile(path)
             problem = nil
         }
+    }
+
+    /// Opens, checks and reads `APIKeyFile` through one descriptor.
+    private static func readKeyFile(_ path: String) throws(BackendError) -> String {
+        // O_NONBLOCK: opening a FIFO must not hang create (it is refused below as not a regular file).
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard fd >= 0 else {
+            let code = errno
+            if code == ELOOP {
+                throw .invalidRequest(
+                    "APIKeyFile \(path) is a symbolic link; set APIKeyFile to the file itself")
+            }
+            throw .invalidRequest("APIKeyFile \(path) cannot be read: \(String(cString: strerror(code)))")
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            throw .invalidRequest("APIKeyFile \(path) cannot be read: \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw .invalidRequest("APIKeyFile \(path) is not a regular file")
+        }
+        let owner = geteuid()
+        guard info.st_uid == owner || info.st_uid == 0 else {
+            throw .invalidRequest(
+                "APIKeyFile \(path) is owned by uid \(info.st_uid); it must belong to afmd's user (uid \(owner)) "
+                    + "or root")
+        }
+        let mode = info.st_mode & 0o7777
+        guard mode & 0o077 == 0 else {
+            throw .invalidRequest(
+                "APIKeyFile \(path) has mode \(String(format: "%04o", mode)); it must be 0600 or stricter "
+                    + "(readable by its owner only): chmod 600 \(path)")
+        }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count == 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .invalidRequest("APIKeyFile \(path) cannot be read: \(String(cString: strerror(errno)))")
+            }
+            bytes += chunk[..<count]
+            guard bytes.count <= maximumFileBytes else {
+                throw .invalidRequest("APIKeyFile \(path) is larger than \(maximumFileBytes) bytes; it must hold the key only")
+            }
+        }
+        let value = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !value.isEmpty else { throw .invalidRequest("APIKeyFile \(path) is empty") }
+        guard !hasControlCharacters(value) else {
+            throw .invalidRequest("APIKeyFile \(path) must hold one line (the key) without control characters")
+        }
+        return value
+    }
+
+    /// Whether `text` holds a C0 control character or DEL (CR and LF among them).
+    static func hasControlCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
     }
 
     /// The `Authorization` header line, or nil without a key.

@@ -15,13 +15,16 @@ import Synchronization
 /// ```
 ///
 /// Without `Upstreams` the instance is created but disabled: describe says "private cloud is not configured"
-/// (`not_configured`) and generate refuses with `model_unavailable`.
+/// (`not_configured`) and generate refuses with `model_unavailable`. With a key and an `http://` upstream on a
+/// non-loopback host (and no `AllowInsecureHTTP=yes`) it is created but unavailable (`insecure_upstream`).
 final class PrivateCloudInstance: Sendable {
     /// The parts that exist only when the backend is configured.
     struct Configured: Sendable {
         var credentials: Credentials
         var pool: UpstreamPool
         var quota: QuotaStore
+        /// Why the backend refuses to run although configured (a key that would cross the network in clear).
+        var refusal: (reason: String, code: String)?
     }
 
     let settings: Settings
@@ -52,9 +55,22 @@ final class PrivateCloudInstance: Sendable {
         let credentials = try Credentials(source: settings.keySource)
         let quota = try QuotaStore(directory: settings.stateDirectory)
         let pool = UpstreamPool(settings: settings, credentials: credentials, host: host)
-        pool.probeAll()
-        pool.start()
-        configured = Configured(credentials: credentials, pool: pool, quota: quota)
+        // The key goes out as a bearer header on every request and probe: over plain http:// to another machine
+        // anyone on the path reads it. Such an upstream needs an explicit AllowInsecureHTTP=yes; until then the
+        // backend stays unavailable and sends nothing (not even a probe).
+        let cleartext = settings.cleartextUpstreams
+        var refusal: (reason: String, code: String)?
+        if credentials.hasKey && !settings.allowInsecureHTTP && !cleartext.isEmpty {
+            let reason =
+                "the API key would be sent in clear to " + cleartext.joined(separator: ", ")
+                + " (http:// on a non-loopback host); use https:// or set AllowInsecureHTTP=yes"
+            refusal = (reason, "insecure_upstream")
+            host.log(AFM_LOG_ERROR, "private-cloud instance \(settings.instance): \(reason)")
+        } else {
+            pool.probeAll()
+            pool.start()
+        }
+        configured = Configured(credentials: credentials, pool: pool, quota: quota, refusal: refusal)
         let list = settings.upstreams.map { "\($0.baseURL) (\($0.wireProtocol.rawValue), model \($0.model))" }
         let key: String =
             switch settings.keySource {
@@ -74,6 +90,7 @@ final class PrivateCloudInstance: Sendable {
     private func availability() -> (Bool, String?, String?) {
         guard let configured else { return (false, "private cloud is not configured", "not_configured") }
         if let problem = configured.credentials.problem { return (false, problem.reason, problem.code) }
+        if let refusal = configured.refusal { return (false, refusal.reason, refusal.code) }
         let entries = configured.pool.entries()
         if entries.allSatisfy({ $0.health.healthy == false }) {
             let reasons = entries.map { "\($0.config.baseURL): \($0.health.reason)" }.joined(separator: "; ")
@@ -172,6 +189,7 @@ final class PrivateCloudInstance: Sendable {
                 "model \"\(request.model)\" is not served by the private-cloud backend (model: \"\(settings.modelID)\")")
         }
         if let problem = configured.credentials.problem { throw .modelUnavailable(problem.reason) }
+        if let refusal = configured.refusal { throw .modelUnavailable(refusal.reason) }
         if request.hasImages && !settings.vision {
             throw BackendError(
                 AFM_ERR_UNSUPPORTED_CAPABILITY,
@@ -210,7 +228,7 @@ final class PrivateCloudInstance: Sendable {
             context: .init(
                 pool: configured.pool, credentials: configured.credentials, quota: configured.quota, host: host,
                 connectTimeoutMilliseconds: settings.connectTimeoutSeconds * 1000,
-                readTimeoutSeconds: settings.readTimeoutSeconds))
+                readTimeoutSeconds: settings.readTimeoutSeconds, maxStreamBytes: settings.maxStreamBytes))
         state.withLock { $0.running[requestID] = generation }
         threads.enter()
         let thread = Thread { [self] in

@@ -5,6 +5,11 @@
 /// Bytes go in as they arrive from the network, in pieces of any size; complete events come out. An event is the
 /// `event:` name (or "message") and its `data:` lines joined with "\n". Comments (`:` lines), `id:` and `retry:`
 /// are ignored. Lines end with LF, CRLF or CR.
+///
+/// Three caps guard against a runaway upstream (one that streams forever, or never ends a line or an event):
+/// a line of more than `maximumLineBytes`, an event whose data exceeds `maximumEventBytes`, and a body of more than
+/// `maximumTotalBytes` (`MaxStreamBytes`) each set `overflow`; from then on `feed` takes nothing more, and the
+/// caller ends the transfer. Memory stays bounded by the caps whatever the upstream sends.
 struct SSEParser: Sendable {
     /// One event.
     struct Event: Sendable, Hashable {
@@ -12,21 +17,56 @@ struct SSEParser: Sendable {
         var data: String
     }
 
-    /// The most bytes one line may hold before the stream is treated as broken (a guard against a runaway upstream).
-    static let maximumLineBytes = 16 << 20
+    /// Which cap a stream exceeded.
+    enum Overflow: Sendable, Hashable, CustomStringConvertible {
+        /// One line longer than `maximumLineBytes`.
+        case line(limit: Int)
+        /// One event whose `data:` lines add up to more than `maximumEventBytes`.
+        case event(limit: Int)
+        /// More than `maximumTotalBytes` in the whole body (`MaxStreamBytes`).
+        case total(limit: Int)
 
+        var description: String {
+            switch self {
+            case .line(let limit): "the upstream sent a line longer than \(limit) bytes"
+            case .event(let limit): "the upstream sent an event larger than \(limit) bytes"
+            case .total(let limit): "the upstream sent more than \(limit) bytes in one stream (MaxStreamBytes)"
+            }
+        }
+    }
+
+    /// The most bytes one line may hold before the stream is treated as broken.
+    static let maximumLineBytes = 16 << 20
+    /// The most bytes of data one event may hold before the stream is treated as broken.
+    static let maximumEventBytes = 16 << 20
+    /// `MaxStreamBytes`'s default: far above any answer within a model's output budget (even the Responses
+    /// protocol, which repeats the whole output in its closing events, sends a few hundred bytes per token).
+    static let defaultMaximumTotalBytes = 64 << 20
+
+    /// The most bytes the whole body may hold.
+    let maximumTotalBytes: Int
     private var line: [UInt8] = []
     private var name = ""
     private var data: [String] = []
+    private var eventBytes = 0
     private var hasData = false
     private var lastWasCR = false
-    /// Set when a line exceeded `maximumLineBytes`.
-    private(set) var overflowed = false
+    private var received = 0
+    /// Set once a cap was exceeded; `feed` then returns nothing.
+    private(set) var overflow: Overflow?
 
-    init() {}
+    init(maximumTotalBytes: Int = Self.defaultMaximumTotalBytes) {
+        self.maximumTotalBytes = maximumTotalBytes
+    }
 
-    /// Feeds bytes; returns the events they completed.
+    /// Feeds bytes; returns the events they completed (none once `overflow` is set).
     mutating func feed(_ bytes: UnsafeRawBufferPointer) -> [Event] {
+        guard overflow == nil else { return [] }
+        received += bytes.count
+        guard received <= maximumTotalBytes else {
+            overflow = .total(limit: maximumTotalBytes)
+            return []
+        }
         var events: [Event] = []
         for byte in bytes {
             if lastWasCR {
@@ -36,10 +76,11 @@ struct SSEParser: Sendable {
             if byte == 0x0A || byte == 0x0D {
                 lastWasCR = byte == 0x0D
                 if let event = endLine() { events.append(event) }
+                if overflow != nil { return events }
             } else {
                 guard line.count < Self.maximumLineBytes else {
-                    overflowed = true
-                    continue
+                    overflow = .line(limit: Self.maximumLineBytes)
+                    return events
                 }
                 line.append(byte)
             }
@@ -49,11 +90,12 @@ struct SSEParser: Sendable {
 
     /// Processes a complete line; returns an event when the line was blank and data was pending.
     private mutating func endLine() -> Event? {
-        defer { line.removeAll(keepingCapacity: true) }
+        defer { line.removeAll(keepingCapacity: line.count <= 65536) }
         if line.isEmpty {
             defer {
                 name = ""
                 data = []
+                eventBytes = 0
                 hasData = false
             }
             guard hasData else { return nil }
@@ -74,6 +116,12 @@ struct SSEParser: Sendable {
         switch field {
         case "event": name = String(value)
         case "data":
+            eventBytes += value.utf8.count + 1
+            guard eventBytes <= Self.maximumEventBytes else {
+                overflow = .event(limit: Self.maximumEventBytes)
+                data = []
+                return nil
+            }
             data.append(String(value))
             hasData = true
         default: break

@@ -12,6 +12,8 @@ import Foundation
 /// APIKeyFile = /etc/afm/cloud.key      ; mode 0600 or stricter; or APIKeyEnv = AFM_CLOUD_KEY
 /// DailyRequestQuota = 1000             ; per upstream and UTC day, the default for every upstream
 /// Upstream.1.DailyTokenQuota = 200000  ; per-upstream quota override (0 = unlimited for that upstream)
+/// MaxStreamBytes = 67108864            ; the most bytes one upstream answer may stream (default 64 MiB)
+/// AllowInsecureHTTP = no               ; yes: send the key over http:// to a non-loopback host
 /// ```
 ///
 /// Every value is a string; an empty value means "not set". Unknown keys are refused, naming the key. An upstream
@@ -23,7 +25,7 @@ struct Settings: Sendable {
     static let knownSettings = [
         "Upstreams", "Protocol", "Model", "ModelID", "APIKeyFile", "APIKeyEnv", "ContextTokens", "MaxOutputTokens",
         "Vision", "Reasoning", "DailyRequestQuota", "DailyTokenQuota", "ProbeIntervalSeconds",
-        "ConnectTimeoutSeconds", "ReadTimeoutSeconds",
+        "ConnectTimeoutSeconds", "ReadTimeoutSeconds", "MaxStreamBytes", "AllowInsecureHTTP",
     ]
     static let perUpstreamKeys = ["Protocol", "Model", "DailyRequestQuota", "DailyTokenQuota"]
 
@@ -72,6 +74,10 @@ struct Settings: Sendable {
     var probeIntervalSeconds: Int
     var connectTimeoutSeconds: Int
     var readTimeoutSeconds: Int
+    /// `MaxStreamBytes`: the most bytes of one upstream response body; a longer stream ends the generation.
+    var maxStreamBytes: Int
+    /// `AllowInsecureHTTP`: whether the key may go to an `http://` upstream on a non-loopback host.
+    var allowInsecureHTTP: Bool
     /// `state_dir`: where the quota database lives (nil: quota is kept in memory only).
     var stateDirectory: String?
     /// `instance`, for log lines.
@@ -184,6 +190,29 @@ struct Settings: Sendable {
         probeIntervalSeconds = try Self.integer(settings, "ProbeIntervalSeconds", default: 30, range: 1...86_400)
         connectTimeoutSeconds = try Self.integer(settings, "ConnectTimeoutSeconds", default: 5, range: 1...600)
         readTimeoutSeconds = try Self.integer(settings, "ReadTimeoutSeconds", default: 120, range: 1...86_400)
+        maxStreamBytes = try Self.integer(
+            settings, "MaxStreamBytes", default: SSEParser.defaultMaximumTotalBytes, range: 65_536...(1 << 40))
+        allowInsecureHTTP = try Self.boolean(settings, "AllowInsecureHTTP", default: false)
+    }
+
+    /// The upstreams whose key would cross the network in clear: `http://` on a host other than loopback
+    /// (`localhost`, 127.0.0.0/8, `::1`).
+    var cleartextUpstreams: [String] {
+        upstreams.map(\.baseURL).filter { url in
+            guard let components = URLComponents(string: url), components.scheme?.lowercased() == "http" else {
+                return false
+            }
+            return !Self.isLoopback(components.host ?? "")
+        }
+    }
+
+    /// Whether `host` (as URLComponents gives it, IPv6 with or without brackets) names the loopback interface.
+    static func isLoopback(_ host: String) -> Bool {
+        var host = host.lowercased()
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 
     /// `Upstream.<n>.<field>` for a field in `perUpstreamKeys` → (n, field), else nil.

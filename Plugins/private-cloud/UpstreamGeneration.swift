@@ -26,6 +26,8 @@ final class UpstreamGeneration: Sendable {
         var host: HostAPI
         var connectTimeoutMilliseconds: Int
         var readTimeoutSeconds: Int
+        /// `MaxStreamBytes`: the most bytes one upstream response body may hold.
+        var maxStreamBytes: Int
     }
 
     let requestID: UInt64
@@ -124,7 +126,7 @@ final class UpstreamGeneration: Sendable {
 
         var headers = ["Content-Type: application/json", "Accept: text/event-stream"]
         if let authorization = context.credentials.authorizationHeader { headers.append(authorization) }
-        var parser = SSEParser()
+        var parser = SSEParser(maximumTotalBytes: context.maxStreamBytes)
         var translator: any StreamTranslator =
             upstream.wireProtocol == .responses
             ? ResponsesStreamTranslator(toolNames: toolNames) : ChatStreamTranslator(toolNames: toolNames)
@@ -169,7 +171,20 @@ final class UpstreamGeneration: Sendable {
                     }
                 }
             }
-            return true
+            // A runaway upstream (an endless stream, line or event) ends at the parser's caps: stop reading.
+            return parser.overflow == nil
+        }
+
+        if let overflow = parser.overflow, !clientGone, !isCancelled {
+            // Before the first event this upstream is broken like one that failed to connect: try the next one.
+            let message = overflow.description
+            if !started {
+                context.pool.markFailure(index, reason: message)
+                return .failover(message)
+            }
+            chargeTokens(usage, to: charge)
+            fail(AFM_ERR_MODEL_UNAVAILABLE, "upstream \(upstream.baseURL) failed mid-stream: \(message); the generation was stopped")
+            return .finished
         }
 
         switch outcome {

@@ -112,6 +112,12 @@ extension ConfigKey {
         section: "Responses", key: "CommonPrompt", type: .string, defaultValue: "",
         summary: "Text prepended to the instructions of every request (\"\\n\" starts a new line); each request "
             + "snapshots it when it starts. `afmctl prompt set` edits it.")
+    /// `[Responses] MaxOutputBytes`.
+    public static let responsesMaxOutputBytes = ConfigKey(
+        section: "Responses", key: "MaxOutputBytes", type: .integer(1024...1_073_741_824), defaultValue: "8388608",
+        summary: "The most bytes of output (text, tool-call arguments and reasoning, together) one response may "
+            + "accumulate; a generation that goes past it is stopped and fails with output_limit_exceeded. The "
+            + "default, 8 MiB, is far above any answer within a model's output budget.")
     /// `[Admin] Socket`: empty means `<runtime dir>/admin.sock`.
     public static let adminSocket = ConfigKey(
         section: "Admin", key: "Socket", type: .path, defaultValue: "",

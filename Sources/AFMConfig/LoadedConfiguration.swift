@@ -123,6 +123,8 @@ public struct LoadedConfiguration: Sendable {
         if case .controlLayer = entry.origin { return entry.value }
         return entry.value.replacingOccurrences(of: "\\n", with: "\n")
     }
+    /// `Responses.MaxOutputBytes`.
+    public var maxOutputBytes: Int { integer(.responsesMaxOutputBytes) }
     /// `Admin.Socket`, or ``ConfigPaths/defaultAdminSocket`` when empty.
     public var adminSocket: String { string(.adminSocket).isEmpty ? paths.defaultAdminSocket : string(.adminSocket) }
     /// `Admin.OperatorGroups`.

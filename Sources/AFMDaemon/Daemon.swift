@@ -69,7 +69,8 @@ public final class Daemon: Sendable {
             logger: logger.named("afmd.backends"))
         self.registry = registry
         let service = ResponsesService(
-            registry: registry, logger: logger.named("afmd.responses"), commonPrompt: configuration.commonPrompt)
+            registry: registry, logger: logger.named("afmd.responses"), commonPrompt: configuration.commonPrompt,
+            maxOutputBytes: configuration.maxOutputBytes)
         self.service = service
         var http = HTTPServer.Configuration()
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
@@ -280,6 +281,7 @@ public final class Daemon: Sendable {
         service.setCommonPrompt(configuration.commonPrompt)
         let listenHost = state.withLock { $0.listening?.host } ?? configuration.listen.host
         browserPolicy.set(configuration.browserPolicy(listenHost: listenHost))
+        service.setMaxOutputBytes(configuration.maxOutputBytes)
         rebindIfNeeded(to: configuration.listen)
         let outcomes = await registry.reloadChanged()
         var backends: [JSONValue] = []

@@ -26,6 +26,8 @@ public struct DaemonConfiguration: Sendable {
     public var backendSettings: [String: [String: String]]
     /// Text prepended to the instructions of every request.
     public var commonPrompt: String
+    /// The most bytes of output one response may accumulate (`Responses.MaxOutputBytes`).
+    public var maxOutputBytes: Int
     public var stateDirectory: String
     public var runtimeDirectory: String
     public var adminSocket: String
@@ -59,6 +61,7 @@ public struct DaemonConfiguration: Sendable {
         allowedOrigins = loaded.list(.serverAllowedOrigins)
         backendSettings = loaded.backendSettings
         commonPrompt = loaded.commonPrompt
+        maxOutputBytes = loaded.maxOutputBytes
         stateDirectory = loaded.paths.stateDirectory
         runtimeDirectory = loaded.paths.runtimeDirectory
         adminSocket = loaded.adminSocket

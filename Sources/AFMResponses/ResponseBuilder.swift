@@ -51,6 +51,11 @@ public struct ResponseBuilder: Sendable {
         var hasTextPart = false
     }
 
+    /// `[Responses] MaxOutputBytes`'s default: 8 MiB, far above any answer within a model's output budget.
+    public static let defaultMaximumOutputBytes = 8 << 20
+    /// The `code` of the error that ends a response whose output grew past `maximumOutputBytes`.
+    public static let outputLimitCode = "output_limit_exceeded"
+
     public let responseID: String
     public let createdAt: Int
     let request: ResponsesRequest
@@ -58,12 +63,21 @@ public struct ResponseBuilder: Sendable {
     let maxOutputTokens: Int
     let estimatedInputTokens: Int
     let seal: @Sendable ([UInt8]) -> String
+    /// The most bytes of output (text, tool-call names and arguments, reasoning text and state) the response may
+    /// accumulate. A backend that streams past it (a runaway upstream) fails the response with
+    /// `output_limit_exceeded`, so a generation can never grow the host's memory without bound; the caller then
+    /// cancels the generation.
+    public let maximumOutputBytes: Int
     /// Whether `start()` and `consume(_:now:)` build stream events (false for non-streaming requests).
     public var streamsEvents = true
     private var sequence = 0
     private var items: [OutputItem] = []
     private var usage = BackendUsage()
     private var textDeltas = 0
+    /// The output bytes accumulated so far, counted against `maximumOutputBytes`.
+    private var outputBytes = 0
+    /// Set when the output went past `maximumOutputBytes` (the response then failed).
+    public private(set) var exceededOutputLimit = false
     private var callsStarted = 0
     /// Tool-call indices the host dropped because `parallel_tool_calls` is false.
     private var droppedToolIndices = Set<Int>()
@@ -79,7 +93,8 @@ public struct ResponseBuilder: Sendable {
     ///   bound to the model id).
     public init(
         responseID: String, request: ResponsesRequest, model: String, maxOutputTokens: Int, estimatedInputTokens: Int,
-        createdAt: Int, seal: @escaping @Sendable ([UInt8]) -> String = { _ in "" }
+        createdAt: Int, maximumOutputBytes: Int = Self.defaultMaximumOutputBytes,
+        seal: @escaping @Sendable ([UInt8]) -> String = { _ in "" }
     ) {
         self.responseID = responseID
         self.request = request
@@ -87,6 +102,7 @@ public struct ResponseBuilder: Sendable {
         self.maxOutputTokens = maxOutputTokens
         self.estimatedInputTokens = estimatedInputTokens
         self.createdAt = createdAt
+        self.maximumOutputBytes = maximumOutputBytes
         self.seal = seal
     }
 
@@ -101,6 +117,7 @@ public struct ResponseBuilder: Sendable {
     /// The stream events one backend event produces (possibly none).
     public mutating func consume(_ backendEvent: BackendEvent, now: Int) -> [JSONValue] {
         guard outcome == nil else { return [] }
+        if let limitFailure = checkOutputLimit(backendEvent, now: now) { return limitFailure }
         var out: [JSONValue] = []
         switch backendEvent {
         case .textDelta(let text):
@@ -190,6 +207,33 @@ public struct ResponseBuilder: Sendable {
             return AFMError(code, message)
         }
         return AFMError(code, "The backend failed while generating this response (\(code.rawValue)). The server log has details.")
+    }
+
+    /// Counts the output an event adds; when it would take the response past `maximumOutputBytes`, fails the
+    /// response (the event is not accumulated) and returns the closing events.
+    private mutating func checkOutputLimit(_ backendEvent: BackendEvent, now: Int) -> [JSONValue]? {
+        let added: Int
+        switch backendEvent {
+        case .textDelta(let text), .reasoningText(let text): added = text.utf8.count
+        case .reasoningState(let bytes): added = bytes.count
+        case .toolCallBegin(let toolIndex, let name, let callID):
+            added = droppedToolIndices.contains(toolIndex) ? 0 : name.utf8.count + callID.utf8.count
+        case .toolCallArguments(let toolIndex, let delta): added = droppedToolIndices.contains(toolIndex) ? 0 : delta.utf8.count
+        case .toolCallEnd, .usage, .done, .failed: added = 0
+        }
+        guard added > 0 else { return nil }
+        guard outputBytes + added > maximumOutputBytes else {
+            outputBytes += added
+            return nil
+        }
+        completedAt = now
+        exceededOutputLimit = true
+        return fail(
+            AFMError(
+                .internal,
+                "The model's output went past this server's limit of \(maximumOutputBytes) bytes per response "
+                    + "([Responses] MaxOutputBytes); the generation was stopped.",
+                publicCode: Self.outputLimitCode))
     }
 
     private mutating func fail(_ error: AFMError) -> [JSONValue] {

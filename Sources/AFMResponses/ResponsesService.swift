@@ -20,6 +20,7 @@ public final class ResponsesService: Sendable {
     private let logger: Logger
     private let sealer: ReasoningSealer
     private let commonPrompt: Mutex<String>
+    private let maxOutputBytes: Atomic<Int>
     /// Token counters of every request this service started, with the backends' remaining quotas.
     public let monitor: TokenMonitor
 
@@ -27,7 +28,14 @@ public final class ResponsesService: Sendable {
     ///   - commonPrompt: text prepended to the system text of every request (configuration `[Responses] CommonPrompt`).
     ///   - sealer: seals reasoning state; a new one (a new key) per daemon start, so blobs from an earlier
     ///     instance are refused.
-    public init(registry: BackendRegistry, logger: Logger, commonPrompt: String = "", sealer: ReasoningSealer = ReasoningSealer()) {
+    ///   - maxOutputBytes: the most output bytes one response may accumulate (configuration
+    ///     `[Responses] MaxOutputBytes`); a generation that goes past it is cancelled and fails with
+    ///     `output_limit_exceeded`.
+    public init(
+        registry: BackendRegistry, logger: Logger, commonPrompt: String = "", sealer: ReasoningSealer = ReasoningSealer(),
+        maxOutputBytes: Int = ResponseBuilder.defaultMaximumOutputBytes
+    ) {
+        self.maxOutputBytes = Atomic(maxOutputBytes)
         self.registry = registry
         self.logger = logger
         self.sealer = sealer
@@ -38,6 +46,11 @@ public final class ResponsesService: Sendable {
     /// Replaces the common prompt. Requests already set up keep the prompt they snapshotted.
     public func setCommonPrompt(_ text: String) {
         commonPrompt.withLock { $0 = text }
+    }
+
+    /// Replaces the output limit (`[Responses] MaxOutputBytes`, on reload). Requests already started keep theirs.
+    public func setMaxOutputBytes(_ bytes: Int) {
+        maxOutputBytes.store(bytes, ordering: .relaxed)
     }
 
     /// The common prompt now in force.
@@ -149,7 +162,8 @@ public final class ResponsesService: Sendable {
         monitor.begin(id: responseID, model: model.id, backend: lease.generation.backendID, inputTokens: inputTokens)
         let builder = ResponseBuilder(
             responseID: responseID, request: request, model: model.id, maxOutputTokens: maxOutputTokens,
-            estimatedInputTokens: inputTokens, createdAt: Self.now(), seal: { state in sealer.seal(state, modelID: modelID) })
+            estimatedInputTokens: inputTokens, createdAt: Self.now(), maximumOutputBytes: maxOutputBytes.load(ordering: .relaxed),
+            seal: { state in sealer.seal(state, modelID: modelID) })
         return Started(
             request: request, stream: stream, builder: builder, backendID: lease.generation.backendID, warnings: request.warnings,
             truncatedTurns: dropped > 0 ? dropped : nil, inputTokens: inputTokens)
@@ -201,7 +215,7 @@ public final class ResponsesService: Sendable {
         var reporter = MonitorReporter(counts: builder.usageCounts)
         await withTaskCancellationHandler {
             for await event in stream {
-                _ = builder.consume(event, now: Self.now())
+                _ = Self.consume(event, into: &builder, stream: stream)
                 reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
             }
         } onCancel: {
@@ -225,7 +239,7 @@ public final class ResponsesService: Sendable {
         let now = Self.now()
         while let buffered = stream.nextBuffered() {
             guard let event = buffered else { return true }
-            _ = builder.consume(event, now: now)
+            _ = consume(event, into: &builder, stream: stream, now: now)
             if event.isTerminal { return true }
         }
         return false
@@ -259,7 +273,7 @@ public final class ResponsesService: Sendable {
             }
             var reporter = MonitorReporter(counts: builder.usageCounts)
             for await event in stream {
-                let events = builder.consume(event, now: Self.now())
+                let events = Self.consume(event, into: &builder, stream: stream)
                 reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
                 guard !clientGone, !events.isEmpty else { continue }
                 do {
@@ -288,12 +302,28 @@ public final class ResponsesService: Sendable {
         finish(builder)
     }
 
+    /// Hands one event to the builder. When the builder ended the response before the backend did (its output
+    /// went past `MaxOutputBytes`), the generation is cancelled; its remaining events are still read (and ignored)
+    /// so the stream ends normally.
+    private static func consume(
+        _ event: BackendEvent, into builder: inout ResponseBuilder, stream: GenerationStream, now: Int = ResponsesService.now()
+    ) -> [JSONValue] {
+        let events = builder.consume(event, now: now)
+        if builder.exceededOutputLimit && !event.isTerminal { stream.cancel() }
+        return events
+    }
+
     private func finish(_ builder: ResponseBuilder) {
         monitor.finish(id: builder.responseID, outcome: builder.outcomeName, counts: builder.usageCounts)
         logFailure(builder)
     }
 
     private func logFailure(_ builder: ResponseBuilder) {
+        if builder.exceededOutputLimit {
+            logger.warning(
+                "a generation went past the output limit and was stopped",
+                ["id": builder.responseID, "model": builder.model, "max_output_bytes": String(builder.maximumOutputBytes)])
+        }
         guard let failure = builder.backendFailure else { return }
         logger.warning("backend failed a generation", ["id": builder.responseID, "code": failure.code.rawValue, "backend_message": failure.message])
     }

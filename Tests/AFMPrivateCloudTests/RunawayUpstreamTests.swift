@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMTestSupport
+import CAFMBackendABI
+import Foundation
+import Testing
+
+/// An upstream that streams forever is cut off: the plugin's SSE parser caps the body (`MaxStreamBytes`), a line
+/// and an event, and the host caps a response's accumulated output (`[Responses] MaxOutputBytes`), so afmd's
+/// memory stays bounded and the client gets a machine-readable error.
+@Suite(.serialized) struct RunawayUpstreamTests {
+    private func settings(_ upstream: RunawayUpstream, _ extra: [String: String] = [:]) -> [String: String] {
+        ["Upstreams": upstream.baseURL(), "Protocol": "chat-completions", "Model": "runaway", "ProbeIntervalSeconds": "3600"]
+            .merging(extra) { $1 }
+    }
+
+    /// Endless text deltas end at MaxStreamBytes (default 64 MiB; here lowered to 1 MiB) with an ERROR naming the
+    /// cap, after at most that many bytes of text reached the host.
+    @Test func anEndlessStreamEndsAtMaxStreamBytes() throws {
+        let upstream = try RunawayUpstream(mode: "text")
+        let driver = try PluginDriver(settings: settings(upstream, ["MaxStreamBytes": "1048576"]))
+        defer { driver.destroy() }
+        let events = try driver.generate(id: 1, request: generationRequest())
+        let ended = events.waitForTerminal(seconds: 15)
+        if !ended { driver.cancel(id: 1) }
+        #expect(ended, "the generation did not end: \(events.text.utf8.count) bytes of text so far")
+        let last = try #require(events.last)
+        #expect(last.type == AFM_EVENT_ERROR)
+        #expect(last.code == AFM_ERR_MODEL_UNAVAILABLE)
+        #expect(last.text.contains("more than 1048576 bytes in one stream (MaxStreamBytes)"), "\(last.text)")
+        #expect(events.text.utf8.count <= 1_048_576)
+        #expect(events.text.utf8.count > 0)
+    }
+
+    /// With the default caps: a line that never ends (16 MiB line cap), an event that never ends (16 MiB event
+    /// cap) and endless comments (64 MiB MaxStreamBytes) each end the generation. Nothing reached the host, so
+    /// the upstream counts as failed and the request ends with model_unavailable naming the cap.
+    @Test(arguments: [
+        ("line", "a line longer than 16777216 bytes"), ("event", "an event larger than 16777216 bytes"),
+        ("comments", "more than 67108864 bytes in one stream (MaxStreamBytes)"),
+    ])
+    func aRunawayLineEventOrStreamEndsAtItsCap(mode: String, mention: String) throws {
+        let upstream = try RunawayUpstream(mode: mode)
+        let driver = try PluginDriver(settings: settings(upstream))
+        defer { driver.destroy() }
+        let events = try driver.generate(id: 1, request: generationRequest())
+        let ended = events.waitForTerminal(seconds: 20)
+        if !ended { driver.cancel(id: 1) }
+        #expect(ended, "the generation did not end")
+        let last = try #require(events.last)
+        #expect(last.type == AFM_EVENT_ERROR)
+        #expect(last.code == AFM_ERR_MODEL_UNAVAILABLE)
+        #expect(last.text.contains(mention), "\(last.text)")
+        let describe = try driver.describe()
+        #expect(describe["upstreams"]?[0]?["reason"]?.stringValue?.contains(mention) == true)
+    }
+
+    @Test func maxStreamBytesIsValidated() throws {
+        for value in ["0", "1000", "lots"] {
+            do {
+                _ = try PluginDriver(settings: ["Upstreams": "http://127.0.0.1:1/v1", "Model": "m", "MaxStreamBytes": value])
+                Issue.record("MaxStreamBytes=\(value) was accepted")
+            } catch let failure as PluginDriver.Failure {
+                #expect(failure.code == AFM_ERR_INVALID_REQUEST)
+                #expect(failure.description.contains("MaxStreamBytes"), "\(failure.description)")
+            }
+        }
+    }
+
+    /// The whole path: afmd with the private-cloud plugin, an upstream streaming text forever, the default caps.
+    /// The client gets `error` + `response.failed` with a code, and afmd's peak resident memory stays bounded.
+    @Test func afmdStaysBoundedAgainstAnEndlessUpstream() throws {
+        let upstream = try RunawayUpstream(mode: "text")
+        let gateway = try CloudDaemon(
+            cloud: "Upstreams=\(upstream.baseURL())\nProtocol=chat-completions\nModel=runaway\nProbeIntervalSeconds=3600")
+        let pid = gateway.daemon.process.processIdentifier
+        let before = try #require(residentKiB(pid: pid))
+        let reader = try StreamReader(port: gateway.port)
+        try reader.post(#"{"model":"private-cloud","input":"Talk forever.","stream":true}"#)
+        // 256 MiB of stream or 60 s without the end means no cap cut the upstream off (afmd kept growing).
+        let outcome = reader.read(until: "event: response.failed", maximumBytes: 256 << 20, seconds: 60)
+        let after = try #require(residentKiB(pid: pid))
+        print("runaway upstream: client read \(outcome.bytes >> 10) KiB; afmd VmRSS \(before.current >> 10) → \(after.current >> 10) MiB, VmHWM \(after.peak >> 10) MiB")
+        #expect(outcome.found, "no response.failed after \(outcome.bytes) bytes")
+        let error = try #require(outcome.errorEvent.flatMap { try? JSONParser.parse($0) }, "no error event")
+        #expect(["output_limit_exceeded", "model_unavailable"].contains(error["code"]?.stringValue ?? ""), "\(error)")
+        #expect(after.peak - before.current < 200 << 10, "afmd's peak memory grew by \((after.peak - before.current) >> 10) MiB")
+        #expect(try gateway.client().get("/health").status == 200)
+    }
+}
+
+/// A minimal streaming HTTP reader that keeps only the tail of what it read, so a test can follow a stream of
+/// any length without holding it.
+final class StreamReader {
+    private let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw UpstreamTestFailure(description: "connect: errno \(errno)") }
+    }
+
+    deinit { close(fd) }
+
+    func post(_ json: String, path: String = "/v1/responses") throws {
+        let request = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\n\r\n\(json)"
+        let bytes = Array(request.utf8)
+        guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == bytes.count else {
+            throw UpstreamTestFailure(description: "send: errno \(errno)")
+        }
+    }
+
+    /// Reads until `marker` appears (then on to the end of the response), `maximumBytes` were read, the
+    /// connection closes or `seconds` pass. Returns the first `error` event's data line too (the events after it
+    /// can be megabytes long: `response.failed` carries the whole response).
+    func read(until marker: String, maximumBytes: Int, seconds: Double) -> (found: Bool, bytes: Int, errorEvent: String?) {
+        let deadline = Date().addingTimeInterval(seconds)
+        var total = 0
+        var window: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var found = false
+        var errorEvent: String?
+        while Date() < deadline, total < maximumBytes {
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            total += count
+            window += chunk[..<count]
+            let text = String(decoding: window, as: UTF8.self)
+            if errorEvent == nil, let start = text.range(of: "event: error\ndata: ") {
+                let rest = text[start.upperBound...]
+                if let end = rest.firstIndex(of: "\n") { errorEvent = String(rest[..<end]) }
+            }
+            if text.contains(marker) { found = true }
+            if found && text.contains("\r\n0\r\n\r\n") { break }
+            // Keep enough to hold a marker or an error event cut between two reads.
+            if window.count > 262_144 { window.removeFirst(window.count - 131_072) }
+        }
+        return (found, total, errorEvent)
+    }
+}

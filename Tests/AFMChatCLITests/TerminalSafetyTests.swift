@@ -15,7 +15,7 @@ import Testing
         + #"{"text":"zebra \u001b]0;PWNED-TITLE\u0007 ask \u001b[6n clip \u001b]52;c;cHduZWQ=\u0007 "},"#
         + #"{"text":"link \u001b]8;;http://evil.example/\u001b\\here\u001b]8;;\u001b\\ c1 \u009b2J "},"#
         + #"{"text":"clear \u001b[2J\u001b[H\nline two\ttabbed\n"},"#
-        + #"{"error":{"code":"internal","message":"upstream \u001b]0;NOTICE-TITLE\u0007 broke"}}]}"#
+        + #"{"error":{"code":"model_unavailable","message":"upstream \u001b]0;NOTICE-TITLE\u0007 broke"}}]}"#
 
     @Test func modelOutputNeverDrivesTheTerminal() throws {
         let harness = try ChatHarness(models: ["evil": Self.hostile])

@@ -5,7 +5,7 @@
 //
 //   afmd ─► AFMDaemon ─► AFMResponses ─► AFMBackends ─► CAFMBackendABI (the C contract)
 //                     └► AFMHTTP ─► AFMSystem (the only Glibc socket/epoll wrapper)
-//   everything ─► AFMCore ─► AFMJSON, AFMLogging
+//   everything ─► AFMCore ─► AFMJSON, AFMLogging (which also holds TerminalSafeText, used by afmctl and afm)
 //
 // Backend plugins live under Plugins/ with an explicit `path:` (never SwiftPM `.plugin` targets).
 import PackageDescription
@@ -82,7 +82,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "afmctl",
-            dependencies: ["AFMAdmin", "AFMCore", "AFMJSON", "AFMSystem"],
+            dependencies: ["AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
 
@@ -95,12 +95,12 @@ let package = Package(
         // The chat client: history store, inference window, Responses SSE client, Markdown, import; and `afm`.
         .target(
             name: "AFMChat",
-            dependencies: ["AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMSystem"],
+            dependencies: ["AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "afm",
-            dependencies: ["AFMChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMSystem"],
+            dependencies: ["AFMChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
 
@@ -134,6 +134,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "AFMJSONTests", dependencies: ["AFMJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "AFMLoggingTests", dependencies: ["AFMLogging"], swiftSettings: swiftSettings),
         .testTarget(name: "AFMSchemaTests", dependencies: ["AFMSchema", "AFMJSON"], swiftSettings: swiftSettings),
         .testTarget(name: "AFMImagesTests", dependencies: ["AFMImages"], swiftSettings: swiftSettings),
         .testTarget(name: "AFMSealingTests", dependencies: ["AFMSealing"], swiftSettings: swiftSettings),

@@ -121,8 +121,18 @@ struct Credentials: Sendable, CustomStringConvertible {
     /// The `Authorization` header line, or nil without a key.
     var authorizationHeader: String? { key.map { "Authorization: Bearer \($0)" } }
 
-    /// `text` with every occurrence of the key replaced by `[redacted]`.
+    /// `text` with every credential in it replaced by `[redacted]`: the value of an `Authorization` header or field
+    /// (`Authorization: Bearer sk-…`, `"authorization":"…"`), any `Bearer` token, and the configured key wherever
+    /// it appears.
+    ///
+    /// An upstream's error body may echo the request's headers, and a proxy in front of it may hold another token
+    /// than ours, so the key alone is not enough. The patterns go first: replacing the key first would leave
+    /// `Authorization: Bearer [redacted]` for them to chew on again.
     func redact(_ text: String) -> String {
+        var text = text.replacing(#/(?i)(authorization["']?\s*[=:]\s*["']?)(?:(?:bearer|basic|token)\s+)?[^\s"',;{}\[\]]+/#) {
+            "\($0.output.1)[redacted]"
+        }
+        text = text.replacing(#/(?i)(\bbearer\s+)[A-Za-z0-9._~+\/=-]+/#) { "\($0.output.1)[redacted]" }
         guard let key, !key.isEmpty else { return text }
         return text.replacingOccurrences(of: key, with: "[redacted]")
     }

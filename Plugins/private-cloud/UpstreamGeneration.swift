@@ -87,7 +87,9 @@ final class UpstreamGeneration: Sendable {
             switch attempt(upstream: index, charge: current) {
             case .finished:
                 return
-            case .failover(let reason):
+            case .failover(let unredacted):
+                // The reason may quote an upstream's error body, which may echo our Authorization header.
+                let reason = context.credentials.redact(unredacted)
                 let url = context.pool.upstreams[index].baseURL
                 failures.append("\(url): \(reason)")
                 refund(current)

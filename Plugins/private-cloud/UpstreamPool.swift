@@ -98,6 +98,7 @@ final class UpstreamPool: Sendable {
 
     /// Records a success.
     func markSuccess(_ index: Int, reason: String, now: Date = Date()) {
+        let reason = credentials.redact(reason)
         let wasHealthy: Bool? = state.withLock { state in
             var health = state.health[index]
             let before = health.healthy

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMSystem
 import Foundation
 
 /// Builds the effective configuration from every layer, lowest first, recording each value's origin.
@@ -175,13 +176,13 @@ public struct ConfigurationLoader: Sendable {
         }
 
         mutating func apply(file: String, origin: (Int) -> ConfigOrigin) throws(ConfigError) {
-            let text: String
+            let bytes: [UInt8]
             do {
-                text = try String(contentsOfFile: file, encoding: .utf8)
+                bytes = try FileContents.read(path: file)
             } catch {
-                throw ConfigError(file: file, message: "cannot read: \(error.localizedDescription)")
+                throw ConfigError(file: file, message: "cannot read: \(error)")
             }
-            let document = try INIDocument(text: text, file: file)
+            let document = try INIDocument(bytes: bytes, file: file)
             for header in document.sections {
                 if ConfigSchema.sections.contains(header.name) { continue }
                 if header.name.hasPrefix(ConfigSchema.backendSectionPrefix) {

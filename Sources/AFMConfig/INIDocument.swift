@@ -5,7 +5,7 @@
 /// Only the syntax is checked here (headers, `=`, a key before any section); whether sections and keys exist
 /// and values are valid is decided by ``ConfigurationLoader`` against ``ConfigSchema``. Comment lines start
 /// with `#` or `;` (after optional whitespace); a `#` inside a value is part of the value. Keys and values are
-/// trimmed of surrounding whitespace.
+/// trimmed of surrounding whitespace. LF and CRLF line ends are both accepted, and a UTF-8 byte order mark is skipped.
 public struct INIDocument: Sendable, Hashable {
     /// One `Key=Value` line.
     public struct Assignment: Sendable, Hashable {
@@ -32,14 +32,30 @@ public struct INIDocument: Sendable, Hashable {
     /// Every section header in file order.
     public var sections: [SectionHeader] = []
 
-    /// Parses `text`; `file` only labels errors.
+    /// Parses `text`; `file` only labels errors (see ``init(bytes:file:)``).
     public init(text: String, file: String) throws(ConfigError) {
+        try self.init(bytes: Array(text.utf8), file: file)
+    }
+
+    /// Parses the bytes of a file; `file` only labels errors.
+    ///
+    /// Lines end at LF; a CR before the LF is dropped (a file saved with CRLF line ends), and a UTF-8 byte order
+    /// mark at the start is skipped. Lines are split as bytes, not `Character`s: in a Swift `String`, `"\r\n"`
+    /// is one `Character`, so splitting a CRLF file's text on `"\n"` would find a single line.
+    ///
+    /// - Throws: ``ConfigError`` at the line of a syntax error, or of bytes that are not UTF-8.
+    public init(bytes: [UInt8], file: String) throws(ConfigError) {
+        var body = bytes[...]
+        if body.starts(with: [0xEF, 0xBB, 0xBF]) { body = body.dropFirst(3) }
         var section: String?
         var number = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for rawLine in body.split(separator: 0x0A, omittingEmptySubsequences: false) {
             number += 1
-            var line = Substring(rawLine)
-            if line.hasSuffix("\r") { line = line.dropLast() }
+            var lineBytes = rawLine
+            if lineBytes.last == 0x0D { lineBytes = lineBytes.dropLast() }
+            guard let line = String(validating: lineBytes, as: UTF8.self) else {
+                throw ConfigError(file: file, line: number, message: "the line is not valid UTF-8")
+            }
             let trimmed = line.trimmingWhitespace()
             if trimmed.isEmpty || trimmed.hasPrefix("#") || trimmed.hasPrefix(";") { continue }
             if trimmed.hasPrefix("[") {

@@ -14,6 +14,9 @@ public enum SettingsError: Error, Sendable, Hashable, CustomStringConvertible {
     case newerVersion(Int)
     /// Writing the settings file failed; the file on disk is unchanged.
     case writeFailed(String)
+    /// The settings file was replaced with the edit, but a step after the rename (the `fsync` of its directory)
+    /// failed: the edit is saved and current, but may not survive a crash of the machine.
+    case notDurable(String)
 
     public var description: String {
         switch self {
@@ -25,7 +28,9 @@ public enum SettingsError: Error, Sendable, Hashable, CustomStringConvertible {
         case .corrupt(let message): message
         case .newerVersion(let version):
             "settings version \(version) is newer than this afmd understands (\(ServerSettings.currentVersion)); refusing"
-        case .writeFailed(let message): "cannot save settings: \(message)"
+        case .writeFailed(let message): "cannot save settings (the file is unchanged): \(message)"
+        case .notDurable(let message):
+            "settings saved, but not flushed to disk (they may be lost in a crash; the file holds the change): \(message)"
         }
     }
 }

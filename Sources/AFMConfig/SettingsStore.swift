@@ -9,12 +9,17 @@ import Synchronization
 /// remembers (in memory) the last listener bind failure so status can show it.
 ///
 /// ```
-/// edit ─► validate on a copy ─► encode ─► AtomicFile.write (temp, fsync, rename, fsync dir) ─► publish
-///            │ invalid                          │ I/O error
-///            └─► SettingsError, nothing changes  └─► SettingsError, file and memory unchanged
+/// re-read file ─► edit ─► validate on a copy ─► encode ─► AtomicFile.write (temp, fsync, rename, fsync dir) ─► publish
+///  │ corrupt         │ invalid                              │ I/O error before the rename
+///  └─► SettingsError └─► SettingsError, nothing changes     ├─► .writeFailed, file and memory unchanged
+///                                                           │ fsync of the directory failed after the rename
+///                                                           └─► .notDurable, file and memory hold the edit
 /// ```
-/// Writes are serialized on one dispatch queue (never the cooperative pool); ``current`` is a lock-protected
-/// copy that readers may take at any time. The `async` variants run the write on that queue and suspend.
+/// Every edit starts from the file as it is on disk, not from the copy in memory: an operator may have edited
+/// the file by hand (and run `afmctl reload`), and an edit based on a stale copy would silently revert that, and
+/// check `ifRevision` against a stale revision. Writes are serialized on one dispatch queue (never the cooperative
+/// pool); ``current`` is a lock-protected copy that readers may take at any time, refreshed by every edit and by
+/// ``reload()``. The `async` variants run the write on that queue and suspend.
 public final class SettingsStore: Sendable {
     /// A listener bind that failed for the saved address, kept so `GetStatus` can show it.
     public struct BindFailure: Sendable, Hashable {
@@ -38,16 +43,29 @@ public final class SettingsStore: Sendable {
         var bindFailure: BindFailure?
     }
 
+    /// Replaces a file crash-safely: ``AtomicFile/write(_:to:mode:)``, or a test's wrapper of it.
+    package typealias FileWriter = @Sendable (_ bytes: [UInt8], _ path: String, _ mode: UInt32) throws(SystemCallError) -> Void
+
     /// The settings file (``ConfigPaths/controlFile``).
     public let path: String
     private let state: Mutex<State>
     private let writes = DispatchQueue(label: "afm.settings-store")
+    private let writer: FileWriter
 
     /// Opens the store, reading the file if it exists.
     ///
     /// - Throws: ``SettingsError`` when the file exists but is unreadable, malformed or from a newer version.
-    public init(path: String) throws(SettingsError) {
+    public convenience init(path: String) throws(SettingsError) {
+        try self.init(path: path) { (bytes, path, mode) throws(SystemCallError) in
+            try AtomicFile.write(bytes, to: path, mode: mode)
+        }
+    }
+
+    /// Opens the store with another way to replace the file: tests use it to make a step fail as the kernel can
+    /// (an `fsync` of the directory after the rename), which no file system here does on demand.
+    package init(path: String, writer: @escaping FileWriter) throws(SettingsError) {
         self.path = path
+        self.writer = writer
         state = Mutex(State(current: try Self.read(path: path) ?? ServerSettings()))
         removeLeftoverTemporaryFiles()
     }
@@ -65,13 +83,16 @@ public final class SettingsStore: Sendable {
 
     /// Reads and migrates the settings file at `path`; `nil` when there is no file.
     public static func read(path: String) throws(SettingsError) -> ServerSettings? {
-        guard FileManager.default.fileExists(atPath: path) else { return nil }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw .corrupt("\(path): cannot read the settings file")
+        let data: [UInt8]
+        do throws(SystemCallError) {
+            data = try FileContents.read(path: path)
+        } catch {
+            if error.errno.rawValue == ENOENT { return nil }
+            throw .corrupt("\(path): cannot read the settings file: \(error)")
         }
         let json: JSONValue
         do {
-            json = try JSONParser.parse(Array(data))
+            json = try JSONParser.parse(data)
         } catch {
             throw .corrupt("\(path): not valid JSON (\(error))")
         }
@@ -84,6 +105,34 @@ public final class SettingsStore: Sendable {
 
     /// The last valid settings.
     public var current: ServerSettings { state.withLock { $0.current } }
+
+    /// Re-reads the file (after a hand edit; the daemon calls it on reload) and publishes what it holds.
+    ///
+    /// A removed file means the defaults, at the revision in memory (revisions never go back).
+    /// - Returns: the settings now current.
+    /// - Throws: ``SettingsError`` when the file is unreadable, malformed or from a newer version; the copy in
+    ///   memory is kept then.
+    @discardableResult
+    public func reload() throws(SettingsError) -> ServerSettings {
+        let result: Result<ServerSettings, SettingsError> = writes.sync {
+            do throws(SettingsError) {
+                let settings = try onDisk()
+                state.withLock { $0.current = settings }
+                return .success(settings)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// The file's settings, or the defaults at the current revision when there is no file. Runs on `writes`.
+    private func onDisk() throws(SettingsError) -> ServerSettings {
+        if let settings = try Self.read(path: path) { return settings }
+        var defaults = ServerSettings()
+        defaults.revision = current.revision
+        return defaults
+    }
 
     // MARK: - Edits
 
@@ -113,8 +162,11 @@ public final class SettingsStore: Sendable {
         -> ServerSettings
     {
         let result: Result<ServerSettings, SettingsError> = writes.sync {
-            var settings = current
+            var settings: ServerSettings
             do throws(SettingsError) {
+                // The file, not the copy in memory: a hand edit since the last write must survive this one.
+                settings = try onDisk()
+                state.withLock { $0.current = settings }
                 try edit(&settings)
             } catch {
                 return .failure(error)
@@ -123,6 +175,10 @@ public final class SettingsStore: Sendable {
             settings.migratedFromVersion = nil
             do throws(SettingsError) {
                 try persist(settings)
+            } catch .notDurable(let message) {
+                // The file holds the edit (only its durability is in doubt), so memory must match it.
+                state.withLock { $0.current = settings }
+                return .failure(.notDurable(message))
             } catch {
                 return .failure(error)
             }
@@ -136,6 +192,12 @@ public final class SettingsStore: Sendable {
     @discardableResult
     public func set(_ name: String, to value: String) async throws(SettingsError) -> ServerSettings {
         try await background { () throws(SettingsError) in try self.set(name, to: value) }
+    }
+
+    /// ``reload()`` without blocking the caller's thread.
+    @discardableResult
+    public func reload() async throws(SettingsError) -> ServerSettings {
+        try await background { () throws(SettingsError) in try self.reload() }
     }
 
     /// ``setCommonPrompt(_:ifRevision:)`` without blocking the caller's thread.
@@ -159,14 +221,20 @@ public final class SettingsStore: Sendable {
         return try result.get()
     }
 
+    /// Writes `settings`; tells a failure before the rename (file unchanged) from one after it (file replaced).
     private func persist(_ settings: ServerSettings) throws(SettingsError) {
         let directory = (path as NSString).deletingLastPathComponent
         var bytes = settings.json.prettyPrinted().utf8.map { $0 }
         bytes.append(0x0A)
         do {
             try AtomicFile.makeDirectories(directory, mode: 0o755)
-            try AtomicFile.write(bytes, to: path, mode: 0o644)
+            try writer(bytes, path, 0o644)
         } catch {
+            // Only the rename changes the file, so if it now holds exactly these bytes the failure came after it
+            // (the directory's fsync): the edit is in place, it is its durability that is not assured.
+            if (try? FileContents.read(path: path)) == bytes {
+                throw .notDurable("\(path): \(error)")
+            }
             throw .writeFailed("\(path): \(error)")
         }
     }

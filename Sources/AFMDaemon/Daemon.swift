@@ -267,6 +267,10 @@ public final class Daemon: Sendable {
             logger.error("configuration reload failed; the running configuration stays", ["error": error.description])
             throw ReloadError(reason: error.description, backend: nil, activeGeneration: state.withLock { $0.configGeneration })
         }
+        // The control file may have been edited by hand: the store must start its next edit (and answer GetPrompt's
+        // revision) from what was just loaded, not from its copy of the last write. The file just parsed, so a
+        // failure here is a race with another edit of it; the next edit re-reads it anyway.
+        _ = try? await settings?.reload()
         let configuration = DaemonConfiguration(loaded)
         let generation = state.withLock { state -> Int in
             state.loaded = loaded

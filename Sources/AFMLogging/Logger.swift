@@ -5,7 +5,9 @@ import Synchronization
 /// A structured logger that writes one line per event to standard error.
 ///
 /// Every line reads `TIMESTAMP LEVEL LABEL: MESSAGE key=value …`, so operators can `grep` and `journalctl`
-/// can index it. A `Logger` is a value: copy it, add metadata, and pass it down as a parameter; there is no
+/// can index it. One event is always one line: control characters in the message and the values (a newline that
+/// would forge a second line, an ESC that would reach the operator's terminal) are escaped by ``TerminalSafeText``
+/// (`\n`, `\x1b`), so text from upstreams and clients is inert. A `Logger` is a value: copy it, add metadata, and pass it down as a parameter; there is no
 /// global logger. The output sink is shared and serialized, so lines from different threads never interleave.
 public struct Logger: Sendable {
     /// How important an event is. Lines below the logger's level are dropped before formatting.
@@ -81,9 +83,9 @@ public struct Logger: Sendable {
     ) {
         guard level >= self.level else { return }
         var line = Self.timestamp()
-        line += " \(level) \(label): \(message())"
-        for (key, value) in metadata { line += " \(key)=\(Self.quoted(value))" }
-        for (key, value) in extra { line += " \(key)=\(Self.quoted(value))" }
+        line += " \(level) \(TerminalSafeText.neutralized(label)): \(TerminalSafeText.neutralized(message()))"
+        for (key, value) in metadata { line += " \(TerminalSafeText.neutralized(key))=\(Self.quoted(value))" }
+        for (key, value) in extra { line += " \(TerminalSafeText.neutralized(key))=\(Self.quoted(value))" }
         line += "\n"
         sink.write(line)
     }
@@ -104,17 +106,19 @@ public struct Logger: Sendable {
         log(.error, message(), extra)
     }
 
-    // Values with spaces, quotes or newlines are quoted so a line stays one line and splits unambiguously.
+    // Values with spaces, quotes or control characters are quoted so a line stays one line and splits
+    // unambiguously; inside the quotes, `"` and `\` are escaped and control characters neutralized.
     private static func quoted(_ value: String) -> String {
-        let needsQuotes = value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline })
+        let needsQuotes =
+            value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" })
+            || TerminalSafeText.needsEscaping(value)
         guard needsQuotes else { return value }
         var out = "\""
         for scalar in value.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""
             case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
+            case _ where TerminalSafeText.isControl(scalar): out += TerminalSafeText.neutralized(String(scalar))
             default: out.unicodeScalars.append(scalar)
             }
         }

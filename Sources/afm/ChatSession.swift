@@ -130,7 +130,7 @@ final class ChatSession {
         if store.reopenedPendingCount > 0 {
             console.write(console.dim("(\(store.reopenedPendingCount) unfinished answer(s) from last time are marked interrupted)") + "\n")
         }
-        let title = current.map { "\"\($0.title)\" (\($0.id.prefix(8)))" } ?? "a new conversation"
+        let title = current.map { "\"\(console.field($0.title))\" (\(console.field($0.id.prefix(8))))" } ?? "a new conversation"
         console.write(console.bold("afm chat") + " — \(title) — /help for commands\n")
         if let current { showMessages(try? store.messages(conversationID: current.id, limit: 20), header: false) }
         guard terminal != nil else { return }  // a piped session has no line to restore into
@@ -147,13 +147,13 @@ final class ChatSession {
             if line.trimmingCharacters(in: .whitespaces).lowercased() == "y" {
                 do {
                     try store.delete(conversationID: conversation.id)
-                    console.write("deleted \"\(conversation.title)\"\n")
+                    console.write("deleted \"\(console.field(conversation.title))\"\n")
                     if current?.id == conversation.id { startNew(announce: false) }
                 } catch {
                     console.error("afm: \(error)")
                 }
             } else {
-                console.write("kept \"\(conversation.title)\"\n")
+                console.write("kept \"\(console.field(conversation.title))\"\n")
             }
             editor.set(savedDraft)
             return
@@ -181,7 +181,7 @@ final class ChatSession {
         case "/attach": attach(argument)
         case "/retry": retry()
         case "/copy": copy()
-        default: console.write("unknown command \(command) — /help lists them\n")
+        default: console.write("unknown command \(console.field(command)) — /help lists them\n")
         }
     }
 
@@ -204,8 +204,9 @@ final class ChatSession {
             }
             for summary in page {
                 let date = Self.format(milliseconds: summary.updatedAt)
-                let title = summary.title.isEmpty ? "(untitled)" : summary.title
-                console.write("  \(summary.id.prefix(8))  \(date)  \(title)  \(console.dim("(\(summary.messageCount) messages) \(summary.preview.prefix(60))"))\n")
+                let title = summary.title.isEmpty ? "(untitled)" : console.field(summary.title)
+                let preview = console.field(summary.preview.prefix(60))
+                console.write("  \(console.field(summary.id.prefix(8)))  \(date)  \(title)  \(console.dim("(\(summary.messageCount) messages) \(preview)"))\n")
             }
             listOffset += page.count
             console.write(console.dim("\(listOffset) of \(total)" + (listOffset < total ? " — /more for the next 50" : "")) + "\n")
@@ -221,13 +222,13 @@ final class ChatSession {
         }
         do {
             guard let conversation = try store.conversation(id: id) else {
-                console.write("no conversation \(id) (see /list)\n")
+                console.write("no conversation \(console.field(id)) (see /list)\n")
                 return
             }
             saveDraftIfChanged()
             current = conversation
             try store.setAppState("current_conversation", conversation.id)
-            console.write(console.bold("\"\(conversation.title)\"") + " (\(conversation.id.prefix(8)), \(conversation.messageCount) messages)\n")
+            console.write(console.bold("\"\(console.field(conversation.title))\"") + " (\(console.field(conversation.id.prefix(8))), \(conversation.messageCount) messages)\n")
             earliestShown = nil
             showMessages(try store.messages(conversationID: conversation.id, limit: 60), header: true)
             showDraft(conversation.draft)
@@ -267,8 +268,8 @@ final class ChatSession {
     }
 
     private func show(_ message: ChatMessage) {
-        let label = message.author == .user ? "you> " : "\(message.model ?? "assistant")> "
-        var text = message.text
+        let label = message.author == .user ? "you> " : "\(console.field(message.model ?? "assistant"))> "
+        var text = console.shown(message.text)
         for image in message.images { text += " [image \(image.width)×\(image.height)]" }
         if message.author == .assistant {
             var renderer = MarkdownRenderer(colors: console.isTerminal)
@@ -277,7 +278,7 @@ final class ChatSession {
             console.write(console.bold(label) + text + "\n")
         }
         if message.state != .complete {
-            console.write(console.dim("[\(message.state.rawValue)\(message.notice.map { ": " + $0 } ?? "") — /retry to ask again]") + "\n")
+            console.write(console.dim("[\(message.state.rawValue)\(message.notice.map { ": " + console.field($0) } ?? "") — /retry to ask again]") + "\n")
         }
     }
 
@@ -289,13 +290,13 @@ final class ChatSession {
         do {
             let hits = try store.search(text)
             if hits.isEmpty {
-                console.write("nothing found for \"\(text)\"\n")
+                console.write("nothing found for \"\(console.field(text))\"\n")
                 return
             }
             for hit in hits {
                 let place = hit.sequence.map { "#\($0)" } ?? "title"
-                let snippet = hit.snippet.split(whereSeparator: \.isNewline).joined(separator: " ")
-                console.write("  \(hit.conversationID.prefix(8))  \(hit.title.prefix(40))  \(console.dim(place))  \(snippet)\n")
+                let snippet = console.field(hit.snippet.split(whereSeparator: \.isNewline).joined(separator: " "))
+                console.write("  \(console.field(hit.conversationID.prefix(8)))  \(console.field(hit.title.prefix(40)))  \(console.dim(place))  \(snippet)\n")
             }
             console.write(console.dim("\(hits.count) match(es) — /open ID to read one") + "\n")
         } catch {
@@ -315,7 +316,7 @@ final class ChatSession {
         do {
             try store.rename(conversationID: conversation.id, to: title)
             current?.title = title
-            console.write("renamed to \"\(title)\"\n")
+            console.write("renamed to \"\(console.field(title))\"\n")
         } catch {
             console.error("afm: \(error)")
         }
@@ -328,7 +329,7 @@ final class ChatSession {
         }
         saveDraftIfChanged()
         confirmingDelete = conversation
-        console.write("delete \"\(conversation.title)\" and its \(conversation.messageCount) messages? type y to confirm\n")
+        console.write("delete \"\(console.field(conversation.title))\" and its \(conversation.messageCount) messages? type y to confirm\n")
     }
 
     private func attach(_ path: String) {
@@ -377,7 +378,8 @@ final class ChatSession {
             return
         }
         let text = answer.text
-        console.write("\n" + text + (text.hasSuffix("\n") ? "" : "\n") + "\n")
+        // Shown neutralized; the clipboard gets the text as it is (base64 inside OSC 52, so it is inert on the way).
+        console.write("\n" + console.shown(text) + (text.hasSuffix("\n") ? "" : "\n") + "\n")
         if console.isTerminal {
             // OSC 52: terminals (and tmux with set-clipboard) that allow it put the text on the clipboard.
             console.write("\u{1B}]52;c;\(Data(text.utf8).base64EncodedString())\u{07}")
@@ -395,13 +397,13 @@ final class ChatSession {
         }
         do {
             guard let first = try client.listModels().first else {
-                console.write("the gateway at \(client.url) serves no models\n")
+                console.write("the gateway at \(console.field(client.url.description)) serves no models\n")
                 return nil
             }
             model = first
             return first
         } catch {
-            console.write("cannot reach the gateway at \(client.url): \(error)\n")
+            console.write("cannot reach the gateway at \(console.field(client.url.description)): \(console.field("\(error)"))\n")
             return nil
         }
     }
@@ -439,7 +441,7 @@ final class ChatSession {
             stored = true
             if !storedImages { attachments = [] }
             if terminal != nil { savedDraft = "" }
-            console.write(console.bold("\(model)> "))
+            console.write(console.bold("\(console.field(model))> "))
             let runner = TurnRunner(client: client, console: console)
             let outcome = runner.run(
                 model: model, history: history, parts: parts, imageBytes: { try store.imageBytes($0) },
@@ -458,7 +460,7 @@ final class ChatSession {
                 messageID: answer.id, text: outcome.text, state: outcome.state, model: outcome.model, notice: outcome.notice)
             if !outcome.text.hasSuffix("\n") { console.write("\n") }
             if outcome.state != .complete {
-                console.write(console.dim("[\(outcome.state.rawValue)\(outcome.notice.map { ": " + $0 } ?? "") — /retry to ask again]") + "\n")
+                console.write(console.dim("[\(outcome.state.rawValue)\(outcome.notice.map { ": " + console.field($0) } ?? "") — /retry to ask again]") + "\n")
             }
             current = try store.conversation(id: conversation.id)
         } catch {

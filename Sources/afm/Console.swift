@@ -1,7 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMLogging
 import AFMSystem
 
 /// Standard output and error for the client: unbuffered writes, colours only on a terminal.
+///
+/// Text that came from a model, a server or the history (which holds both) is passed through ``shown(_:)`` or
+/// ``field(_:)`` before it is written: an ESC or C1 control in it would otherwise drive the terminal (retitle or
+/// clear it, fake a prompt line, write the clipboard with OSC 52, plant an OSC 8 link, or make it answer a query
+/// such as `ESC[6n` on standard input, where the answer would become typed-ahead input). The client's own styling
+/// escapes (``bold(_:)``, ``dim(_:)``, the Markdown renderer's, OSC 52 of `/copy`) are added after that.
 final class Console {
     let output = FileDescriptor(rawValue: 1)
     let errors = FileDescriptor(rawValue: 2)
@@ -17,10 +24,17 @@ final class Console {
         Self.writeAll(Array(text.utf8), to: output)
     }
 
-    /// Writes one line to standard error.
+    /// Writes one line to standard error; control characters in `text` are escaped, so it stays one line.
     func error(_ text: String) {
-        Self.writeAll(Array((text + "\n").utf8), to: errors)
+        Self.writeAll(Array((TerminalSafeText.neutralized(text) + "\n").utf8), to: errors)
     }
+
+    /// Message text from outside, for display: line feeds and tabs kept, other control characters shown escaped
+    /// (`\x1b`), never sent to the terminal.
+    func shown(_ text: some StringProtocol) -> String { TerminalSafeText.neutralized(text, keeping: .messageText) }
+
+    /// A name, title, snippet or notice from outside, for one line: every control character shown escaped.
+    func field(_ text: some StringProtocol) -> String { TerminalSafeText.neutralized(text) }
 
     /// Text in a dim style on a terminal, plain otherwise.
     func dim(_ text: String) -> String { isTerminal ? "\u{1B}[2m" + text + "\u{1B}[22m" : text }

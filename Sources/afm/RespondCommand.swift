@@ -32,7 +32,7 @@ struct RespondCommand {
                 return AFMErrorCode.modelUnavailable.exitStatus
             }
         }
-        let outcome = TurnRunner(client: client, console: console).run(
+        let outcome = TurnRunner(client: client, console: console, neutralizes: console.isTerminal).run(
             model: chosen, history: [], parts: [.text(input)], imageBytes: { _ in [] }, keyboard: nil,
             onKeys: { _ in false }, onProgress: { _ in }
         )

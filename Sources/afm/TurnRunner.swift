@@ -18,6 +18,9 @@ struct TurnRunner {
 
     let client: ResponsesClient
     let console: Console
+    /// Whether the model's text is neutralized before it is written (``Console/shown(_:)``): always in `afm chat`;
+    /// `afm respond` writes it unchanged when its output is not a terminal (a script gets the exact text).
+    var neutralizes = true
     /// How often streamed text is saved while it arrives.
     var saveIntervalNanoseconds: UInt64 = 200_000_000
 
@@ -81,7 +84,7 @@ struct TurnRunner {
                     case .started(let model): actualModel = model
                     case .textDelta(let delta):
                         text += delta
-                        console.write(renderer.feed(delta))
+                        console.write(renderer.feed(neutralizes ? console.shown(delta) : delta))
                     case .completed: terminal = (.complete, nil, nil)
                     case .incomplete(let reason):
                         terminal = (.incomplete, "the answer was cut off (\(reason)); /retry to ask again", nil)

@@ -27,8 +27,8 @@ enum CtlHelp {
           --version       Print the version, then exit
           -h, --help      Print this help, then exit
 
-        Exit status: 0 success, 64 usage error, 65 invalid value, 69 cannot connect, 70 failure,
-        75 timeout, 77 permission denied.
+        Exit status: 0 success, 64 usage error, 65 invalid value, 66 cannot read the input file,
+        69 cannot connect, 70 failure, 75 timeout, 77 permission denied.
         """
 
     static let commands: [String: String] = [

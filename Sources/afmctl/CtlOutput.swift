@@ -1,34 +1,54 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMJSON
+import AFMLogging
 import Foundation
 
 /// Writing to stdout/stderr and rendering replies for humans.
+///
+/// Replies carry text afmctl does not control (an upstream's error body in a backend's reason, a prompt, a path),
+/// so nothing reaches the operator's terminal raw: every string value is rendered through ``TerminalSafeText``
+/// with no control character kept (a `\n` in a reason cannot fake a line, a tab cannot shift a column, an ESC
+/// cannot drive the terminal), and every write keeps only the line feeds and tabs afmctl itself lays out.
 enum CtlOutput {
+    /// Writes `text` and a line feed to standard output; control characters other than `\n` and `\t` are escaped.
     static func print(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        FileHandle.standardOutput.write(Data((TerminalSafeText.neutralized(text, keeping: .messageText) + "\n").utf8))
     }
 
+    /// Writes afmctl's own terminal control text (`top`'s redraw) unchanged; never pass reply text.
     static func raw(_ text: String) {
         FileHandle.standardOutput.write(Data(text.utf8))
     }
 
+    /// One line on standard error: every control character in `message` is escaped, so it stays one line.
     static func error(_ message: String, prefix: Bool = true) {
-        FileHandle.standardError.write(Data(((prefix ? "Error: " : "") + message + "\n").utf8))
+        let line = (prefix ? "Error: " : "") + TerminalSafeText.neutralized(message)
+        FileHandle.standardError.write(Data((line + "\n").utf8))
     }
 
+    /// One progress line on standard error, escaped like ``error(_:prefix:)``.
     static func progress(_ message: String) {
-        FileHandle.standardError.write(Data((message + "\n").utf8))
+        FileHandle.standardError.write(Data((TerminalSafeText.neutralized(message) + "\n").utf8))
     }
 
-    /// A scalar as text (strings unquoted, null as "-").
+    /// A reply as JSON: the encoder escapes C0 controls; DEL, C1 controls and U+2028/9 become `\u00XX` escapes too,
+    /// so the text stays valid JSON with the same meaning and holds nothing a terminal executes.
+    static func json(_ value: JSONValue) -> String {
+        TerminalSafeText.neutralized(value.jsonString, notation: .json)
+    }
+
+    /// A name or value from a reply, for one field of a line: every control character escaped.
+    static func field(_ text: String) -> String { TerminalSafeText.neutralized(text) }
+
+    /// A scalar as text (strings unquoted, null as "-"), with control characters escaped.
     static func scalar(_ value: JSONValue) -> String {
         switch value {
-        case .string(let text): text
+        case .string(let text): field(text)
         case .null: "-"
         case .bool(let flag): flag ? "yes" : "no"
         case .number(let number): number.literal
         case .array(let items): items.map(scalar).joined(separator: ", ")
-        case .object: value.jsonString
+        case .object: json(value)
         }
     }
 
@@ -39,10 +59,10 @@ enum CtlOutput {
         for (key, member) in object {
             switch member {
             case .object(let inner) where !inner.isEmpty:
-                lines.append("\(indent)\(key):")
+                lines.append("\(indent)\(field(key)):")
                 lines += outline(member, indent: indent + "  ")
             case .array(let items) where items.contains(where: { $0.objectValue != nil }):
-                lines.append("\(indent)\(key):")
+                lines.append("\(indent)\(field(key)):")
                 for item in items {
                     let block = outline(item, indent: indent + "    ")
                     if let first = block.first {
@@ -51,7 +71,7 @@ enum CtlOutput {
                     }
                 }
             default:
-                lines.append("\(indent)\(key): \(scalar(member))")
+                lines.append("\(indent)\(field(key)): \(scalar(member))")
             }
         }
         return lines
@@ -64,10 +84,10 @@ enum CtlOutput {
         for (key, member) in object {
             if case .object(let inner) = member {
                 for (innerKey, innerValue) in inner where innerValue.objectValue == nil && innerValue.arrayValue == nil {
-                    parts.append("\(key).\(innerKey)=\(scalar(innerValue))")
+                    parts.append("\(field(key)).\(field(innerKey))=\(scalar(innerValue))")
                 }
             } else if member.arrayValue == nil {
-                parts.append("\(key)=\(scalar(member))")
+                parts.append("\(field(key))=\(scalar(member))")
             }
         }
         return parts.joined(separator: " ")

@@ -13,6 +13,16 @@ struct CtlRunner {
     static let permissionStatus: Int32 = 77
     /// Cannot connect: the shared table's "unavailable" status (EX_UNAVAILABLE, 69).
     static let unavailableStatus = AFMErrorCode.modelUnavailable.exitStatus
+    /// EX_DATAERR: the input given (a prompt file) is not valid (not UTF-8).
+    static let dataErrorStatus: Int32 = 65
+    /// EX_NOINPUT: the input file given (`prompt set -f FILE`) cannot be read.
+    static let noInputStatus: Int32 = 66
+
+    /// A local input afmctl could not use, refused before anything is sent.
+    struct InputError: Error {
+        var message: String
+        var status: Int32
+    }
 
     let options: CtlOptions
     let socket: String
@@ -28,15 +38,59 @@ struct CtlRunner {
         default:
             break
         }
+        var prompt: String?
+        if case .promptSet(let text, let file, _) = options.command {
+            do throws(InputError) {
+                // Not `text ?? readPrompt(…)`: the autoclosure of `??` throws untyped errors.
+                if let text { prompt = text } else { prompt = try Self.readPrompt(file: file ?? "-") }
+            } catch {
+                CtlOutput.error(error.message)
+                return error.status
+            }
+        }
         do {
-            try execute()
+            try execute(prompt: prompt)
             return 0
         } catch {
             return report(error)
         }
     }
 
-    private func execute() throws(AdminClientError) {
+    /// The text of `prompt set -f FILE` (`-`: standard input), which must be UTF-8: a prompt silently altered by
+    /// replacement characters would be sent with every request.
+    static func readPrompt(file: String) throws(InputError) -> String {
+        let name = file == "-" ? "standard input" : file
+        let bytes: [UInt8]
+        do {
+            bytes =
+                file == "-"
+                ? try FileContents.read(descriptor: FileDescriptor(rawValue: 0)) : try FileContents.read(path: file)
+        } catch {
+            throw InputError(message: "cannot read the prompt from \(name): \(error)", status: noInputStatus)
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            let offset = Self.firstInvalidUTF8Offset(bytes)
+            throw InputError(
+                message: "the prompt in \(name) is not valid UTF-8 (first bad byte at offset \(offset)); nothing was changed",
+                status: dataErrorStatus)
+        }
+        return text
+    }
+
+    /// The offset of the first byte that does not decode as UTF-8.
+    private static func firstInvalidUTF8Offset(_ bytes: [UInt8]) -> Int {
+        var offset = 0
+        var decoder = UTF8()
+        var iterator = bytes.makeIterator()
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue(let scalar): offset += UTF8.width(scalar)
+            case .emptyInput, .error: return offset
+            }
+        }
+    }
+
+    private func execute(prompt: String?) throws(AdminClientError) {
         let admin = "org.afm.Admin."
         switch options.command {
         case .status:
@@ -76,18 +130,8 @@ struct CtlRunner {
         case .promptGet:
             let reply = try call(admin + "GetPrompt")
             show(reply) { $0["text"]?.stringValue ?? "" }
-        case .promptSet(let text, let file, let revision):
-            let content: String
-            if let text {
-                content = text
-            } else if file == "-" {
-                content = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-            } else if let file, let data = FileManager.default.contents(atPath: file) {
-                content = String(decoding: data, as: UTF8.self)
-            } else {
-                throw .protocolError("cannot read \(file ?? "")")
-            }
-            var parameters: JSONObject = ["text": .string(content)]
+        case .promptSet(_, _, let revision):
+            var parameters: JSONObject = ["text": .string(prompt ?? "")]
             if let revision { parameters["ifRevision"] = .number(JSONNumber(revision)) }
             let reply = try call(admin + "SetPrompt", parameters)
             show(reply) { "prompt saved (revision \(CtlOutput.scalar($0["revision"] ?? .null)))" }
@@ -116,7 +160,7 @@ struct CtlRunner {
     }
 
     private func show(_ reply: JSONValue, human: (JSONValue) -> String) {
-        CtlOutput.print(options.json ? reply.jsonString : human(reply))
+        CtlOutput.print(options.json ? CtlOutput.json(reply) : human(reply))
     }
 
     private func top(interval: Int) throws(AdminClientError) {
@@ -128,14 +172,14 @@ struct CtlRunner {
         while true {
             let reply = try connection.receive(timeoutMilliseconds: nil, method: "WatchCounters")
             if options.json {
-                CtlOutput.print(reply.parameters.jsonString)
+                CtlOutput.print(CtlOutput.json(reply.parameters))
             } else {
                 // The quotas get their own rendering: the generic one would print every field of every upstream.
                 var counters = reply.parameters.objectValue ?? [:]
                 let quotas = counters.removeValue(forKey: "quota") ?? .array([])
                 if terminal {
                     // Home the cursor and clear the screen, then draw the snapshot.
-                    CtlOutput.raw("\u{1B}[H\u{1B}[2J" + "afmctl top — \(socket) — Ctrl-C exits\n\n")
+                    CtlOutput.raw("\u{1B}[H\u{1B}[2J" + "afmctl top — \(CtlOutput.field(socket)) — Ctrl-C exits\n\n")
                     let quotaLines = CtlOutput.quotaLines(quotas)
                     CtlOutput.print(
                         (CtlOutput.outline(.object(counters)) + (quotaLines.isEmpty ? [] : [""] + quotaLines))

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMConfig
 import AFMJSON
+import AFMSystem
 import AFMTestSupport
 import Foundation
 import Testing
@@ -153,5 +154,69 @@ import Testing
             lastRevision = settings.revision
         }
         #expect(lastRevision > 1, "the writer never completed a write")
+    }
+
+    /// A hand edit of the file (then `afmctl reload`) is the new base: the next edit keeps it, and `ifRevision` is
+    /// checked against the file's revision, not a stale copy in memory.
+    @Test func aHandEditIsKeptByTheNextEdit() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.paths.controlFile
+        let store = try SettingsStore(path: path)
+        try store.set("port", to: "8080")
+        try #"{"schema":"AFM.serverSettings.v1","version":1,"revision":5,"port":8080,"commonPrompt":"by hand"}"#
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let saved = try store.set("host", to: "127.0.0.1")
+        #expect(saved.revision == 6)
+        #expect(saved.commonPrompt == "by hand")
+        let file = try #require(try SettingsStore.read(path: path))
+        #expect(file == saved)
+        #expect(file.commonPrompt == "by hand" && file.port == 8080 && file.host == "127.0.0.1")
+        #expect(throws: SettingsError.revisionMismatch(expected: 1, actual: 6)) { try store.setCommonPrompt("x", ifRevision: 1) }
+        #expect(try store.setCommonPrompt("after", ifRevision: 6).revision == 7)
+        #expect(store.current.commonPrompt == "after")
+    }
+
+    /// `reload()` publishes the hand edit; a broken hand edit is refused by the next edit, never overwritten.
+    @Test func reloadReadsTheFileAndABrokenHandEditIsNotOverwritten() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.paths.controlFile
+        let store = try SettingsStore(path: path)
+        try store.set("port", to: "8080")
+        try #"{"schema":"AFM.serverSettings.v1","version":1,"revision":3,"port":9090}"#
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try store.reload().port == 9090)
+        #expect(store.current.revision == 3)
+        try #"{"schema":"AFM.serverSettings.v1","version":1,"#.write(toFile: path, atomically: true, encoding: .utf8)
+        let error = try #require(throws: SettingsError.self) { try store.set("host", to: "127.0.0.1") }
+        #expect(error.description.contains("not valid JSON"))
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == #"{"schema":"AFM.serverSettings.v1","version":1,"#)
+    }
+
+    /// The directory's fsync fails after the rename (as the kernel may report EIO): the file holds the edit, so
+    /// the error must not say it is unchanged, and memory must match the file.
+    @Test func aFailureAfterTheRenameSaysTheFileChanged() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.paths.controlFile
+        let store = try SettingsStore(path: path) { (bytes, path, mode) throws(SystemCallError) in
+            try AtomicFile.write(bytes, to: path, mode: mode)
+            throw SystemCallError(call: "fsync", errno: Errno(rawValue: EIO))
+        }
+        let error = try #require(throws: SettingsError.self) { try store.set("port", to: "8080") }
+        #expect(error == .notDurable("\(path): `fsync`: Input/output error (errno 5)"))
+        #expect(!error.description.contains("unchanged"))
+        #expect(error.description.contains("the file holds the change"))
+        #expect(try SettingsStore.read(path: path)?.port == 8080)
+        #expect(store.current.port == 8080 && store.current.revision == 1)
+
+        let failing = try SettingsStore(path: path) { (_, _, _) throws(SystemCallError) in
+            throw SystemCallError(call: "open", errno: Errno(rawValue: ENOSPC))
+        }
+        let unchanged = try #require(throws: SettingsError.self) { try failing.set("port", to: "9090") }
+        #expect(unchanged.description == "cannot save settings (the file is unchanged): \(path): `open`: No space left on device (errno 28)")
+        #expect(try SettingsStore.read(path: path)?.port == 8080)
+        #expect(failing.current.port == 8080)
     }
 }

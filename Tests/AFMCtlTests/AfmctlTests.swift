@@ -66,8 +66,8 @@ import Testing
           --version       Print the version, then exit
           -h, --help      Print this help, then exit
 
-        Exit status: 0 success, 64 usage error, 65 invalid value, 69 cannot connect, 70 failure,
-        75 timeout, 77 permission denied.
+        Exit status: 0 success, 64 usage error, 65 invalid value, 66 cannot read the input file,
+        69 cannot connect, 70 failure, 75 timeout, 77 permission denied.
 
         """
 
@@ -141,5 +141,26 @@ import Testing
         let result = try await Self.afmctl(["status"], environment: ["AFM_ADMIN_SOCKET": socket])
         #expect(result.status == 69)
         #expect(result.stderr.contains(socket))
+    }
+
+    /// `prompt set -f` reads the file before connecting: a missing file is named with the errno text (exit 66,
+    /// EX_NOINPUT), not reported as a protocol error.
+    @Test func promptSetFromAMissingFileNamesTheFileAndTheErrno() async throws {
+        let socket = NSTemporaryDirectory() + "afmctl-missing-\(getpid())/admin.sock"
+        let missing = NSTemporaryDirectory() + "afmctl-no-such-prompt-\(getpid()).txt"
+        let result = try await Self.afmctl(["--socket", socket, "prompt", "set", "-f", missing])
+        #expect(result.status == 66)
+        #expect(result.stderr == "Error: cannot read the prompt from \(missing): `open`: No such file or directory (errno 2)\n")
+    }
+
+    /// A prompt file that is not UTF-8 is refused (exit 65, EX_DATAERR) before anything is sent, never sent with
+    /// replacement characters.
+    @Test func promptSetRefusesInvalidUTF8() async throws {
+        let socket = NSTemporaryDirectory() + "afmctl-missing-\(getpid())/admin.sock"
+        let file = TestPaths.makeTemporaryDirectory("afmctl-prompt") + "/prompt.txt"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data(Array("Be nice ".utf8) + [0xFF, 0x41])))
+        let result = try await Self.afmctl(["--socket", socket, "prompt", "set", "-f", file])
+        #expect(result.status == 65)
+        #expect(result.stderr == "Error: the prompt in \(file) is not valid UTF-8 (first bad byte at offset 8); nothing was changed\n")
     }
 }

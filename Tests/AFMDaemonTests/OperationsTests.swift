@@ -36,6 +36,48 @@ import Testing
         #expect(refused.errors.contains("port"))
     }
 
+    /// Text afmctl did not write (a prompt, a value echoed in an error) is printed with its control characters
+    /// escaped: no ESC reaches the terminal, and no newline starts a line of its own in a one-line field.
+    @Test func afmctlEscapesControlCharactersInReplies() throws {
+        let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#])
+        let prompt = "Be nice.\n\tSecond line \u{1B}]0;pwned\u{07}\u{1B}[2J\u{9B}31m end"
+        #expect(try harness.daemon.afmctl(["prompt", "set", prompt]).status == 0)
+        let get = try harness.daemon.afmctl(["prompt", "get"])
+        #expect(get.output == "Be nice.\n\tSecond line \\x1b]0;pwned\\x07\\x1b[2J\\x9b31m end\n")
+        #expect(try harness.daemon.afmctl(["reload"]).status == 0)  // config show reports the loaded configuration
+        let show = try harness.daemon.afmctl(["config", "show", "Responses.CommonPrompt"])
+        #expect(show.output == "Responses.CommonPrompt=Be nice.\\n\\tSecond line \\x1b]0;pwned\\x07\\x1b[2J\\x9b31m end\n")
+        let json = try harness.daemon.afmctl(["--json", "prompt", "get"])
+        #expect(!json.output.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x9B })
+        #expect(try JSONParser.parse(json.output)["text"]?.stringValue == prompt)
+        let refused = try harness.daemon.afmctl(["settings", "set", "host", "bad\u{1B}[2J\nforged"])
+        #expect(refused.status == 65)
+        #expect(!refused.errors.unicodeScalars.contains { $0.value == 0x1B })
+        #expect(refused.errors.split(separator: "\n").count == 1, "\(refused.errors)")
+    }
+
+    /// A hand edit of the control file, then `afmctl reload`: the next `settings set` keeps the edit (it used to
+    /// rewrite the file from the store's stale copy), and `prompt get` shows the file's revision.
+    @Test func aHandEditOfTheControlFileSurvivesReloadAndTheNextSet() throws {
+        let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#])
+        #expect(try harness.daemon.afmctl(["settings", "set", "privateCloudPreference", "yes"]).status == 0)
+        let control = harness.daemon.root + "/var/lib/afm/control.json"
+        try #"{"schema":"AFM.serverSettings.v1","version":1,"revision":7,"privateCloudPreference":true,"commonPrompt":"By hand."}"#
+            .write(toFile: control, atomically: true, encoding: .utf8)
+        let reload = try harness.daemon.afmctl(["reload"])
+        #expect(reload.status == 0, "\(reload.errors)")
+        let prompt = try JSONParser.parse(try harness.daemon.afmctl(["--json", "prompt", "get"]).output)
+        #expect(prompt["text"] == "By hand.")
+        #expect(prompt["revision"]?.numberValue?.intValue == 7)
+        let set = try harness.daemon.afmctl(["settings", "set", "privateCloudPreference", "no"])
+        #expect(set.status == 0, "\(set.errors)")
+        let file = try JSONParser.parse(try String(contentsOfFile: control, encoding: .utf8))
+        #expect(file["commonPrompt"] == "By hand.")
+        #expect(file["privateCloudPreference"] == false)
+        #expect(file["revision"]?.numberValue?.intValue == 8)
+        #expect(try harness.daemon.afmctl(["prompt", "get"]).output == "By hand.\n")
+    }
+
     @Test func listenerStopClosesEverySocketAndStartReopens() throws {
         let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#])
         let idle = try harness.client()

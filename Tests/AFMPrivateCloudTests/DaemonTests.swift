@@ -219,4 +219,41 @@ import Testing
             #expect(!text.contains(String(key.suffix(20))), "part of the key leaked in output \(index)")
         }
     }
+
+    /// An upstream error body that echoes the Authorization header (and another bearer token), forges a log line
+    /// after a newline and carries terminal escapes: the key and the token are redacted everywhere, every log event
+    /// stays one line, and afmctl prints no control sequence.
+    @Test func upstreamErrorTextIsRedactedAndNeutralizedInLogsStatusAndAfmctl() throws {
+        let key = "sk-afm-test-\(UUID().uuidString)"
+        let upstream = try EchoingUpstream()
+        let keyFile = TestPaths.makeTemporaryDirectory("afm-key") + "/cloud.key"
+        try (key + "\n").write(toFile: keyFile, atomically: true, encoding: .utf8)
+        chmod(keyFile, 0o600)
+        // Probes every 60 s: the request comes before the next scheduled probe (a failure brings that forward).
+        let gateway = try CloudDaemon(
+            cloud: cloud(upstream.baseURL, protocol: "chat-completions", extra: "APIKeyFile=\(keyFile)\nProbeIntervalSeconds=60"))
+        let refused = try gateway.respond(#"{"model":"private-cloud","input":"hi"}"#)
+        #expect(refused.status == 503)
+        #expect(waitFor { gateway.daemon.log.contains("trying the next one") })
+        #expect(gateway.daemon.log.contains("[redacted]"))
+        // The probes now fail with the same body, which becomes the backend's reason in /status (described every 5 s).
+        #expect(waitFor(seconds: 30) { (try? gateway.status()?["reason"]?.stringValue?.contains("overloaded")) == true })
+
+        var outputs: [(String, String)] = [("response", refused.text), ("/status", try gateway.client().get("/status").text)]
+        outputs.append(("log", gateway.daemon.log))
+        for command in [["status"], ["backends"], ["status", "--json"], ["backends", "--json"]] {
+            let reply = try gateway.daemon.afmctl(command)
+            #expect(reply.status == 0, "afmctl \(command): \(reply.errors)")
+            outputs.append(("afmctl \(command.joined(separator: " "))", reply.output + reply.errors))
+            if command.contains("--json") { #expect((try? JSONParser.parse(reply.output)) != nil, "not JSON: \(reply.output)") }
+        }
+        #expect(outputs.contains { $0.1.contains("overloaded; you sent Authorization: [redacted]") })
+        for (name, text) in outputs {
+            #expect(!text.contains(key) && !text.contains(String(key.suffix(12))), "the key leaked in \(name)")
+            #expect(!text.contains(EchoingUpstream.proxyToken), "the proxy's token leaked in \(name)")
+            #expect(!text.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" }, "a control character reached \(name)")
+            let forged = text.split(separator: "\n").filter { $0.hasPrefix(EchoingUpstream.forgedLine) }
+            #expect(forged.isEmpty, "a forged line in \(name): \(forged)")
+        }
+    }
 }

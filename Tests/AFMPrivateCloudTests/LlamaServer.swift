@@ -12,13 +12,25 @@ final class LlamaServer {
 
     struct Failure: Error, CustomStringConvertible { var description: String }
 
-    /// The llama-server binary: `AFM_LLAMA_SERVER`, else the one `scripts/build-llama` left under `.cache/afm/llama`.
-    static var binary: String? {
+    /// The llama-server binary: `AFM_LLAMA_SERVER`, else the one in the prefix `scripts/build-llama --print-prefix`
+    /// names for this machine. The cache may hold other builds (another CPU's, or one with AMX, which dies with
+    /// SIGILL here), so the first directory found is not good enough.
+    static let binary: String? = {
         if let path = ProcessInfo.processInfo.environment["AFM_LLAMA_SERVER"], !path.isEmpty { return path }
-        let root = TestPaths.root + "/.cache/afm/llama"
-        let builds = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
-        return builds.sorted().map { root + "/" + $0 + "/bin/llama-server" }.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+        let script = Process()
+        script.executableURL = URL(fileURLWithPath: TestPaths.root + "/scripts/build-llama")
+        script.arguments = ["--print-prefix"]
+        script.environment = ProcessInfo.processInfo.environment.merging(["AFM_CACHE_DIR": TestPaths.root + "/.cache/afm"]) { _, new in new }
+        let output = Pipe()
+        script.standardOutput = output
+        guard (try? script.run()) != nil else { return nil }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        script.waitUntilExit()
+        guard script.terminationStatus == 0 else { return nil }
+        let prefix = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let path = prefix + "/bin/llama-server"
+        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+    }()
 
     /// The SmolLM2 model: `AFM_MODEL`, else `.cache/afm/models/smollm2-135m-instruct-q4_1.gguf`.
     static var model: String? {

@@ -112,8 +112,30 @@ final class ChatSession {
             try store.saveDraft(text, conversationID: current?.id)
             savedDraft = text
         } catch {
-            console.error("afm: cannot save the draft: \(error)")
+            guard let open = current, isGone(open) else {
+                console.error("afm: cannot save the draft: \(error)")
+                return
+            }
+            conversationGone(open)
+            saveDraftIfChanged()  // into the loose draft now (current is nil: no second round)
+            prompt()
         }
+    }
+
+    /// Whether another process deleted `conversation` (false when that cannot be read).
+    private func isGone(_ conversation: ConversationSummary) -> Bool {
+        do { return try store.conversation(id: conversation.id) == nil } catch { return false }
+    }
+
+    /// The open conversation was deleted by another process: the session goes on with none open, so the line
+    /// on the prompt is kept as the loose draft and the next message starts a new conversation.
+    private func conversationGone(_ conversation: ConversationSummary) {
+        current = nil
+        earliestShown = nil
+        if (try? store.appState("current_conversation")) == conversation.id { try? store.setAppState("current_conversation", nil) }
+        savedDraft = (try? store.draft(conversationID: nil)) ?? ""
+        let title = conversation.title.isEmpty ? "(untitled)" : conversation.title
+        console.write("\n" + console.dim("(\"\(title)\" was deleted by another afm; your next message starts a new conversation)") + "\n")
     }
 
     /// Puts a conversation's draft on the prompt (not in a piped session: it would prefix the next line read).
@@ -429,8 +451,13 @@ final class ChatSession {
                 conversation = current
             } else {
                 conversation = try store.createConversation()
-                if terminal != nil { try store.saveDraft("", conversationID: nil) }
+                // The line's draft belongs to the new conversation from here (empty so far): if the turn fails
+                // below, the line goes back on the prompt and the next save writes it there.
                 current = conversation
+                if terminal != nil {
+                    savedDraft = ""
+                    try store.saveDraft("", conversationID: nil)
+                }
                 try store.setAppState("current_conversation", conversation.id)
             }
             let history = try store.messages(conversationID: conversation.id, limit: 1_000)
@@ -463,6 +490,7 @@ final class ChatSession {
             current = try store.conversation(id: conversation.id)
         } catch {
             console.error("afm: \(error)")
+            if let open = current, isGone(open) { conversationGone(open) }
         }
     }
 

@@ -85,7 +85,7 @@ final class ChatSession {
                 break
             }
             console.write(echo)
-            saveDraftIfChanged()
+            saveDraftIfChanged(typing: true)
         }
         saveDraftIfChanged()
         return 0
@@ -104,7 +104,9 @@ final class ChatSession {
 
     /// Saves the prompt line as the draft. Only an interactive session has drafts: a piped one neither
     /// restores nor saves nor clears them, so piping into `afm chat` never loses what was typed in a terminal.
-    private func saveDraftIfChanged() {
+    ///
+    /// - Parameter typing: called between keys (the prompt is on screen and is drawn again after a notice).
+    private func saveDraftIfChanged(typing: Bool = false) {
         guard terminal != nil else { return }
         let text = confirmingDelete == nil ? editor.text : savedDraft
         guard text != savedDraft else { return }
@@ -117,8 +119,12 @@ final class ChatSession {
                 return
             }
             conversationGone(open)
-            saveDraftIfChanged()  // into the loose draft now (current is nil: no second round)
-            prompt()
+            if text.isEmpty {
+                savedDraft = text  // nothing to keep: an older loose draft is not overwritten with an empty line
+            } else {
+                saveDraftIfChanged()  // into the loose draft now (current is nil: no second round)
+            }
+            if typing { prompt() }
         }
     }
 

@@ -140,8 +140,8 @@ final class ChatSession {
         earliestShown = nil
         if (try? store.appState("current_conversation")) == conversation.id { try? store.setAppState("current_conversation", nil) }
         savedDraft = (try? store.draft(conversationID: nil)) ?? ""
-        let title = conversation.title.isEmpty ? "(untitled)" : conversation.title
-        console.write("\n" + console.dim("(\"\(title)\" was deleted by another afm; your next message starts a new conversation)") + "\n")
+        // No title or id in the notice: both may be imported text, and the prompt line is what matters here.
+        console.write("\n" + console.dim("(the open conversation was deleted by another afm; your next message starts a new one)") + "\n")
     }
 
     /// Puts a conversation's draft on the prompt (not in a piped session: it would prefix the next line read).

@@ -14,8 +14,9 @@ import Foundation
 /// ```
 /// check   parse and validate the JSON; read each image once,        images.lock shared (other clients
 ///         decode it, write its file into the store                  keep reading and writing the history)
-/// commit  BEGIN IMMEDIATE; rows, ids checked against the history,   + the SQLite write lock, briefly
-///         the marker; COMMIT
+/// commit  BEGIN IMMEDIATE; the marker checked again (a concurrent    + the SQLite write lock, briefly
+///         import of the same archive: "imported before"); rows,
+///         ids checked against the history, the marker; COMMIT
 /// ```
 public struct ArchiveImporter {
     /// What an import did.
@@ -75,9 +76,8 @@ public struct ArchiveImporter {
         }
         let bytes = [UInt8](data)
         let digest = SHA256.hexDigest(bytes)
-        if try store.connection.scalarInteger("SELECT 1 FROM imports WHERE archive_digest = ?", [.text(digest)]) != nil {
-            return Outcome(conversations: 0, messages: 0, images: 0, alreadyImported: true)
-        }
+        let alreadyImported = Outcome(conversations: 0, messages: 0, images: 0, alreadyImported: true)
+        if try isImported(digest) { return alreadyImported }
         let root: JSONValue
         do {
             root = try JSONParser.parse(bytes, limits: .init(maxDepth: 32))
@@ -97,6 +97,7 @@ public struct ArchiveImporter {
         var imagePartCount = 0
         var plan: [PlannedConversation] = []
         var messageCount = 0
+        var importedMeanwhile = false
         do {
             // images.lock (shared) keeps the files written here from being swept before their rows commit.
             try store.whileWritingImageFiles {
@@ -109,6 +110,11 @@ public struct ArchiveImporter {
                 }
                 messageCount = plan.reduce(0) { $0 + $1.messages.count }
                 try store.connection.transaction {
+                    // Another import of this archive may have committed while this one was checking.
+                    if try isImported(digest) {
+                        importedMeanwhile = true
+                        return
+                    }
                     for image in images.values { try store.insertImageRow(image) }
                     for conversation in plan { try insert(conversation) }
                     try store.connection.execute(
@@ -126,7 +132,16 @@ public struct ArchiveImporter {
             _ = try? store.removeUnreferencedImageFiles()
             throw error
         }
+        if importedMeanwhile {
+            // The image files written here are the other import's (same content, same names) or unreferenced.
+            _ = try? store.removeUnreferencedImageFiles()
+            return alreadyImported
+        }
         return Outcome(conversations: plan.count, messages: messageCount, images: imagePartCount, alreadyImported: false)
+    }
+
+    private func isImported(_ digest: String) throws -> Bool {
+        try store.connection.scalarInteger("SELECT 1 FROM imports WHERE archive_digest = ?", [.text(digest)]) != nil
     }
 
     // MARK: - Checking

@@ -73,11 +73,21 @@ public enum HistorySchema {
         // Version 1 indexed parts by their implicit rowid, which rebuilding the table (a `.dump` restored into
         // a new file; VACUUM as SQLite documents it) may renumber, pointing search at the wrong parts. `id`
         // keeps today's rowids, and the index is rebuilt from it.
+        //
+        // The store runs with foreign keys on, but a version-1 file may hold rows a tool left dangling with them
+        // off (the sqlite3 shell's default; `.recover`): copying those would fail the migration on every open.
+        // They are dropped here — messages of a deleted conversation, parts of a deleted message or naming an
+        // image row that does not exist — so `PRAGMA foreign_key_check` is clean afterwards.
         Migration(
             version: 2,
             name: "parts_integer_primary_key",
             sql: """
+                DROP TRIGGER parts_fts_insert;
+                DROP TRIGGER parts_fts_delete;
+                DROP TRIGGER parts_fts_update;
                 DROP TABLE parts_fts;
+                DELETE FROM messages WHERE conversation_id NOT IN (SELECT id FROM conversations);
+                UPDATE conversations SET message_count = (SELECT count(*) FROM messages m WHERE m.conversation_id = conversations.id);
                 CREATE TABLE parts_new(
                     id INTEGER PRIMARY KEY,
                     message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
@@ -90,7 +100,9 @@ public enum HistorySchema {
                     UNIQUE (message_id, position)
                 );
                 INSERT INTO parts_new(id, message_id, position, kind, text, image_hash)
-                    SELECT rowid, message_id, position, kind, text, image_hash FROM parts;
+                    SELECT rowid, message_id, position, kind, text, image_hash FROM parts
+                    WHERE message_id IN (SELECT id FROM messages)
+                        AND (image_hash IS NULL OR image_hash IN (SELECT hash FROM images));
                 DROP TABLE parts;
                 ALTER TABLE parts_new RENAME TO parts;
                 CREATE INDEX parts_by_image ON parts(image_hash) WHERE image_hash IS NOT NULL;

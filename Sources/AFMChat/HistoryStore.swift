@@ -81,8 +81,14 @@ public final class HistoryStore {
     private func isRunning(_ owner: String?) -> Bool {
         guard let owner, !owner.isEmpty, !owner.contains("/") else { return false }
         if owner == self.owner { return lease != nil }
-        guard let lock = try? FileLock(path: leasePath(owner), create: false) else { return false }
-        // A lock we cannot test counts as held: leaving an answer pending is better than ending a live one.
+        // A lease we cannot open or test counts as held: leaving an answer pending is better than ending a live
+        // one. Only a missing file (ENOENT: the store removed it, or never took it) means the store stopped.
+        let lock: FileLock
+        do {
+            lock = try FileLock(path: leasePath(owner), create: false)
+        } catch {
+            return error.errno != Errno(rawValue: ENOENT)
+        }
         guard let free = try? lock.lock(.exclusive, wait: false) else { return true }
         return !free
     }
@@ -229,9 +235,13 @@ public final class HistoryStore {
     }
 
     /// Saves the unsent input of a conversation (nil: of the client with no conversation open).
+    ///
+    /// - Throws: ``HistoryError`` `no conversation ID` when the conversation is gone (another process deleted
+    ///   it): the text was saved nowhere, and the caller decides where it goes instead.
     public func saveDraft(_ text: String, conversationID: String?) throws {
         if let conversationID {
             try connection.execute("UPDATE conversations SET draft = ? WHERE id = ?", [.text(text), .text(conversationID)])
+            guard connection.changes == 1 else { throw HistoryError("no conversation \(conversationID)") }
         } else {
             try setAppState("draft", text.isEmpty ? nil : text)
         }

@@ -85,7 +85,7 @@ final class ChatSession {
                 break
             }
             console.write(echo)
-            saveDraftIfChanged()
+            saveDraftIfChanged(typing: true)
         }
         saveDraftIfChanged()
         return 0
@@ -104,7 +104,9 @@ final class ChatSession {
 
     /// Saves the prompt line as the draft. Only an interactive session has drafts: a piped one neither
     /// restores nor saves nor clears them, so piping into `afm chat` never loses what was typed in a terminal.
-    private func saveDraftIfChanged() {
+    ///
+    /// - Parameter typing: called between keys (the prompt is on screen and is drawn again after a notice).
+    private func saveDraftIfChanged(typing: Bool = false) {
         guard terminal != nil else { return }
         let text = confirmingDelete == nil ? editor.text : savedDraft
         guard text != savedDraft else { return }
@@ -112,8 +114,34 @@ final class ChatSession {
             try store.saveDraft(text, conversationID: current?.id)
             savedDraft = text
         } catch {
-            console.error("afm: cannot save the draft: \(error)")
+            guard let open = current, isGone(open) else {
+                console.error("afm: cannot save the draft: \(error)")
+                return
+            }
+            conversationGone(open)
+            if text.isEmpty {
+                savedDraft = text  // nothing to keep: an older loose draft is not overwritten with an empty line
+            } else {
+                saveDraftIfChanged()  // into the loose draft now (current is nil: no second round)
+            }
+            if typing { prompt() }
         }
+    }
+
+    /// Whether another process deleted `conversation` (false when that cannot be read).
+    private func isGone(_ conversation: ConversationSummary) -> Bool {
+        do { return try store.conversation(id: conversation.id) == nil } catch { return false }
+    }
+
+    /// The open conversation was deleted by another process: the session goes on with none open, so the line
+    /// on the prompt is kept as the loose draft and the next message starts a new conversation.
+    private func conversationGone(_ conversation: ConversationSummary) {
+        current = nil
+        earliestShown = nil
+        if (try? store.appState("current_conversation")) == conversation.id { try? store.setAppState("current_conversation", nil) }
+        savedDraft = (try? store.draft(conversationID: nil)) ?? ""
+        // No title or id in the notice: both may be imported text, and the prompt line is what matters here.
+        console.write("\n" + console.dim("(the open conversation was deleted by another afm; your next message starts a new one)") + "\n")
     }
 
     /// Puts a conversation's draft on the prompt (not in a piped session: it would prefix the next line read).
@@ -431,8 +459,13 @@ final class ChatSession {
                 conversation = current
             } else {
                 conversation = try store.createConversation()
-                if terminal != nil { try store.saveDraft("", conversationID: nil) }
+                // The line's draft belongs to the new conversation from here (empty so far): if the turn fails
+                // below, the line goes back on the prompt and the next save writes it there.
                 current = conversation
+                if terminal != nil {
+                    savedDraft = ""
+                    try store.saveDraft("", conversationID: nil)
+                }
                 try store.setAppState("current_conversation", conversation.id)
             }
             let history = try store.messages(conversationID: conversation.id, limit: 1_000)
@@ -465,6 +498,7 @@ final class ChatSession {
             current = try store.conversation(id: conversation.id)
         } catch {
             console.error("afm: \(error)")
+            if let open = current, isGone(open) { conversationGone(open) }
         }
     }
 

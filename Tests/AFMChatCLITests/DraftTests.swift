@@ -22,6 +22,44 @@ import Testing
         #expect(try store.draft(conversationID: nil) == "precious words")
     }
 
+    @Test func aSendThatFailsAfterCreatingTheConversationKeepsTheLineAsItsDraft() throws {
+        let data = TestPaths.makeTemporaryDirectory("afm-drafts") + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        // A regular file where the lease directory belongs: the turn fails (ENOTDIR) after the conversation exists.
+        try Data().write(to: URL(fileURLWithPath: data + "/leases"))
+        let pane = try TmuxPane(command: [
+            ChatHarness.afm, "chat", "--url", Self.deadGateway, "--data-dir", data, "--model", "x",
+        ])
+        #expect(pane.waitFor("/help for commands"))
+        let store = try HistoryStore(directory: data)
+        try pane.type("precious words")
+        #expect(waitUntil(seconds: 10) { (try? store.draft(conversationID: nil)) == "precious words" })  // saved while typing
+        try pane.press("Enter")
+        #expect(pane.waitFor("afm: "))
+        #expect(pane.waitFor("you> precious words", count: 2), "\(pane.screen())")  // back on the prompt
+        let id = try #require(try store.appState("current_conversation"))
+        #expect(waitUntil(seconds: 5) { (try? store.draft(conversationID: id)) == "precious words" })
+        #expect(try store.draft(conversationID: id) == "precious words", "\(pane.screen())")
+    }
+
+    @Test func aDraftOfAConversationDeletedElsewhereGoesToTheLooseDraft() throws {
+        let data = TestPaths.makeTemporaryDirectory("afm-drafts") + "/data"
+        let id: String
+        do {
+            let store = try HistoryStore(directory: data)
+            id = try store.createConversation(title: "doomed").id
+            try store.setAppState("current_conversation", id)
+        }
+        let pane = try TmuxPane(command: [ChatHarness.afm, "chat", "--url", Self.deadGateway, "--data-dir", data])
+        #expect(pane.waitFor("/help for commands"))
+        let store = try HistoryStore(directory: data)
+        try store.delete(conversationID: id)  // another afm deletes the open conversation
+        try pane.type("still mine")
+        #expect(pane.waitFor("was deleted"), "\(pane.screen())")
+        #expect(waitUntil(seconds: 5) { (try? store.draft(conversationID: nil)) == "still mine" })
+        #expect(try store.draft(conversationID: nil) == "still mine")
+    }
+
     @Test func newLeavesNoStaleDraftInTheConversationItLeaves() throws {
         let data = TestPaths.makeTemporaryDirectory("afm-drafts") + "/data"
         let id: String

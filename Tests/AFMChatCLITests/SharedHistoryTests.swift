@@ -142,6 +142,47 @@ import Testing
         #expect(writable > 0, "the write lock was held whenever images were being imported (\(lockedOut) of \(midImport) tries)")
     }
 
+    @Test func twoImportsOfOneArchiveAtOnceBothSucceed() throws {
+        let scratch = TestPaths.makeTemporaryDirectory("afm-import-twice")
+        let data = scratch + "/data"
+        let archive = scratch + "/archive"
+        try FileManager.default.createDirectory(atPath: archive, withIntermediateDirectories: true)
+        let json = #"{"format":"afm-chat-archive","version":1,"conversations":[{"id":"c1","created_at":1,"messages":[{"id":"m1","author":"user","created_at":1,"parts":[{"type":"text","text":"hi"}]}]}]}"#
+        try json.write(toFile: archive + "/conversations.json", atomically: true, encoding: .utf8)
+        _ = try HistoryStore(directory: data)
+        // Another writer holds the write lock, so both imports find no marker and wait at their transaction.
+        let holder = try Connection(path: data + "/history.sqlite")
+        try holder.executeScript("BEGIN IMMEDIATE")
+        var importers: [(process: Process, output: Pipe)] = []
+        for _ in 0..<2 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: ChatHarness.afm)
+            process.arguments = ["chat", "--import", archive, "--data-dir", data]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            importers.append((process, output))
+        }
+        // Both wait in SQLite's busy handler (nanosleep) before the lock is released.
+        func sleeping(_ process: Process) -> Bool {
+            let call = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/syscall", encoding: .utf8)) ?? ""
+            return call.hasPrefix("230 ") || call.hasPrefix("35 ")
+        }
+        let bothWaited = waitUntil(seconds: 4) { importers.allSatisfy { sleeping($0.process) } }
+        try holder.executeScript("ROLLBACK")
+        var outputs: [String] = []
+        for importer in importers {
+            let text = String(decoding: importer.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            importer.process.waitUntilExit()
+            outputs.append("\(importer.process.terminationStatus): \(text)")
+        }
+        #expect(bothWaited)
+        #expect(outputs.filter { $0.hasPrefix("0: imported 1 conversations") }.count == 1, "\(outputs)")
+        #expect(outputs.filter { $0.hasPrefix("0: \(archive) was imported before") }.count == 1, "\(outputs)")
+        #expect(try HistoryStore(directory: data).conversationCount() == 1)
+    }
+
     /// A 4×4 PNG (python3's zlib, as the other chat tests).
     static func png() throws -> [UInt8] {
         let path = TestPaths.makeTemporaryDirectory("afm-png") + "/small.png"

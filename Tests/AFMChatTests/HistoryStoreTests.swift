@@ -192,6 +192,33 @@ import Testing
         #expect(other.reopenedPendingCount == 0)
     }
 
+    @Test func aLeaseFileThatCannotBeOpenedCountsAsRunning() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        let live = try makeStore(directory)
+        let answer = try live.beginTurn(conversationID: try live.createConversation().id, userParts: [.text("hi")], model: nil).answer
+        // open(2) of the lease fails with EISDIR, not ENOENT (mode 000 would not stop root); EMFILE or EACCES
+        // are alike: only a missing file may mean the store stopped.
+        let lease = directory + "/leases/" + live.owner + ".lock"
+        try FileManager.default.removeItem(atPath: lease)
+        try FileManager.default.createDirectory(atPath: lease, withIntermediateDirectories: false)
+        let other = try makeStore(directory)
+        #expect(other.reopenedPendingCount == 0)
+        #expect(try other.connection.scalarText("SELECT state FROM messages WHERE id = ?", [.text(answer.id)]) == "pending")
+    }
+
+    @Test func aDraftOfAConversationAnotherStoreDeletedIsNotSavedSilently() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        let first = try makeStore(directory)
+        let second = try makeStore(directory)
+        let conversation = try first.createConversation()
+        try first.saveDraft("before", conversationID: conversation.id)
+        try second.delete(conversationID: conversation.id)
+        #expect(throws: HistoryError("no conversation \(conversation.id)")) {
+            try first.saveDraft("typed after the delete", conversationID: conversation.id)
+        }
+        #expect(throws: HistoryError("no conversation \(conversation.id)")) { try first.saveDraft("", conversationID: conversation.id) }
+    }
+
     // MARK: - Opening during another write (item 8)
 
     @Test func openingWhileAnotherConnectionWritesDoesNotWaitForItsLock() throws {
@@ -266,6 +293,40 @@ import Testing
         try store.connection.execute("VACUUM")
         try searchIndexCheck(store)
         #expect(try store.search("cherries").map(\.conversationID) == ["conv-a"])
+    }
+
+    @Test func aVersionOneHistoryWithOrphanRowsIsMigrated() throws {
+        let directory = TestPaths.makeTemporaryDirectory("afm-history")
+        do {
+            let connection = try Connection(path: directory + "/history.sqlite")
+            try connection.migrate([HistorySchema.migrations[0]])
+            // Rows left behind by a tool that deletes with foreign keys off (the sqlite3 shell's default), or by
+            // a `.recover`: parts of a deleted message, a message of a deleted conversation, a missing image.
+            try connection.executeScript(
+                """
+                PRAGMA foreign_keys=OFF;
+                INSERT INTO conversations(id, title, created_at, updated_at, next_sequence, message_count) VALUES
+                    ('conv', 'C', 1, 1, 2, 2), ('gone', 'G', 1, 1, 1, 1);
+                INSERT INTO messages(id, conversation_id, sequence, author, state, created_at) VALUES
+                    ('m0', 'conv', 0, 'user', 'complete', 1), ('m1', 'conv', 1, 'assistant', 'complete', 1),
+                    ('g0', 'gone', 0, 'user', 'complete', 1);
+                INSERT INTO parts(message_id, position, kind, text) VALUES
+                    ('m0', 0, 'text', 'orphaned words'), ('m1', 0, 'text', 'kept words'), ('g0', 0, 'text', 'ghost words');
+                INSERT INTO parts(message_id, position, kind, image_hash) VALUES ('m1', 1, 'image', 'no-such-image');
+                DELETE FROM messages WHERE id = 'm0';
+                DELETE FROM conversations WHERE id = 'gone';
+                """
+            )
+            try #require(try connection.query("PRAGMA foreign_key_check") { $0.text(0) }.count == 3)
+        }
+        let store = try makeStore(directory)
+        #expect(try store.connection.schemaVersion() == 3)
+        #expect(try store.connection.query("SELECT message_id || ':' || coalesce(text, image_hash) FROM parts") { $0.text(0) } == ["m1:kept words"])
+        #expect(try store.connection.query("SELECT id FROM messages") { $0.text(0) } == ["m1"])
+        #expect(try store.connection.query("PRAGMA foreign_key_check") { $0.text(0) }.isEmpty)
+        #expect(try store.search("words").map(\.conversationID) == ["conv"])
+        try searchIndexCheck(store)
+        #expect(try makeStore(directory).conversationCount() == 1)  // and it opens again
     }
 
     @Test func sha256MatchesFIPSVectors() {

@@ -227,10 +227,37 @@ import Testing
         try harness.directory.addCFixture(hosting: "in-process")
         await harness.registry.loadAll()
         let registry = harness.registry
-        registry.setBeforeSwitchHook { _ in await registry.drainAll(deadline: .milliseconds(100)) }
+        let sink = harness.sink
+        // The generation's phase, and whether its retirement (destroy, then the "retired" line) was done, at the
+        // moment `drainAll` returned.
+        let atDrainEnd = Mutex<(phase: BackendGeneration.Phase, destroyed: Bool)?>(nil)
+        registry.setBeforeSwitchHook { generation in
+            await registry.drainAll(deadline: .milliseconds(100))
+            let destroyed = sink.capturedLines.contains { $0.contains("retired") && $0.contains("generation=2") }
+            atDrainEnd.withLock { $0 = (generation.snapshot.phase, destroyed) }
+        }
         await #expect(throws: BackendLoadError.self) { try await registry.reload("c-fixture") }
         #expect(harness.status("c-fixture")?.generation == nil)
         #expect(throws: AFMError.self) { _ = try registry.lease(model: "c-echo") }
+        let seen = try #require(atDrainEnd.withLock { $0 })
+        #expect(seen.phase == .retired)
+        #expect(seen.destroyed)
+    }
+
+    /// A reload asked for once shutdown began is refused before it builds anything (a model load would otherwise
+    /// run on while the daemon exits).
+    @Test func aReloadAfterShutdownBeganIsRefusedWithoutBuilding() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: "in-process")
+        await harness.registry.loadAll()
+        await harness.registry.drainAll(deadline: .milliseconds(100))
+        do {
+            try await harness.registry.reload("c-fixture")
+            Issue.record("a reload after shutdown began succeeded")
+        } catch {
+            #expect(error.reason == "shutting_down")
+        }
+        #expect(!harness.sink.capturedLines.contains { $0.contains("generation=2") })
     }
 
     // MARK: - Watchdog

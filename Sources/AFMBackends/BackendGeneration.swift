@@ -58,6 +58,9 @@ public final class BackendGeneration: Sendable {
         /// that backend thread still uses, so such a generation is leaked instead of destroyed.
         var hasAbandonedStreams = false
         var completed: UInt64 = 0
+        /// A drain deadline passed and cancelled the streams then registered: a stream registered later (a lease
+        /// taken before the drain, started after its deadline) is cancelled as it starts.
+        var drainDeadlinePassed = false
     }
 
     private init(
@@ -195,7 +198,14 @@ public final class BackendGeneration: Sendable {
             onConsumed: credit)
         table.register(stream)
         Watchdog.shared.ensureRunning()
-        state.withLock { $0.streams[id] = stream }
+        // Registered in the same critical section the drain deadline takes its list of streams in: the deadline
+        // either finds this stream or this stream finds the deadline passed.
+        let lateForDrain = state.withLock { state -> Bool in
+            state.streams[id] = stream
+            return state.drainDeadlinePassed
+        }
+        // Held back until `generate` returned (`armCancel`), like any cancel during `generate`.
+        if lateForDrain { stream.cancel() }
         do {
             try host.generate(requestID: id, document: requestDocument, stream: stream)
         } catch {
@@ -217,33 +227,46 @@ public final class BackendGeneration: Sendable {
     // MARK: - Draining and retiring
 
     /// Stops routing to this generation; it retires when its last request ends, or at `deadline` its remaining
-    /// requests are cancelled.
+    /// requests are cancelled. On a generation already draining it schedules that cancel again at `deadline`
+    /// (shutdown's, usually earlier than the reload's).
     func beginDrain(deadline: Duration) {
         enum Start {
-            case notActive
+            case over
             case idle
             case busy
+            case alreadyDraining
         }
         let start = state.withLock { state -> Start in
-            // A crashed (or already draining) generation has nothing to drain: its streams already ended.
-            guard state.phase == .active else { return .notActive }
-            state.phase = .draining
-            return state.inflight == 0 ? .idle : .busy
+            switch state.phase {
+            // A crashed or retired generation has nothing to drain: its streams already ended.
+            case .crashed, .retired: return .over
+            // Draining already (a reload replaced it, and now shutdown drains everything): its deadline may only
+            // come earlier, so the new one is scheduled too (a later one finds nothing left, or cancels again:
+            // harmless).
+            case .draining: return .alreadyDraining
+            case .active:
+                state.phase = .draining
+                return state.inflight == 0 ? .idle : .busy
+            }
         }
         switch start {
-        case .notActive:
+        case .over:
             return
         case .idle:
             retireNow()
             return
         case .busy:
-            break
+            logger.info("draining", ["deadline_ms": String(SystemClock.nanoseconds(deadline) / 1_000_000)])
+        case .alreadyDraining:
+            logger.info("draining with a new deadline", ["deadline_ms": String(SystemClock.nanoseconds(deadline) / 1_000_000)])
         }
-        logger.info("draining", ["deadline_ms": String(SystemClock.nanoseconds(deadline) / 1_000_000)])
         // The whole deadline, fractions of a second included (500 ms must not become an immediate cancel).
         let nanoseconds = Int(clamping: SystemClock.nanoseconds(deadline))
         controlQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
-            let remaining = state.withLock { Array($0.streams.values) }
+            let remaining = state.withLock { state in
+                state.drainDeadlinePassed = true
+                return Array(state.streams.values)
+            }
             if !remaining.isEmpty {
                 logger.warning("drain deadline passed; cancelling remaining requests", ["requests": String(remaining.count)])
             }

@@ -68,6 +68,10 @@ public final class BackendRegistry: Sendable {
         var lastError: BackendLoadError?
         var generationsBuilt: UInt64 = 0
         var reloading = false
+        /// The reload in progress is building its generation (`drainAll` waits for that, within its deadline).
+        var building = false
+        /// The generation the reload in progress built and has not switched in yet: `drainAll` retires it too.
+        var unswitched: BackendGeneration?
         /// Runner crashes and restarts.
         var crashes = CrashHistory()
         var restartTask: Task<Void, Never>?
@@ -176,10 +180,16 @@ public final class BackendRegistry: Sendable {
             guard var slot = state.slots[id] else {
                 return .failure(BackendLoadError(path: id, "no backend '\(id)' is installed", reason: "not_configured"))
             }
+            // Shutdown (`drainAll`) began: a generation built now could only be retired again, and its build (a model
+            // load) would run on while the daemon exits.
+            guard !state.shuttingDown else {
+                return .failure(BackendLoadError(path: slot.manifestPath, "afmd is shutting down", reason: "shutting_down"))
+            }
             guard !slot.reloading else {
                 return .failure(BackendLoadError(path: slot.manifestPath, "a reload of '\(id)' is already in progress", reason: "busy"))
             }
             slot.reloading = true
+            slot.building = true
             slot.generationsBuilt += 1
             state.slots[id] = slot
             return .success((slot, state.configuration, slot.generationsBuilt))
@@ -187,6 +197,11 @@ public final class BackendRegistry: Sendable {
         let (slot, configuration, number) = try start.get()
 
         let outcome = await build(id: id, slot: slot, configuration: configuration, number: number)
+        state.withLock { state in
+            state.slots[id]?.building = false
+            // Visible to `drainAll` from here until the switch, so a shutdown meanwhile retires it and waits for that.
+            if case .success(let built) = outcome { state.slots[id]?.unswitched = built.generation }
+        }
         switch outcome {
         case .failure(let error):
             state.withLock { state in
@@ -206,6 +221,7 @@ public final class BackendRegistry: Sendable {
                 case runnerDied
             }
             let outcome = state.withLock { state -> Switch in
+                state.slots[id]?.unswitched = nil
                 // Shutdown (`drainAll`) took every generation out of service: this one must not start serving.
                 guard !state.shuttingDown else {
                     state.slots[id]?.reloading = false
@@ -238,7 +254,10 @@ public final class BackendRegistry: Sendable {
             case .switched(let previous):
                 old = previous
             case .shuttingDown:
-                generation.beginDrain(deadline: .zero)  // nothing ever ran on it: it retires at once
+                // Nothing ever ran on it: it retires at once (unless `drainAll` retired it already), and its destroy
+                // is done before this returns.
+                generation.beginDrain(deadline: .zero)
+                await generation.waitForControlQueue()
                 throw BackendLoadError(path: id, "afmd is shutting down", reason: "shutting_down")
             case .runnerDied:
                 generation.markCrashed()
@@ -563,7 +582,11 @@ public final class BackendRegistry: Sendable {
     public func drainAll(deadline: Duration) async {
         let generations = state.withLock { state -> [BackendGeneration] in
             state.shuttingDown = true
-            let all = state.slots.values.flatMap { slot in (slot.active.map { [$0] } ?? []) + slot.draining }
+            // A generation a reload built and has not switched in yet never will be (the switch checks
+            // `shuttingDown`): it retires here, so its destroy is done when this returns.
+            let all = state.slots.values.flatMap { slot in
+                (slot.active.map { [$0] } ?? []) + slot.draining + (slot.unswitched.map { [$0] } ?? [])
+            }
             for id in state.order {
                 state.slots[id]?.active = nil
                 state.slots[id]?.restartTask?.cancel()
@@ -575,10 +598,20 @@ public final class BackendRegistry: Sendable {
         for generation in generations { generation.beginDrain(deadline: deadline) }
         let clock = ContinuousClock()
         let end = clock.now + deadline + .seconds(1)
-        while clock.now < end, generations.contains(where: { ![.retired, .crashed].contains($0.snapshot.phase) }) {
+        // Reloads still building (refused from now on when they start) finish within the same deadline if they can.
+        func busy() -> Bool {
+            generations.contains(where: { ![.retired, .crashed].contains($0.snapshot.phase) })
+                || state.withLock { $0.slots.values.contains { $0.building } }
+        }
+        while clock.now < end, busy() {
             try? await Task.sleep(for: .milliseconds(20))
         }
-        for generation in generations { await generation.waitForControlQueue() }
+        // What those reloads built, not yet switched in (their switch refuses it): retired here, waited for below.
+        let late = state.withLock { state in
+            state.slots.values.compactMap(\.unswitched).filter { built in !generations.contains { $0 === built } }
+        }
+        for generation in late { generation.beginDrain(deadline: .zero) }
+        for generation in generations + late { await generation.waitForControlQueue() }
     }
 }
 

@@ -16,7 +16,8 @@ import Synchronization
 ///   until the consumer takes one, so a slow reader slows the backend instead of growing memory.
 /// - Exactly one terminal event is delivered. Anything the backend emits after its terminal event is ignored.
 /// - `cancel()` (client gone) makes every later `emit` return 1, wakes a blocked emitter, and asks the backend
-///   to stop; terminal and usage events are still accepted so usage of cancelled generations is counted.
+///   to stop; terminal and usage events are still accepted so usage of cancelled generations is counted (usage
+///   is cumulative: a newer usage event replaces a buffered one, so they cannot grow the buffer).
 /// - The watchdog ends a generation whose backend goes silent (`expire`), synthesizing the terminal event.
 /// - The generation ends (`onTerminal`: its lease is released, so its instance may be destroyed) only once the
 ///   terminal event arrived **and** no call into the backend for it is in flight: `generate` has returned and no
@@ -218,7 +219,9 @@ public final class GenerationStream: Sendable, AsyncSequence {
     /// For consumers that only collect events and answer the client (a non-streaming response): the consumer then
     /// runs inside the backend's `emit` call, so it must not block for long, and it must never call back into the
     /// backend (`cancel`) from there. It takes effect with an executor that honours `InlineResumption` (the HTTP
-    /// server's handler executor); on any other executor it changes nothing.
+    /// server's handler executor); on any other executor it changes nothing. An event that arrives while a call
+    /// into the backend for this generation is in flight (a terminal event sent from inside `cancel`) is handed
+    /// to the executor as usual: the consumer never runs inside the host's own call, on the thread that made it.
     public func resumeConsumerOnEmittingThread() {
         state.withLock { $0.consumerInline = true }
     }
@@ -227,8 +230,12 @@ public final class GenerationStream: Sendable, AsyncSequence {
     /// then buffered or consumed.
     public var hasEnded: Bool { state.withLock { $0.terminalReceived } }
 
-    /// Events buffered and not yet consumed (bounded by `capacity`).
+    /// Events buffered and not yet consumed (bounded by `capacity`, plus one usage and the terminal event after a
+    /// cancel).
     var pendingCount: Int { state.withLock { $0.pending } }
+
+    /// Whether the consumer waits in `next()` for an event (tests).
+    var isConsumerWaiting: Bool { state.withLock { $0.waiter != nil } }
 
     /// Whether `cancel()` was called before the terminal event.
     public var wasCancelled: Bool { state.withLock { $0.cancelRequested } }
@@ -259,10 +266,18 @@ public final class GenerationStream: Sendable, AsyncSequence {
             if let waiter = state.waiter {
                 state.waiter = nil
                 resume = waiter
-                // Runner hosting delivers on the relay thread, which serves every stream of its runner.
-                inline = state.consumerInline && waitForRoom
+                // Runner hosting delivers on the relay thread, which serves every stream of its runner. And never
+                // while a call into the backend is in flight: a terminal event sent from inside `cancel` would run
+                // the consumer inside the backend's `cancel`, on the thread that asked for it (an event loop, the
+                // drain deadline's control queue, the watchdog).
+                inline = state.consumerInline && waitForRoom && state.callsInFlight == 0
                 if event.isTerminal { state.terminalDelivered = true }
                 credit = state.countConsumed()
+            } else if state.cancelRequested, case .usage = event, state.pending > 0, case .usage = state.buffer[state.buffer.count - 1] {
+                // After a cancel usage events pass without backpressure (they are still counted); they are
+                // cumulative, so a newer one replaces one still buffered, and a backend that keeps sending them
+                // cannot grow the buffer.
+                state.buffer[state.buffer.count - 1] = event
             } else {
                 state.buffer.append(event)
                 if waitForRoom && !event.isTerminal && !state.cancelRequested && state.pending >= capacity {

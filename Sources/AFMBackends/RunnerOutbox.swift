@@ -46,6 +46,9 @@ final class RunnerOutbox: Sendable {
         }.detach()
     }
 
+    /// Bytes queued and not yet taken by the writer thread (tests).
+    var pendingByteCount: Int { state.withLock { $0.pending.count } }
+
     /// Queues one frame.
     func send(_ frame: RunnerFrame) {
         let wake = state.withLock { state -> Bool in

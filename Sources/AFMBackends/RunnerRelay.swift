@@ -9,7 +9,8 @@ import Synchronization
 /// The runner may have at most `window` events of a generation unacknowledged: each consumed batch on the host
 /// returns a `credit` frame. An `emit` with no credit left waits (backpressure reaches the backend exactly as
 /// in-process), and returns 1 at once after a `cancel`. Like the host's `GenerationStream`, it forwards exactly
-/// one terminal event, lets usage through after a cancel, and ignores everything after the terminal event.
+/// one terminal event, lets usage through after a cancel (within the window; beyond it only the latest, sent
+/// before the terminal event), and ignores everything after the terminal event.
 final class RunnerRelay: Sendable {
     let id: UInt64
     private let outbox: RunnerOutbox
@@ -22,6 +23,9 @@ final class RunnerRelay: Sendable {
         var cancelled = false
         var terminal = false
         var waiting = false
+        /// After a cancel: the latest usage event that found no credit left. Usage is cumulative, so the latest is
+        /// all that counts; it is sent just before the terminal event.
+        var heldUsage: BackendEvent?
     }
 
     init(id: UInt64, window: Int, outbox: RunnerOutbox) {
@@ -38,22 +42,34 @@ final class RunnerRelay: Sendable {
     func emit(_ event: BackendEvent) -> Int32 {
         enum Step {
             case drop
-            case send
+            case send(held: BackendEvent?)
             case wait
         }
         while true {
             let step = state.withLock { state -> Step in
                 if state.terminal { return .drop }
                 if state.cancelled && !event.isTerminal {
-                    if case .usage = event {} else { return .drop }
+                    guard case .usage = event else { return .drop }
+                    // Usage after a cancel passes without waiting for credit, but not without bound: a backend
+                    // that keeps sending it would grow the outbox (and the host's buffer) until the cancel grace
+                    // ran out. Within the window it is sent; beyond it only the latest is kept.
+                    if state.credit <= 0 {
+                        state.heldUsage = event
+                        return .drop
+                    }
                 }
                 if !event.isTerminal && !state.cancelled && state.credit <= 0 {
                     state.waiting = true
                     return .wait
                 }
                 state.credit -= 1
-                if event.isTerminal { state.terminal = true }
-                return .send
+                var held: BackendEvent?
+                if event.isTerminal {
+                    state.terminal = true
+                    held = state.heldUsage
+                    state.heldUsage = nil
+                }
+                return .send(held: held)
             }
             switch step {
             case .drop:
@@ -61,7 +77,8 @@ final class RunnerRelay: Sendable {
             case .wait:
                 wakeup.wait()
                 continue
-            case .send:
+            case .send(let held):
+                if let held { outbox.send(.event(requestID: id, held)) }
                 outbox.send(.event(requestID: id, event))
                 let verdict: Int32 = state.withLock { $0.cancelled } ? 1 : 0
                 if event.isTerminal {

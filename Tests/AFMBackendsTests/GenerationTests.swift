@@ -151,6 +151,30 @@ import Testing
     }
 }
 
+extension GenerationTests {
+    /// A backend that sends its terminal event from inside `cancel` (like `c-cancel-inline`) must not get an inline
+    /// consumer run inside that call: the consumer would run on the thread that cancelled (an event loop, the drain
+    /// deadline's control queue), inside the backend's `cancel`.
+    @Test func anInlineConsumerIsNotResumedInsideTheHostsCancel() async throws {
+        let box = Mutex<GenerationStream?>(nil)
+        let stream = GenerationStream(
+            id: 6, silenceLimit: .seconds(60), cancelGrace: .seconds(5),
+            onCancel: { _ = box.withLock { $0 }?.receive(.done(.cancelled)) },  // on the cancelling thread
+            onTerminal: { _ in })
+        box.withLock { $0 = stream }
+        stream.armCancel()
+        let executor = PermissionRecordingExecutor()
+        let consumer = Task(executorPreference: executor) {
+            stream.resumeConsumerOnEmittingThread()
+            return await collect(stream)
+        }
+        #expect(await eventually { stream.isConsumerWaiting })
+        stream.cancel()
+        #expect(await consumer.value == [.done(.cancelled)])
+        #expect(executor.grants.withLock { $0 }.contains(true) == false)
+    }
+}
+
 /// Records, for every job, whether the enqueuing thread granted `InlineResumption`; runs jobs on the pool.
 private final class PermissionRecordingExecutor: TaskExecutor {
     let grants = Mutex<[Bool]>([])

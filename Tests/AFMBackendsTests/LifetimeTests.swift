@@ -227,10 +227,37 @@ import Testing
         try harness.directory.addCFixture(hosting: "in-process")
         await harness.registry.loadAll()
         let registry = harness.registry
-        registry.setBeforeSwitchHook { _ in await registry.drainAll(deadline: .milliseconds(100)) }
+        let sink = harness.sink
+        // The generation's phase, and whether its retirement (destroy, then the "retired" line) was done, at the
+        // moment `drainAll` returned.
+        let atDrainEnd = Mutex<(phase: BackendGeneration.Phase, destroyed: Bool)?>(nil)
+        registry.setBeforeSwitchHook { generation in
+            await registry.drainAll(deadline: .milliseconds(100))
+            let destroyed = sink.capturedLines.contains { $0.contains("retired") && $0.contains("generation=2") }
+            atDrainEnd.withLock { $0 = (generation.snapshot.phase, destroyed) }
+        }
         await #expect(throws: BackendLoadError.self) { try await registry.reload("c-fixture") }
         #expect(harness.status("c-fixture")?.generation == nil)
         #expect(throws: AFMError.self) { _ = try registry.lease(model: "c-echo") }
+        let seen = try #require(atDrainEnd.withLock { $0 })
+        #expect(seen.phase == .retired)
+        #expect(seen.destroyed)
+    }
+
+    /// A reload asked for once shutdown began is refused before it builds anything (a model load would otherwise
+    /// run on while the daemon exits).
+    @Test func aReloadAfterShutdownBeganIsRefusedWithoutBuilding() async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: "in-process")
+        await harness.registry.loadAll()
+        await harness.registry.drainAll(deadline: .milliseconds(100))
+        do {
+            try await harness.registry.reload("c-fixture")
+            Issue.record("a reload after shutdown began succeeded")
+        } catch {
+            #expect(error.reason == "shutting_down")
+        }
+        #expect(!harness.sink.capturedLines.contains { $0.contains("generation=2") })
     }
 
     // MARK: - Watchdog
@@ -334,6 +361,91 @@ import Testing
         #expect(events.last == .done(.cancelled))
         // A lower bound only: a loaded machine makes it later, never earlier.
         #expect(ContinuousClock.now - reloadStarted >= .milliseconds(850))
+    }
+
+    /// Shutdown's deadline applies to a generation a reload already put into draining with a longer one: its
+    /// requests are cancelled at shutdown's deadline, not left to run past the daemon's exit.
+    @Test func shutdownCancelsRequestsOfAGenerationAlreadyDraining() async throws {
+        let harness = RegistryHarness(drainTimeout: .seconds(60))
+        try harness.directory.addCFixture(hosting: "in-process")
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-slow")
+        let generation = lease.generation
+        let stream = try lease.start(requestDocument: requestDocument(model: "c-slow"))
+        let consumer = Task { await collect(stream) }
+        try await harness.registry.reload("c-fixture")  // generation 1 drains, its deadline 60 s away
+        #expect(generation.snapshot.phase == .draining)
+        await harness.registry.drainAll(deadline: .milliseconds(200))
+        #expect(stream.wasCancelled)
+        #expect(generation.snapshot.phase == .retired)
+        #expect(await consumer.value.last == .done(.cancelled))
+    }
+
+    /// A lease taken before the drain whose stream starts after the drain deadline fired (the deadline's list of
+    /// streams did not have it) is cancelled as it starts.
+    @Test func aStreamStartedAfterTheDrainDeadlineIsCancelled() async throws {
+        let harness = RegistryHarness(drainTimeout: .milliseconds(50))
+        try harness.directory.addCFixture(hosting: "in-process")
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-slow")
+        let generation = lease.generation
+        try await harness.registry.reload("c-fixture")
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(harness.sink.capturedLines.contains { $0.contains("draining") && $0.contains("generation=1") })
+        let started = ContinuousClock.now
+        let stream = try lease.start(requestDocument: requestDocument(model: "c-slow"))
+        let events = await collect(stream)
+        #expect(events.last == .done(.cancelled))
+        #expect(stream.wasCancelled)
+        // c-slow runs 4 s when nobody cancels it.
+        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(await eventually { generation.snapshot.phase == .retired })
+    }
+
+    // MARK: - Usage after a cancel
+
+    /// A backend that ignores `emit`'s answer and keeps sending usage after a cancel: usage still passes without
+    /// backpressure, but the buffer keeps only the latest (usage is cumulative) instead of growing until the grace
+    /// period ends.
+    @Test func usageAfterACancelDoesNotGrowTheBuffer() async {
+        let stream = GenerationStream(
+            id: 5, capacity: 4, silenceLimit: .seconds(60), cancelGrace: .seconds(5), onCancel: {}, onTerminal: { _ in })
+        stream.armCancel()
+        for _ in 0..<4 { _ = stream.receive(.textDelta("x"), waitForRoom: false) }
+        stream.cancel()
+        for count in 1...100_000 {
+            #expect(stream.receive(.usage(BackendUsage(inputTokens: 3, outputTokens: count))) == 1)
+        }
+        #expect(stream.pendingCount <= 5)
+        _ = stream.receive(.done(.cancelled))
+        let events = await collect(stream)
+        #expect(events == [.textDelta("x"), .textDelta("x"), .textDelta("x"), .textDelta("x"),
+                           .usage(BackendUsage(inputTokens: 3, outputTokens: 100_000)), .done(.cancelled)])
+    }
+
+    /// The runner's side: usage after a cancel passes within the credit window; beyond it only the latest is kept,
+    /// and sent just before the terminal event, so the outbox does not grow either.
+    @Test func usageAfterACancelDoesNotGrowTheRunnerOutbox() throws {
+        let (mine, theirs) = try FileDescriptor.makeSocketPair()
+        let channel = RunnerChannel(descriptor: mine)
+        defer {
+            channel.close()
+            theirs.close()
+        }
+        let outbox = RunnerOutbox(channel: channel)  // no writer thread: what is sent stays queued, to be measured
+        let relay = RunnerRelay(id: UInt64.max - 9, window: 4, outbox: outbox)
+        RunnerRelayTable.shared.insert(relay)
+        relay.cancel()
+        var frame: [UInt8] = []
+        RunnerFrame.event(requestID: relay.id, .usage(BackendUsage(inputTokens: 3, outputTokens: 100_000))).encode(into: &frame)
+        for count in 1...100_000 {
+            #expect(relay.emit(.usage(BackendUsage(inputTokens: 3, outputTokens: count))) == 1)
+        }
+        #expect(outbox.pendingByteCount <= 4 * frame.count)
+        let before = outbox.pendingByteCount
+        _ = relay.emit(.done(.cancelled))
+        // The latest usage, then the terminal event.
+        #expect(outbox.pendingByteCount > before + frame.count)
     }
 
     /// Replacing a crashed generation does not drain it: it has nothing in flight and is not "draining".

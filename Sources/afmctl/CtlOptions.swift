@@ -163,9 +163,11 @@ struct CtlOptions {
         }
     }
 
-    /// The socket to use: `$AFM_ADMIN_SOCKET`; `$RUNTIME_DIRECTORY/admin.sock` inside a systemd service (its
-    /// `ExecReload=` runs as the service user, where the next two would be wrong); `/run/afm/admin.sock` as root;
-    /// else the user's runtime dir (`--socket` wins over all of them, in main).
+    /// The socket to use: `$AFM_ADMIN_SOCKET`; `$RUNTIME_DIRECTORY/admin.sock` inside afmd's systemd service when
+    /// that directory is called `afm` (`RuntimeDirectory=afm`: a process of the service user, where the next two
+    /// would be wrong); `/run/afm/admin.sock` as root; else the user's runtime dir (`--socket` wins over all of
+    /// them, in main). A `RUNTIME_DIRECTORY` of another name belongs to another unit that happens to run afmctl
+    /// (`RuntimeDirectory=foo`) and is ignored: its socket is not afmd's.
     ///
     /// Without `XDG_RUNTIME_DIR` that is `/tmp/afm-UID/admin.sock`, like afmd's; the directory is world-writable
     /// territory, so it is created `0700` when missing and refused unless it is ours with mode `0700` (another user's
@@ -174,7 +176,9 @@ struct CtlOptions {
     static func defaultSocket(environment: [String: String]) throws(PrivateDirectoryError) -> String {
         if let path = environment["AFM_ADMIN_SOCKET"], !path.isEmpty { return path }
         // systemd passes a colon-separated list when a unit has several runtime directories; afmd uses the first.
-        if let list = environment["RUNTIME_DIRECTORY"], let first = list.split(separator: ":").first {
+        if let list = environment["RUNTIME_DIRECTORY"], let first = list.split(separator: ":").first,
+            first.split(separator: "/").last == "afm"
+        {
             return first + "/admin.sock"
         }
         let uid = UserDatabase.effectiveUserID

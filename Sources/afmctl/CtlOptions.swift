@@ -169,8 +169,8 @@ struct CtlOptions {
     /// them, in main). A `RUNTIME_DIRECTORY` of another name belongs to another unit that happens to run afmctl
     /// (`RuntimeDirectory=foo`) and is ignored: its socket is not afmd's.
     ///
-    /// Without `XDG_RUNTIME_DIR` that is `/tmp/afm-UID/admin.sock`, like afmd's; the directory is world-writable
-    /// territory, so it is created `0700` when missing and refused unless it is ours with mode `0700` (another user's
+    /// Without `XDG_RUNTIME_DIR` that is `/tmp/afm-UID/admin.sock`, like afmd's; the directory (and an
+    /// `$XDG_RUNTIME_DIR/afm` whose parent every user may write to) is world-writable territory, so it is created `0700` when missing and refused unless it is ours with mode `0700` (another user's
     /// directory could hold a fake socket that collects our calls).
     /// - Throws: ``PrivateDirectoryError`` naming the directory, its owner and its mode.
     static func defaultSocket(environment: [String: String]) throws(PrivateDirectoryError) -> String {
@@ -183,7 +183,12 @@ struct CtlOptions {
         }
         let uid = UserDatabase.effectiveUserID
         if uid == 0 { return "/run/afm/admin.sock" }
-        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/afm/admin.sock" }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
+            // XDG_RUNTIME_DIR=/tmp: another user may have made /tmp/afm, like /tmp/afm-UID below.
+            let directory = runtime + "/afm"
+            if PrivateDirectory.parentIsWritableByOthers(directory) { try PrivateDirectory.prepare(directory, owner: uid) }
+            return directory + "/admin.sock"
+        }
         let directory = "/tmp/afm-\(uid)"
         try PrivateDirectory.prepare(directory, owner: uid)
         return directory + "/admin.sock"

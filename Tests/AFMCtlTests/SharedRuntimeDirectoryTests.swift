@@ -298,4 +298,19 @@ import Testing
         #expect(result.output.contains("\(directory) is not a private directory"), "\(result.output)")
         #expect(!FileManager.default.fileExists(atPath: copies), "afmd wrote into the other user's directory")
     }
+
+    /// XDG_RUNTIME_DIR=/tmp (a world-writable directory) puts the socket in `/tmp/afm`, which anyone can create
+    /// first: afmctl checks it like `/tmp/afm-UID`.
+    @Test(.enabled(if: canSwitchUser)) func afmctlChecksAnAfmDirectoryInAWorldWritableRuntimeDir() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        let sticky = TestPaths.makeTemporaryDirectory("afm-sticky-runtime")
+        defer { try? FileManager.default.removeItem(atPath: sticky) }
+        try #require(chmod(sticky, 0o1777) == 0)
+        try Self.makeDirectory(sticky + "/afm", owner: 65534, mode: 0o755)
+        let result = try await victim.run(Self.afmctl, ["status"], environment: ["XDG_RUNTIME_DIR": sticky])
+        #expect(result.status == 77, "\(result.output)")
+        #expect(result.output.contains("\(sticky)/afm is not a private directory"), "\(result.output)")
+    }
 }

@@ -66,11 +66,14 @@ public struct AdminError: Error, Sendable, Hashable, CustomStringConvertible {
             ["limit": .number(JSONNumber(limit)), "message": .string("a call may be at most \(limit) bytes")])
     }
 
-    /// The server has too many connections; this one is closed after the reply.
-    public static func tooManyConnections(limit: Int) -> AdminError {
-        AdminError(
+    /// The server has too many connections, or the peer's user holds as many as one user may (`perUser`); this
+    /// one is closed after the reply. `limit` is the cap that applied, `scope` says which: `server` or `user`.
+    public static func tooManyConnections(limit: Int, perUser: Bool = false) -> AdminError {
+        let message = perUser
+            ? "one user may hold at most \(limit) connections to the admin socket" : "the admin socket serves at most \(limit) clients"
+        return AdminError(
             "org.afm.Admin.TooManyConnections",
-            ["limit": .number(JSONNumber(limit)), "message": .string("the admin socket serves at most \(limit) clients")])
+            ["limit": .number(JSONNumber(limit)), "scope": .string(perUser ? "user" : "server"), "message": .string(message)])
     }
 
     /// A reload failed; `activeGeneration` keeps serving.

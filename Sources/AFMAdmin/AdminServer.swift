@@ -18,8 +18,11 @@ import Synchronization
 ///
 /// Idle connections cannot hold the slots that `afmctl reload` (`ExecReload`, the package trigger) needs: one that
 /// does not complete a call within ``Configuration/idleTimeoutMilliseconds`` (sends nothing, or half a message) is
-/// closed; one user id may hold at most ``Configuration/maxConnectionsPerUser`` connections; and admin-level peers
-/// (root, the daemon's user) have ``Configuration/reservedAdminConnections`` slots beyond ``Configuration/maxConnections``.
+/// closed; one user id may hold at most ``Configuration/maxConnectionsPerUser`` of the
+/// ``Configuration/maxConnections`` shared slots; and each admin uid (root, the daemon's user) has
+/// ``Configuration/reservedAdminConnections`` slots of its own beyond both caps, which no other uid can take. So a
+/// flood from the daemon's own user (a compromised runner, whose WatchCounters streams the idle timeout does not
+/// end) cannot refuse root's `systemctl reload` (the unit's `ExecReload=+` runs afmctl as root).
 public final class AdminServer: Sendable {
     /// Where and how to serve.
     public struct Configuration: Sendable {
@@ -31,14 +34,14 @@ public final class AdminServer: Sendable {
         public var group: UInt32?
         /// Who gets which level.
         public var policy: AdminAccessPolicy
-        /// Connections beyond this are answered with `TooManyConnections` and closed (default 64); admin-level
-        /// peers may also use the ``reservedAdminConnections``.
+        /// Shared slots: connections beyond this are answered with `TooManyConnections` and closed (default 64);
+        /// admin uids may also use their ``reservedAdminConnections``.
         public var maxConnections = 64
-        /// Slots beyond ``maxConnections`` that only admin-level peers may use (default 8), so a flood from
-        /// other users cannot refuse `systemctl reload` or the package trigger.
+        /// Slots of each admin uid beyond ``maxConnections`` and ``maxConnectionsPerUser`` (default 8), used when
+        /// those are taken: floods from other users, or from another admin uid, cannot refuse `systemctl reload`.
         public var reservedAdminConnections = 8
-        /// Connections one user id may hold at once, whatever its level (default 32, half the shared slots): one
-        /// user, or a compromised backend running as the daemon's user, cannot take every slot.
+        /// Shared slots one user id may hold at once, whatever its level (default 32, half of them): one user, or a
+        /// compromised backend running as the daemon's user, cannot take every slot.
         public var maxConnectionsPerUser = 32
         /// A connection that does not complete a call within this time (after it opened, or after its previous
         /// call ended) is closed (default 10 s). Calls that stream (`WatchCounters`) are not limited by it.
@@ -60,6 +63,8 @@ public final class AdminServer: Sendable {
     private struct Connection {
         var descriptor: GuardedDescriptor
         var uid: UInt32
+        /// Whether it holds one of its admin uid's reserved slots rather than a shared one.
+        var reserved = false
         var task: Task<Void, Never>?
         var outbox: ReplyOutbox?
     }
@@ -185,20 +190,13 @@ public final class AdminServer: Sendable {
                 fd.close()
                 continue
             }
-            let admin = configuration.policy.adminUserIDs.contains(uid)
-            let limit = configuration.maxConnections + (admin ? configuration.reservedAdminConnections : 0)
-            let id: UInt64? = state.withLock { state in
-                guard !state.stopping, state.connections.count < limit,
-                    state.connections.values.count(where: { $0.uid == uid }) < configuration.maxConnectionsPerUser
-                else { return nil }
-                defer { state.nextID += 1 }
-                state.connections[state.nextID] = Connection(descriptor: guarded, uid: uid)
-                return state.nextID
-            }
-            guard let id else {
-                logger.debug("admin socket: connection refused: too many connections", ["uid": String(uid)])
-                // The socket is fresh and non-blocking: the short reply fits its send buffer.
-                try? fd.writeAll(VarlinkFramer.encode(AdminError.tooManyConnections(limit: configuration.maxConnections).reply))
+            let admission = state.withLock { admit(uid: uid, descriptor: guarded, &$0) }
+            guard case .accepted(let id) = admission else {
+                if case .refused(let error) = admission {
+                    logger.debug("admin socket: connection refused: too many connections", ["uid": String(uid)])
+                    // The socket is fresh and non-blocking: the short reply fits its send buffer.
+                    try? fd.writeAll(VarlinkFramer.encode(error.reply))
+                }
                 fd.close()
                 continue
             }
@@ -211,6 +209,44 @@ public final class AdminServer: Sendable {
                 guarded.close()
             }
         }
+    }
+
+    private enum Admission {
+        case accepted(UInt64)
+        case refused(AdminError)
+    }
+
+    /// Takes a shared slot (under both caps), else one of an admin uid's own reserved slots, else refuses naming
+    /// the cap that applied. Runs once per accepted connection, under the state lock.
+    private func admit(uid: UInt32, descriptor: GuardedDescriptor, _ state: inout State) -> Admission {
+        let admin = configuration.policy.adminUserIDs.contains(uid)
+        let reserve = admin ? configuration.reservedAdminConnections : 0
+        var shared = 0
+        var mine = 0
+        var mineReserved = 0
+        for connection in state.connections.values {
+            if connection.reserved {
+                if connection.uid == uid { mineReserved += 1 }
+            } else {
+                shared += 1
+                if connection.uid == uid { mine += 1 }
+            }
+        }
+        let reserved: Bool
+        if state.stopping {
+            return .refused(.tooManyConnections(limit: configuration.maxConnections))
+        } else if shared < configuration.maxConnections && mine < configuration.maxConnectionsPerUser {
+            reserved = false
+        } else if mineReserved < reserve {
+            reserved = true
+        } else if mine >= configuration.maxConnectionsPerUser {
+            return .refused(.tooManyConnections(limit: configuration.maxConnectionsPerUser + reserve, perUser: true))
+        } else {
+            return .refused(.tooManyConnections(limit: configuration.maxConnections + reserve))
+        }
+        defer { state.nextID += 1 }
+        state.connections[state.nextID] = Connection(descriptor: descriptor, uid: uid, reserved: reserved)
+        return .accepted(state.nextID)
     }
 
     // MARK: - One connection

@@ -2,6 +2,7 @@
 import AFMCore
 import AFMJSON
 import AFMLogging
+import AFMSystem
 import Foundation
 import Synchronization
 
@@ -37,6 +38,10 @@ public final class BackendRegistry: Sendable {
         public var restartPolicy: RestartPolicy
         /// Whether `auto` prefers the private cloud when it is available (the private-cloud preference).
         public var preferPrivateCloud = false
+        /// A directory holding ``copyDirectory`` that others could replace (the `/tmp/afm-UID` runtime directory):
+        /// verified with ``PrivateDirectory/prepare(_:owner:)`` before every generation writes its copy, so one that
+        /// a tmp cleaner removed and another user re-created after the start fails the load instead.
+        public var privateDirectory: String?
 
         public init(
             backendDirectory: String, copyDirectory: String, stateDirectory: String,
@@ -298,6 +303,13 @@ public final class BackendRegistry: Sendable {
             }
             let settings = configuration.settings[id] ?? [:]
             let hosting = try Self.hosting(of: manifest, settings: settings)
+            if let directory = configuration.privateDirectory {
+                do {
+                    try PrivateDirectory.prepare(directory)
+                } catch {
+                    throw BackendLoadError(path: configuration.copyDirectory, error.description, reason: "untrusted_directory")
+                }
+            }
             let document = Self.configDocument(id: id, number: number, configuration: configuration)
             let logger = self.logger.with("backend", id)
             switch hosting {

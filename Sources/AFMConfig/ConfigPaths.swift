@@ -7,10 +7,15 @@ import AFMSystem
 /// |---|---|---|---|---|
 /// | system | `/etc/afm/afmd.conf`, `/usr/lib/afm/afmd.conf` | `/etc/afm/afmd.conf.d`, `/usr/lib/afm/afmd.conf.d` | `/var/lib/afm` (or `$STATE_DIRECTORY`) | `/run/afm` (or `$RUNTIME_DIRECTORY`) |
 /// | user | `$XDG_CONFIG_HOME/afm/afmd.conf` | `$XDG_CONFIG_HOME/afm/afmd.conf.d` | `$XDG_STATE_HOME/afm` | `$XDG_RUNTIME_DIR/afm` (or `/tmp/afm-UID`) |
+///
+/// In the user layout `XDG_CONFIG_HOME` and `XDG_STATE_HOME` default to `$HOME/.config` and `$HOME/.local/state`;
+/// without `HOME` the home is the user's entry in the user database, and only a uid without one falls back to
+/// `/tmp/afm-home-UID`, used after ``prepareHomeDirectory(owner:)`` made or verified it private.
 /// | `--config-root DIR` | `DIR/etc/afm/afmd.conf`, `DIR/usr/lib/afm/afmd.conf`, `DIR/afmd.conf` | `DIR/etc/afm/afmd.conf.d`, `DIR/usr/lib/afm/afmd.conf.d` | `DIR/var/lib/afm` | `DIR/run/afm` |
 ///
 /// `/tmp/afm-UID` (no `XDG_RUNTIME_DIR`) sits in a world-writable directory, so it is used only after
-/// ``prepareRuntimeDirectory()`` made or verified it private (owner = effective uid, mode `0700`, not a symlink).
+/// ``prepareRuntimeDirectory()`` made or verified it private (owner = effective uid, mode `0700`, not a symlink);
+/// so is any runtime directory whose parent every user may write to (`XDG_RUNTIME_DIR=/tmp`).
 ///
 /// `DIR/afmd.conf` is the last candidate under `--config-root` so trees written before layering still work.
 /// `--config FILE` replaces the candidates with exactly that file (which must exist); drop-ins still apply.
@@ -40,11 +45,15 @@ public struct ConfigPaths: Sendable, Hashable {
     public var explicitMainFile: String?
     /// Whether ``runtimeDirectory`` is the `/tmp/afm-UID` fallback, which another user could have created first.
     public var runtimeDirectoryIsShared: Bool
+    /// The `/tmp/afm-HOME-UID` fallback home when config or state paths lie under it (no `HOME`, no user-database
+    /// entry): another user could have created it first, with a config of theirs in it.
+    public var sharedHomeDirectory: String?
 
     /// Creates paths explicitly.
     public init(
         mode: Mode, mainFileCandidates: [String], dropInDirectories: [String], stateDirectory: String,
-        runtimeDirectory: String, explicitMainFile: String? = nil, runtimeDirectoryIsShared: Bool = false
+        runtimeDirectory: String, explicitMainFile: String? = nil, runtimeDirectoryIsShared: Bool = false,
+        sharedHomeDirectory: String? = nil
     ) {
         self.mode = mode
         self.mainFileCandidates = mainFileCandidates
@@ -53,16 +62,41 @@ public struct ConfigPaths: Sendable, Hashable {
         self.runtimeDirectory = runtimeDirectory
         self.explicitMainFile = explicitMainFile
         self.runtimeDirectoryIsShared = runtimeDirectoryIsShared
+        self.sharedHomeDirectory = sharedHomeDirectory
     }
 
-    /// Makes the `/tmp/afm-UID` fallback safe to use before anything is put there or connected to: creates it with
-    /// mode `0700`, or refuses one that is not a real directory owned by this effective user with mode `0700`.
-    /// Other runtime directories (systemd's, `XDG_RUNTIME_DIR`'s, `--config-root`'s) are not shared and pass.
+    /// Makes the `/tmp/afm-UID` fallback, or a runtime directory in a world-writable directory, safe to use before
+    /// anything is put there or connected to: creates it with mode `0700`, or refuses one that is not a real
+    /// directory owned by this effective user with mode `0700`. Other runtime directories (systemd's,
+    /// `XDG_RUNTIME_DIR`'s, `--config-root`'s) are not shared and pass.
     ///
     /// - Throws: ``PrivateDirectoryError`` naming the path, its owner and its mode.
     public func prepareRuntimeDirectory() throws(PrivateDirectoryError) {
-        guard runtimeDirectoryIsShared else { return }
+        guard runtimeDirectoryMustBePrivate else { return }
         try PrivateDirectory.prepare(runtimeDirectory, owner: UserDatabase.effectiveUserID)
+    }
+
+    /// Whether ``runtimeDirectory`` must pass ``PrivateDirectory`` before each use: the `/tmp/afm-UID` fallback, or
+    /// any directory whose parent others may write to (another user can create or, after a tmp cleaner removed
+    /// it, re-create the name). Looks at the parent (`stat`) each time it is asked.
+    public var runtimeDirectoryMustBePrivate: Bool {
+        runtimeDirectoryIsShared || PrivateDirectory.parentIsWritableByOthers(runtimeDirectory)
+    }
+
+    /// Makes the fallback home (``sharedHomeDirectory``) safe before a config is read from or state written under
+    /// it, like ``prepareRuntimeDirectory()``; a home from `HOME` or the user database passes unchecked.
+    ///
+    /// - Parameter owner: the user it must belong to (the effective uid).
+    /// - Throws: ``PrivateDirectoryError`` naming the path, its owner and its mode.
+    public func prepareHomeDirectory(owner: UInt32 = UserDatabase.effectiveUserID) throws(PrivateDirectoryError) {
+        guard let sharedHomeDirectory else { return }
+        do {
+            try PrivateDirectory.prepare(sharedHomeDirectory, owner: owner)
+        } catch {
+            var error = error
+            error.remedy = "remove it, or set HOME (or XDG_CONFIG_HOME and XDG_STATE_HOME)"
+            throw error
+        }
     }
 
     /// The control-layer file: the versioned settings ``ServerSettings`` written by the admin socket.
@@ -82,15 +116,24 @@ public struct ConfigPaths: Sendable, Hashable {
     }
 
     /// The XDG layout of a user running from a checkout.
+    /// Without `HOME`, the home is `uid`'s entry in the user database; without one either, `/tmp/afm-home-UID`,
+    /// recorded in ``sharedHomeDirectory`` when a path lies under it.
     public static func user(environment: [String: String], uid: UInt32 = UserDatabase.currentUserID) -> ConfigPaths {
-        let home = nonEmpty(environment["HOME"]) ?? "/tmp/afm-home-\(uid)"
-        let config = (nonEmpty(environment["XDG_CONFIG_HOME"]) ?? home + "/.config") + "/afm"
-        let state = (nonEmpty(environment["XDG_STATE_HOME"]) ?? home + "/.local/state") + "/afm"
+        let configHome = nonEmpty(environment["XDG_CONFIG_HOME"])
+        let stateHome = nonEmpty(environment["XDG_STATE_HOME"])
+        var sharedHome: String?
+        var home = nonEmpty(environment["HOME"]) ?? UserDatabase.homeDirectory(of: uid) ?? ""
+        if home.isEmpty {
+            home = "/tmp/afm-home-\(uid)"
+            if configHome == nil || stateHome == nil { sharedHome = home }
+        }
+        let config = (configHome ?? home + "/.config") + "/afm"
+        let state = (stateHome ?? home + "/.local/state") + "/afm"
         let xdgRuntime = nonEmpty(environment["XDG_RUNTIME_DIR"]).map { $0 + "/afm" }
         return ConfigPaths(
             mode: .user, mainFileCandidates: [config + "/afmd.conf"], dropInDirectories: [config + "/afmd.conf.d"],
             stateDirectory: state, runtimeDirectory: xdgRuntime ?? sharedRuntimeDirectory(uid: uid),
-            runtimeDirectoryIsShared: xdgRuntime == nil)
+            runtimeDirectoryIsShared: xdgRuntime == nil, sharedHomeDirectory: sharedHome)
     }
 
     /// Everything under `root` (`--config-root`), like `systemd-analyze --root`.

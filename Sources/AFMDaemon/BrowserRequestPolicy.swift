@@ -11,6 +11,8 @@ import Synchronization
 ///   (`localhost`, `*.localhost`, `127.0.0.0/8`, `::1`), the listen address, any IP literal while listening on a
 ///   wildcard address (rebinding needs a name; an IP literal names the machine itself), and `[Server] AllowedHosts`
 ///   (`*`: any). The port is not compared. No `Host` at all is fine on HTTP/1.0 (HTTP/1.1 requires one: the parser).
+///   An absolute-form target (`GET http://name/status`) names its host itself and `Host` is ignored (RFC 9112
+///   §3.2.2), so the target's authority is what is checked (one with userinfo, `user@name`, is refused).
 /// - **Cross-site requests (CSRF).** A page posts to afmd from its own origin, which its browser sends in `Origin`.
 ///   Accepted: no `Origin` (not a browser, or a same-origin GET), an origin on the same host as `Host` (any port), a
 ///   loopback page calling a loopback name, and `[Server] AllowedOrigins` (exact origins such as
@@ -19,7 +21,11 @@ import Synchronization
 ///   may post without a CORS preflight (`text/plain`, forms, none) are refused, so even a browser that sends no
 ///   `Origin` cannot post.
 ///
-/// Refusals are OpenAI error envelopes: 403 `forbidden_host` / `forbidden_origin`, 415 `unsupported_media_type`.
+/// `Origin` and `Content-Type` may appear once: with two, a check and a later reader could each take another one,
+/// so the request is refused (400 `duplicate_header`, `param` names the field).
+///
+/// Refusals are OpenAI error envelopes: 403 `forbidden_host` / `forbidden_origin`, 415 `unsupported_media_type`,
+/// 400 `duplicate_header`.
 /// Checks compare bytes in place: an accepted request costs no allocation.
 struct BrowserRequestPolicy: Sendable, Equatable {
     /// The listen host, lower-cased, without brackets.
@@ -55,9 +61,28 @@ struct BrowserRequestPolicy: Sendable, Equatable {
 
     // MARK: - Checks
 
-    /// Why `request` must be refused before routing (its `Host` or `Origin`), or nil.
+    /// Why `request` must be refused before routing (its target's or `Host`'s name, its `Origin`, a repeated
+    /// `Origin` or `Content-Type`), or nil.
     func refusal(for request: HTTPRequest) -> AFMError? {
-        let host = request.headers["Host"].map { Self.hostPart(Substring($0)) }
+        // One pass over the fields for all three names (a handful of fields; compared by length first).
+        var hostField: String?
+        var origin: String?
+        var origins = 0
+        var contentTypes = 0
+        for field in request.headers {
+            let name = Substring(field.name)
+            switch name.utf8.count {
+            case 4 where hostField == nil && Self.equalsIgnoringCase(name, "host"): hostField = field.value
+            case 6 where Self.equalsIgnoringCase(name, "origin"):
+                origins += 1
+                if origin == nil { origin = field.value }
+            case 12 where Self.equalsIgnoringCase(name, "content-type"): contentTypes += 1
+            default: break
+            }
+        }
+        if origins > 1 { return Self.duplicate("Origin") }
+        if contentTypes > 1 { return Self.duplicate("Content-Type") }
+        let host = Self.targetHost(request.target) ?? hostField.map { Self.hostPart(Substring($0)) }
         if let host, !accepts(host: host) {
             return AFMError(
                 .invalidRequest,
@@ -65,7 +90,7 @@ struct BrowserRequestPolicy: Sendable, Equatable {
                     + "list further names in [Server] AllowedHosts.",
                 publicCode: "forbidden_host", httpStatus: 403)
         }
-        if let origin = request.headers["Origin"], !accepts(origin: Substring(origin), host: host) {
+        if let origin, !accepts(origin: Substring(origin), host: host) {
             return AFMError(
                 .invalidRequest,
                 "Requests from the web origin in the Origin header are not allowed (a protection against cross-site "
@@ -100,7 +125,27 @@ struct BrowserRequestPolicy: Sendable, Equatable {
         return Self.isLoopbackName(originHost) && Self.isLoopbackName(requestHost)
     }
 
+    private static func duplicate(_ field: String) -> AFMError {
+        AFMError(
+            .invalidRequest, "The \(field) header field appears more than once; send it once.", param: field,
+            publicCode: "duplicate_header", httpStatus: 400)
+    }
+
     // MARK: - Names
+
+    /// The host named by a request target that is not in origin form (`/path`) or asterisk form (`*`): the host of
+    /// `http://authority/path` (or of a bare `authority`), without port and brackets; an authority with userinfo
+    /// (`user@host`), which no client may send (RFC 9110 §4.2.4) and parsers split differently, gives "" (refused).
+    static func targetHost(_ target: String) -> Substring? {
+        let whole = Substring(target)
+        guard let first = whole.utf8.first, first != UInt8(ascii: "/"), first != UInt8(ascii: "*") else { return nil }
+        var authority = authority(ofOrigin: whole) ?? whole
+        if let end = authority.utf8.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) {
+            authority = authority[..<end]
+        }
+        if authority.utf8.contains(UInt8(ascii: "@")) { return authority[authority.startIndex..<authority.startIndex] }
+        return hostPart(authority)
+    }
 
     /// What follows `scheme://` in an origin, or nil (`null`, garbage).
     private static func authority(ofOrigin origin: Substring) -> Substring? {

@@ -98,6 +98,7 @@ public final class Daemon: Sendable {
             limits: GenerationLimits(silenceLimit: configuration.silenceTimeout, cancelGrace: configuration.cancelGrace),
             drainTimeout: configuration.drainTimeout)
         registry.preferPrivateCloud = configuration.preferPrivateCloud
+        registry.privateDirectory = configuration.runtimeDirectoryMustBePrivate ? configuration.runtimeDirectory : nil
         return registry
     }
 

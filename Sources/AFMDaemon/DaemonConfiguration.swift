@@ -30,6 +30,9 @@ public struct DaemonConfiguration: Sendable {
     public var maxOutputBytes: Int
     public var stateDirectory: String
     public var runtimeDirectory: String
+    /// Whether ``runtimeDirectory`` lies where another user could replace it (`/tmp/afm-UID`, a world-writable
+    /// parent): it is verified private again before every backend copy is written there.
+    public var runtimeDirectoryMustBePrivate: Bool
     public var adminSocket: String
     public var operatorGroups: [String]
     /// The group of the admin socket file (`Admin.SocketGroup`), empty for the daemon's own group.
@@ -64,6 +67,7 @@ public struct DaemonConfiguration: Sendable {
         maxOutputBytes = loaded.maxOutputBytes
         stateDirectory = loaded.paths.stateDirectory
         runtimeDirectory = loaded.paths.runtimeDirectory
+        runtimeDirectoryMustBePrivate = loaded.paths.runtimeDirectoryMustBePrivate
         adminSocket = loaded.adminSocket
         operatorGroups = loaded.operatorGroups
         adminSocketGroup = loaded.adminSocketGroup

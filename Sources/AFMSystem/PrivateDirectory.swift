@@ -48,6 +48,18 @@ public enum PrivateDirectory {
         }
     }
 
+    /// Whether every user may write to the directory holding `path` (`/tmp`, `/var/tmp`):
+    /// a name there may have been created by anyone. The corresponding C function is `stat` (following links).
+    public static func parentIsWritableByOthers(_ path: String) -> Bool {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return parentIsWritableByOthers("./" + path) }
+        let parent = slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+        var info = stat()
+        guard stat(parent, &info) == 0 else { return false }
+        return info.st_mode & S_IWOTH != 0
+    }
+
     /// `O_PATH` (<asm-generic/fcntl.h>, the same on x86_64 and aarch64), which Glibc exports only with _GNU_SOURCE.
     private static let pathOnly: Int32 = 0o10_000_000
 }
@@ -67,6 +79,8 @@ public struct PrivateDirectoryError: Error, Hashable, Sendable, CustomStringConv
     public var path: String
     /// What was wrong.
     public var problem: Problem
+    /// What the user can do about an untrusted directory (the end of ``description``).
+    public var remedy = "remove it, or set XDG_RUNTIME_DIR"
 
     /// Creates an error.
     public init(path: String, problem: Problem) {
@@ -82,7 +96,7 @@ public struct PrivateDirectoryError: Error, Hashable, Sendable, CustomStringConv
             let octal = String(mode, radix: 8)
             return "\(path) is not a private directory: it is \(kind) with owner uid \(owner) and mode "
                 + "\(String(repeating: "0", count: max(0, 4 - octal.count)) + octal) (it needs owner uid \(expectedOwner) "
-                + "and mode 0700; another user may have created it). Refusing to use it: remove it, or set XDG_RUNTIME_DIR"
+                + "and mode 0700; another user may have created it). Refusing to use it: \(remedy)"
         case .system(let error):
             return "\(path): cannot prepare the private directory: \(error)"
         }

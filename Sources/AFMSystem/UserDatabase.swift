@@ -24,6 +24,18 @@ public enum UserDatabase {
         return found.pointee.gr_gid
     }
 
+    /// The home directory of user `uid` in the user database, or nil when it has no entry (or an empty home).
+    /// The corresponding C function is `getpwuid_r`.
+    public static func homeDirectory(of uid: UInt32) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        let status = getpwuid_r(uid, &entry, &buffer, buffer.count, &result)
+        guard status == 0, let found = result, let directory = found.pointee.pw_dir else { return nil }
+        let home = String(cString: directory)
+        return home.isEmpty ? nil : home
+    }
+
     /// Whether file descriptor `fd` (0: stdin, 1: stdout, 2: stderr) is a terminal.
     /// The corresponding C function is `isatty`.
     public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }

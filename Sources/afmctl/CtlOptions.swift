@@ -163,23 +163,32 @@ struct CtlOptions {
         }
     }
 
-    /// The socket to use: `$AFM_ADMIN_SOCKET`; `$RUNTIME_DIRECTORY/admin.sock` inside a systemd service (its
-    /// `ExecReload=` runs as the service user, where the next two would be wrong); `/run/afm/admin.sock` as root;
-    /// else the user's runtime dir (`--socket` wins over all of them, in main).
+    /// The socket to use: `$AFM_ADMIN_SOCKET`; `$RUNTIME_DIRECTORY/admin.sock` inside afmd's systemd service when
+    /// that directory is called `afm` (`RuntimeDirectory=afm`: a process of the service user, where the next two
+    /// would be wrong); `/run/afm/admin.sock` as root; else the user's runtime dir (`--socket` wins over all of
+    /// them, in main). A `RUNTIME_DIRECTORY` of another name belongs to another unit that happens to run afmctl
+    /// (`RuntimeDirectory=foo`) and is ignored: its socket is not afmd's.
     ///
-    /// Without `XDG_RUNTIME_DIR` that is `/tmp/afm-UID/admin.sock`, like afmd's; the directory is world-writable
-    /// territory, so it is created `0700` when missing and refused unless it is ours with mode `0700` (another user's
+    /// Without `XDG_RUNTIME_DIR` that is `/tmp/afm-UID/admin.sock`, like afmd's; the directory (and an
+    /// `$XDG_RUNTIME_DIR/afm` whose parent every user may write to) is world-writable territory, so it is created `0700` when missing and refused unless it is ours with mode `0700` (another user's
     /// directory could hold a fake socket that collects our calls).
     /// - Throws: ``PrivateDirectoryError`` naming the directory, its owner and its mode.
     static func defaultSocket(environment: [String: String]) throws(PrivateDirectoryError) -> String {
         if let path = environment["AFM_ADMIN_SOCKET"], !path.isEmpty { return path }
         // systemd passes a colon-separated list when a unit has several runtime directories; afmd uses the first.
-        if let list = environment["RUNTIME_DIRECTORY"], let first = list.split(separator: ":").first {
+        if let list = environment["RUNTIME_DIRECTORY"], let first = list.split(separator: ":").first,
+            first.split(separator: "/").last == "afm"
+        {
             return first + "/admin.sock"
         }
         let uid = UserDatabase.effectiveUserID
         if uid == 0 { return "/run/afm/admin.sock" }
-        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/afm/admin.sock" }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
+            // XDG_RUNTIME_DIR=/tmp: another user may have made /tmp/afm, like /tmp/afm-UID below.
+            let directory = runtime + "/afm"
+            if PrivateDirectory.parentIsWritableByOthers(directory) { try PrivateDirectory.prepare(directory, owner: uid) }
+            return directory + "/admin.sock"
+        }
         let directory = "/tmp/afm-\(uid)"
         try PrivateDirectory.prepare(directory, owner: uid)
         return directory + "/admin.sock"

@@ -53,6 +53,13 @@ struct AFMDMain {
         let logger = Logger(label: "afmd", level: level)
         let environment = ProcessInfo.processInfo.environment
         let paths = ConfigPaths.resolve(configRoot: options.configRoot, configFile: options.configFile, environment: environment)
+        // Without HOME and a user-database entry the config would come from /tmp/afm-home-UID: only when it is ours.
+        do {
+            try paths.prepareHomeDirectory()
+        } catch {
+            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            exit(77)  // EX_NOPERM
+        }
         var commandLine: [ConfigurationLoader.CommandLineValue] = []
         do {
             if let listen = options.listen { commandLine.append(try .init(flag: "--listen", value: listen)) }

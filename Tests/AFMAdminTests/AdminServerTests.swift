@@ -265,6 +265,80 @@ struct TestAdminServer {
         }
     }
 
+    /// Opens a connection that asks for a counter stream and keeps it open (its stream has ended; the connection
+    /// holds its slot until the idle timeout), as a runner of the daemon's user flooding the socket would.
+    static func holdWatchCounters(_ server: TestAdminServer) async throws -> FileDescriptor {
+        let fd = try FileDescriptor.connectUnix(path: server.path)
+        try fd.setReceiveTimeout(milliseconds: 5_000)
+        try fd.writeAll(VarlinkFramer.encode(["method": "org.afm.Admin.WatchCounters", "more": true]))
+        #expect(try await offPool { try fd.readSome() }.isEmpty == false)
+        return fd
+    }
+
+    /// The refusal a fresh connection gets unasked (the server writes it and closes), or nil when it is served.
+    static func refusal(_ server: TestAdminServer) async throws -> JSONValue? {
+        let fd = try FileDescriptor.connectUnix(path: server.path)
+        defer { fd.close() }
+        try fd.setReceiveTimeout(milliseconds: 5_000)
+        let ready = try await offPool { try fd.poll(readable: true, writable: false, timeoutMilliseconds: 1_000) }
+        guard ready.readable else { return nil }
+        var framer = VarlinkFramer()
+        framer.append(try fd.readSome())
+        guard case .message(let frame)? = framer.next() else { return nil }
+        return try JSONParser.parse(frame)
+    }
+
+    /// An admin uid (root for `systemctl reload`, whose ExecReload= runs afmctl as root) keeps its own reserved slots
+    /// beyond the per-user cap: a flood of its own connections cannot take them from its next call, and another
+    /// admin uid's flood (a runner of the daemon's user) cannot either. The refusal names the cap that applied.
+    @Test func anAdminUidKeepsItsReservedSlotsBeyondThePerUserCap() async throws {
+        let other: UInt32 = 65534
+        let server = try TestAdminServer(policy: AdminAccessPolicy(adminUserIDs: [getuid(), other], operatorGroupIDs: []), mode: 0o666) {
+            $0.maxConnectionsPerUser = 2
+            $0.reservedAdminConnections = 1
+            $0.maxConnections = 2
+        }
+        defer { Task { await server.stop() } }
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: server.directory)
+        var held: [FileDescriptor] = []
+        defer { for fd in held { fd.close() } }
+        for _ in 0..<2 { held.append(try await Self.holdWatchCounters(server)) }
+        #expect(waitUntil(seconds: 2) { server.server.connectionCount == 2 })
+        // The third connection of the same admin uid is served from its reserved slot.
+        let reload = try await server.client.call("org.afm.Admin.Reload")
+        #expect(reload["generation"]?.numberValue?.intValue == 2)
+        #expect(waitUntil(seconds: 2) { server.server.connectionCount == 2 })
+        held.append(try await Self.holdWatchCounters(server))
+        #expect(waitUntil(seconds: 2) { server.server.connectionCount == 3 })
+        // Reserved slot taken too: refused, and the limit reported is this user's (2 shared + 1 reserved), not 64.
+        let refused = try #require(try await Self.refusal(server))
+        #expect(refused["error"]?.stringValue == "org.afm.Admin.TooManyConnections", "\(refused)")
+        #expect(refused["parameters"]?["limit"]?.numberValue?.intValue == 3, "\(refused)")
+        #expect(refused["parameters"]?["scope"]?.stringValue == "user", "\(refused)")
+        // Every shared slot and this uid's reserve are taken; another admin uid (root, while the daemon's user
+        // floods) still has a reserve of its own.
+        guard UnprivilegedPeerTests.canSwitchUser else { return }
+        let otherReload = try await UnprivilegedPeerTests.afmctlAsNobody(server.path, ["reload"])
+        #expect(otherReload.status == 0, "\(otherReload.output)")
+    }
+
+    /// A plain user refused by the per-user cap is told that cap, not the server-wide one.
+    @Test func aRefusalReportsThePerUserCapThatApplied() async throws {
+        let server = try TestAdminServer(policy: AdminAccessPolicy(adminUserIDs: [], operatorGroupIDs: [])) {
+            $0.maxConnectionsPerUser = 2
+        }
+        defer { Task { await server.stop() } }
+        var held: [FileDescriptor] = []
+        defer { for fd in held { fd.close() } }
+        for _ in 0..<2 { held.append(try await Self.holdWatchCounters(server)) }
+        #expect(waitUntil(seconds: 2) { server.server.connectionCount == 2 })
+        let refused = try #require(try await Self.refusal(server))
+        #expect(refused["error"]?.stringValue == "org.afm.Admin.TooManyConnections", "\(refused)")
+        #expect(refused["parameters"]?["limit"]?.numberValue?.intValue == 2, "\(refused)")
+        #expect(refused["parameters"]?["scope"]?.stringValue == "user", "\(refused)")
+        #expect(refused["parameters"]?["message"]?.stringValue?.contains("2") == true, "\(refused)")
+    }
+
     @Test func cannotConnectNamesThePath() async throws {
         let error = try await #require(throws: AdminClientError.self) {
             try await AdminClient(socketPath: "/nonexistent/afm/admin.sock").call("org.afm.Admin.GetStatus")

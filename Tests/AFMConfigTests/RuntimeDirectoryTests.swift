@@ -60,4 +60,53 @@ import Testing
         let file = try #require(throws: PrivateDirectoryError.self) { try PrivateDirectory.prepare(parent + "/file", owner: getuid()) }
         #expect(file.description.contains("it is not a directory"), "\(file)")
     }
+
+    /// XDG_RUNTIME_DIR=/tmp (or any world-writable directory) gives `/tmp/afm`, which another user can create first:
+    /// it is checked like the `/tmp/afm-UID` fallback.
+    @Test func aRuntimeDirectoryInAWorldWritableDirectoryIsChecked() throws {
+        let parent = TestPaths.makeTemporaryDirectory("afm-sticky")
+        defer { try? FileManager.default.removeItem(atPath: parent) }
+        try #require(chmod(parent, 0o1777) == 0)
+        try FileManager.default.createDirectory(atPath: parent + "/afm", withIntermediateDirectories: false)
+        try #require(chown(parent + "/afm", 65534, 65534) == 0, "changing the owner needs root")
+        let paths = ConfigPaths.user(environment: ["HOME": "/home/u", "XDG_RUNTIME_DIR": parent], uid: getuid())
+        #expect(paths.runtimeDirectory == parent + "/afm")
+        let error = try #require(throws: PrivateDirectoryError.self) { try paths.prepareRuntimeDirectory() }
+        #expect(error.description.hasPrefix("\(parent)/afm is not a private directory"), "\(error)")
+        // A parent only its owner writes to (like /run/user/UID) needs no check.
+        try #require(chmod(parent, 0o755) == 0)
+        #expect(throws: Never.self) { try paths.prepareRuntimeDirectory() }
+    }
+
+    /// Without HOME the home comes from the user database, not from `/tmp/afm-home-UID` (which anyone may create).
+    @Test func withoutHomeTheUserDatabaseNamesTheHome() throws {
+        let entry = try #require(getpwuid(getuid()))
+        let home = String(cString: entry.pointee.pw_dir)
+        let paths = ConfigPaths.user(environment: [:], uid: getuid())
+        #expect(paths.mainFileCandidates == [home + "/.config/afm/afmd.conf"])
+        #expect(paths.stateDirectory == home + "/.local/state/afm")
+        #expect(throws: Never.self) { try paths.prepareHomeDirectory() }
+    }
+
+    /// A uid the user database does not know gets `/tmp/afm-home-UID` only through the private-directory check.
+    @Test func withoutHomeOrEntryTheFallbackHomeMustBePrivate() throws {
+        var uid = UInt32.random(in: 60_000..<65_000)
+        while getpwuid(uid) != nil { uid += 1 }
+        let home = "/tmp/afm-home-\(uid)"
+        try? FileManager.default.removeItem(atPath: home)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let paths = ConfigPaths.user(environment: [:], uid: uid)
+        #expect(paths.mainFileCandidates == [home + "/.config/afm/afmd.conf"])
+        #expect(paths.sharedHomeDirectory == home)
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false)
+        try #require(chmod(home, 0o700) == 0)
+        // Ours (this process), not the uid's: refused, and the message says what to do.
+        let error = try #require(throws: PrivateDirectoryError.self) { try paths.prepareHomeDirectory(owner: uid) }
+        #expect(error.description.contains("\(home) is not a private directory"), "\(error)")
+        #expect(error.description.contains("set HOME"), "\(error)")
+        // XDG_CONFIG_HOME and XDG_STATE_HOME both set: the home is not used at all.
+        let xdg = ConfigPaths.user(environment: ["XDG_CONFIG_HOME": "/c", "XDG_STATE_HOME": "/s"], uid: uid)
+        #expect(xdg.sharedHomeDirectory == nil)
+        #expect(xdg.mainFileCandidates == ["/c/afm/afmd.conf"])
+    }
 }

@@ -31,6 +31,14 @@ import Testing
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
+    /// `systemctl reload` must not share the admin socket's per-user cap with the backend runners (user `_afmd`,
+    /// which a compromised one could fill): its afmctl runs as root ("+"), which has reserved slots of its own.
+    @Test func reloadRunsAfmctlAsRoot() throws {
+        let text = try String(contentsOfFile: Self.unit, encoding: .utf8)
+        let lines = text.split(separator: "\n").filter { $0.hasPrefix("ExecReload=") }
+        #expect(lines == ["ExecReload=+/usr/bin/afmctl reload --wait"], "\(lines)")
+    }
+
     @Test func systemdAnalyzeVerifiesTheUnitCleanly() throws {
         let analyze = try #require(Self.systemdAnalyze, "systemd-analyze is missing: install the Debian package systemd (scripts/bootstrap)")
         // A root with the host's units (for the dependencies: sysinit.target, …), the unit, and stand-ins for the

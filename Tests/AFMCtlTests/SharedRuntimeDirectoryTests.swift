@@ -27,20 +27,20 @@ import Testing
         }
 
         /// Runs `executable arguments` as this uid with no XDG_RUNTIME_DIR and no AFM_ADMIN_SOCKET, up to `seconds`
-        /// (then SIGKILL); once `stopWhen` holds it gets SIGTERM.
+        /// (then SIGKILL); once `stopWhen` holds it gets SIGTERM. `withHome: false` leaves HOME unset too.
         func run(
             _ executable: String, _ arguments: [String], environment: [String: String] = [:], seconds: Double = 20,
-            stopWhen: (@Sendable (_ pid: Int32) -> Bool)? = nil
+            withHome: Bool = true, stopWhen: (@Sendable (_ pid: Int32) -> Bool)? = nil
         ) async throws -> Outcome {
             let uid = self.uid
-            let home = self.home
+            let base = withHome ? ["PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"] : ["PATH": "/usr/bin:/bin"]
             return try await withCheckedThrowingContinuation { continuation in
                 Thread {
                     continuation.resume(with: Result {
                         let process = Process()
                         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
                         process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable] + arguments
-                        process.environment = ["PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"].merging(environment) { $1 }
+                        process.environment = base.merging(environment) { $1 }
                         let pipe = Pipe()
                         process.standardOutput = pipe
                         process.standardError = pipe
@@ -202,13 +202,115 @@ import Testing
         let victim = Victim()
         victim.clean()
         defer { victim.clean() }
-        let runtime = TestPaths.makeTemporaryDirectory("afm-service-runtime")
-        defer { try? FileManager.default.removeItem(atPath: runtime) }
+        // systemd's RuntimeDirectory=afm: a directory called afm.
+        let parent = TestPaths.makeTemporaryDirectory("afm-service-runtime")
+        defer { try? FileManager.default.removeItem(atPath: parent) }
+        try #require(chmod(parent, 0o755) == 0)
+        let runtime = parent + "/afm"
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: false)
         try #require(chown(runtime, victim.uid, victim.uid) == 0 && chmod(runtime, 0o755) == 0)
         let result = try await victim.run(Self.afmctl, ["status"], environment: ["RUNTIME_DIRECTORY": runtime + ":/run/other"])
         // Nobody listens there: the message names the path afmctl chose.
         #expect(result.status == 69, "\(result.output)")
         #expect(result.output.contains(runtime + "/admin.sock"), "\(result.output)")
         #expect(!FileManager.default.fileExists(atPath: victim.directory))
+    }
+
+    /// Root running afmctl from inside another unit (whose RuntimeDirectory=foo sets RUNTIME_DIRECTORY=/run/foo) must
+    /// still talk to afmd's /run/afm/admin.sock, not to a socket in that unit's directory.
+    @Test(.enabled(if: getuid() == 0)) func rootIgnoresTheRuntimeDirectoryOfAnotherUnit() async throws {
+        let other = TestPaths.makeTemporaryDirectory("afm-other-unit") + "/foo"
+        defer { try? FileManager.default.removeItem(atPath: (other as NSString).deletingLastPathComponent) }
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.afmctl)
+        process.arguments = ["status"]
+        process.environment = ["PATH": "/usr/bin:/bin", "RUNTIME_DIRECTORY": other]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(!output.contains(other), "\(output)")
+        #expect(output.contains("/run/afm/admin.sock") || process.terminationStatus == 0, "\(output)")
+    }
+
+    /// Without HOME the config and state directories must not come from /tmp/afm-home-UID, which another user can
+    /// create first with a config of theirs (backends, listen address): afmd takes the home from the user database,
+    /// and a uid without an entry gets that directory only when it is its own and private.
+    @Test(.enabled(if: canSwitchUser)) func afmdWithoutHomeRefusesAHomeDirectoryOfAnotherUser() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        try Self.makeDirectory(victim.home, owner: 65534, mode: 0o755)
+        try Self.makeDirectory(victim.home + "/.config", owner: 65534, mode: 0o755)
+        try Self.makeDirectory(victim.home + "/.config/afm", owner: 65534, mode: 0o755)
+        let config = victim.home + "/.config/afm/afmd.conf"
+        try "[Server]\nListen=0.0.0.0:47999\n".write(toFile: config, atomically: false, encoding: .utf8)
+        try #require(chown(config, 65534, 65534) == 0)
+        let result = try await victim.run(TestPaths.afmd, ["--check-config"], seconds: 10, withHome: false)
+        #expect(result.status != 0, "\(result.output)")
+        #expect(result.output.contains("\(victim.home) is not a private directory"), "\(result.output)")
+        #expect(result.output.contains("owner uid 65534"), "\(result.output)")
+        #expect(!result.output.contains("47999") && !result.output.contains("0.0.0.0"), "\(result.output)")
+    }
+
+    /// The backend copies go to `<runtime>/backend-copies` on every reload. A /tmp/afm-UID that a tmp cleaner removed
+    /// and another user re-created after afmd started must be refused then, not written into.
+    @Test(.enabled(if: canSwitchUser)) func afmdReloadRefusesARuntimeDirectoryReplacedByAnotherUser() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        let backends = BackendDirectoryBuilder()
+        defer { try? FileManager.default.removeItem(atPath: backends.path) }
+        try #require(chmod(backends.path, 0o755) == 0)
+        try backends.addScripted()
+        let directory = victim.directory
+        let copies = directory + "/backend-copies"
+        let library = backends.path + "/scripted.so"
+        /// 0: wait for the first copy; 1: replaced and SIGHUP sent at `since`; then stop after a while.
+        let phase = Mutex<(step: Int, since: Date)>((0, Date()))
+        let result = try await victim.run(TestPaths.afmd, ["--listen", "127.0.0.1:0", "--backend-dir", backends.path], seconds: 30) { pid in
+            let (step, since) = phase.withLock { ($0.step, $0.since) }
+            switch step {
+            case 0:
+                guard FileManager.default.fileExists(atPath: directory + "/admin.sock"),
+                    let names = try? FileManager.default.contentsOfDirectory(atPath: copies), !names.isEmpty
+                else { return false }
+                // What a tmp cleaner and another user do: the directory goes, a world-writable one of theirs comes.
+                try? FileManager.default.removeItem(atPath: directory)
+                try? Self.makeDirectory(directory, owner: 65534, mode: 0o777)
+                // Other bytes in the library (one appended: the loader ignores it), so the reload writes a new copy.
+                if var bytes = FileManager.default.contents(atPath: library) {
+                    bytes.append(0)
+                    _ = FileManager.default.createFile(atPath: library + ".new", contents: bytes)
+                    _ = rename(library + ".new", library)
+                }
+                kill(pid, SIGHUP)
+                phase.withLock { $0 = (1, Date()) }
+                return false
+            default:
+                return Date().timeIntervalSince(since) > 3
+            }
+        }
+        #expect(phase.withLock { $0.step } == 1, "afmd never wrote its first copy: \(result.output)")
+        #expect(result.output.contains("\(directory) is not a private directory"), "\(result.output)")
+        #expect(!FileManager.default.fileExists(atPath: copies), "afmd wrote into the other user's directory")
+    }
+
+    /// XDG_RUNTIME_DIR=/tmp (a world-writable directory) puts the socket in `/tmp/afm`, which anyone can create
+    /// first: afmctl checks it like `/tmp/afm-UID`.
+    @Test(.enabled(if: canSwitchUser)) func afmctlChecksAnAfmDirectoryInAWorldWritableRuntimeDir() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        let sticky = TestPaths.makeTemporaryDirectory("afm-sticky-runtime")
+        defer { try? FileManager.default.removeItem(atPath: sticky) }
+        try #require(chmod(sticky, 0o1777) == 0)
+        try Self.makeDirectory(sticky + "/afm", owner: 65534, mode: 0o755)
+        let result = try await victim.run(Self.afmctl, ["status"], environment: ["XDG_RUNTIME_DIR": sticky])
+        #expect(result.status == 77, "\(result.output)")
+        #expect(result.output.contains("\(sticky)/afm is not a private directory"), "\(result.output)")
     }
 }

@@ -162,4 +162,56 @@ import Testing
         let after = try Self.exchange(harness.client(), "GET /status HTTP/1.1\r\nHost: gateway.lan")
         #expect(after.status == 200, "\(after)")
     }
+
+    /// RFC 9112 §3.2.2: an absolute-form target names the host itself, and `Host` is ignored. A rebinding page (or a
+    /// proxy-style client) must not get past the check with `GET http://evil.example/… HTTP/1.1` and a loopback `Host`.
+    @Test func anAbsoluteFormTargetIsCheckedByItsOwnAuthority() throws {
+        let harness = try DaemonHarness(models: Self.models)
+        let port = harness.port
+        for target in ["http://evil.example/status", "http://evil.example:\(port)/status", "http://user@evil.example/status", "http:///status"] {
+            let response = try Self.exchange(harness.client(), "GET \(target) HTTP/1.1\r\nHost: localhost:\(port)")
+            Self.expectRefusal(response, 403, "forbidden_host", "GET \(target), Host: localhost")
+        }
+        let post = try Self.exchange(
+            harness.client(),
+            "POST http://evil.example:\(port)/v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json",
+            body: Self.body)
+        Self.expectRefusal(post, 403, "forbidden_host", "POST absolute-form to evil.example")
+        #expect(generations(harness) == 0)
+        // The gateway's own address in the target works, whatever Host says; its Origin is compared with it.
+        let health = try Self.exchange(harness.client(), "GET http://127.0.0.1:\(port)/health HTTP/1.1\r\nHost: evil.example")
+        #expect(health.status == 200, "\(health)")
+        let local = try Self.exchange(
+            harness.client(), "GET http://localhost:\(port)/status HTTP/1.1\r\nHost: localhost\r\nOrigin: http://localhost:3000")
+        #expect(local.status == 200, "\(local)")
+    }
+
+    /// Two `Origin` or two `Content-Type` fields: which one a check reads and which one another component acts on may
+    /// differ, so the request is refused (400 duplicate_header) instead of trusting the first.
+    @Test func duplicateOriginOrContentTypeFieldsAreRefused() throws {
+        let harness = try DaemonHarness(models: Self.models)
+        let origins = try Self.exchange(
+            harness.client(),
+            "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://127.0.0.1:3000\r\norigin: https://evil.example\r\n"
+                + "Content-Type: application/json",
+            body: Self.body)
+        Self.expectRefusal(origins, 400, "duplicate_header", "two Origin fields")
+        #expect(origins.json?["error"]?["param"]?.stringValue == "Origin", "\(origins)")
+        let getOrigins = try Self.exchange(
+            harness.client(), "GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://127.0.0.1\r\nOrigin: http://127.0.0.1")
+        Self.expectRefusal(getOrigins, 400, "duplicate_header", "two equal Origin fields")
+        let types = try Self.exchange(
+            harness.client(),
+            "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nCONTENT-TYPE: text/plain",
+            body: Self.body)
+        Self.expectRefusal(types, 400, "duplicate_header", "two Content-Type fields")
+        #expect(types.json?["error"]?["param"]?.stringValue == "Content-Type", "\(types)")
+        #expect(generations(harness) == 0)
+        // One of each is fine.
+        let single = try Self.exchange(
+            harness.client(),
+            "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://127.0.0.1:3000\r\nContent-Type: application/json",
+            body: Self.body)
+        #expect(single.status == 200, "\(single)")
+    }
 }

@@ -13,6 +13,7 @@ import Foundation
 /// | `comments` | `: keep-alive` lines, forever                                         |
 /// | `emptydata` | `data:` lines with no value and no blank line, forever               |
 /// | `bigjson`  | events of one JSON object of about 16 MiB (`{"x":[{},{},…]}`), forever   |
+/// | `capjson`  | the same, each event just under the default 1 MiB event cap               |
 /// | `done-then-keepalive` | one text chunk, `[DONE]`, then a `: keep-alive` line every 50 ms     |
 /// | `done`     | one text chunk and `[DONE]`, then the body ends (a well-behaved upstream)  |
 /// | `error500` | status 500 and a body that never ends                                   |
@@ -94,6 +95,8 @@ final class RunawayUpstream {
                     piece = b"data:\n" * 10923
                 elif mode == "bigjson":
                     piece = b'data: {"x":[' + b"{}," * ((16 << 20) // 3 - 8) + b'{}]}\n\n'
+                elif mode == "capjson":
+                    piece = b'data: {"x":[' + b"{}," * 349516 + b'{}]}\n\n'
                 elif mode == "event":
                     piece = (b"data: " + b"x" * 4090 + b"\n") * 16
                 else:

@@ -121,9 +121,10 @@ import Testing
 
     /// The whole path: afmd with the private-cloud plugin, an upstream streaming forever, the default caps.
     /// The client gets `error` + `response.failed` with a code, and afmd's peak resident memory stays bounded:
-    /// endless text, an endless event of empty `data:` lines (1 byte each on the wire) and events of one 16 MiB
-    /// JSON document of empty objects (each a heap object once parsed).
-    @Test(arguments: ["text", "emptydata", "bigjson"])
+    /// endless text, an endless event of empty `data:` lines (1 byte each on the wire), events of one 16 MiB
+    /// JSON document of empty objects (each a heap object once parsed), and such events just under the event cap
+    /// (each parsed, until MaxStreamBytes).
+    @Test(arguments: ["text", "emptydata", "bigjson", "capjson"])
     func afmdStaysBoundedAgainstAnEndlessUpstream(mode: String) throws {
         let upstream = try RunawayUpstream(mode: mode)
         let gateway = try CloudDaemon(

@@ -28,8 +28,8 @@ struct ChatStreamTranslator: StreamTranslator {
 
     mutating func translate(_ event: SSEParser.Event) -> [StreamOutput] {
         guard !finished else { return [] }
-        if event.data.trimmingCharacters(in: .whitespaces) == "[DONE]" { return finish() }
-        guard let object = try? JSON.object(from: Data(event.data.utf8)) else { return [] }
+        if Self.isDone(event.data) { return finish() }
+        guard let object = try? JSON.object(from: Data(event.data)) else { return [] }
         if let error = JSON.object(object["error"]) {
             finished = true
             let message = JSON.string(error["message"]) ?? "the upstream reported a failure"
@@ -74,6 +74,11 @@ struct ChatStreamTranslator: StreamTranslator {
             }
         }
         return out
+    }
+
+    /// Whether an event's data is the `[DONE]` sentinel (blanks around it allowed).
+    private static func isDone(_ data: [UInt8]) -> Bool {
+        data.count <= 64 && String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespaces) == "[DONE]"
     }
 
     /// The end of the stream: the reasoning state, the open calls' ends, usage and DONE.

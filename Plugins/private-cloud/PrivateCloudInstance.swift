@@ -228,7 +228,8 @@ final class PrivateCloudInstance: Sendable {
             context: .init(
                 pool: configured.pool, credentials: configured.credentials, quota: configured.quota, host: host,
                 connectTimeoutMilliseconds: settings.connectTimeoutSeconds * 1000,
-                readTimeoutSeconds: settings.readTimeoutSeconds, maxStreamBytes: settings.maxStreamBytes))
+                readTimeoutSeconds: settings.readTimeoutSeconds, maxStreamBytes: settings.maxStreamBytes,
+                maxEventBytes: settings.maxEventBytes))
         state.withLock { $0.running[requestID] = generation }
         threads.enter()
         let thread = Thread { [self] in

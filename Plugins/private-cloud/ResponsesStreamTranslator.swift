@@ -29,7 +29,7 @@ struct ResponsesStreamTranslator: StreamTranslator {
     }
 
     mutating func translate(_ event: SSEParser.Event) -> [StreamOutput] {
-        guard !finished, let object = try? JSON.object(from: Data(event.data.utf8)) else { return [] }
+        guard !finished, let object = try? JSON.object(from: Data(event.data)) else { return [] }
         let type = JSON.string(object["type"]) ?? event.name
         switch type {
         case "response.output_text.delta":

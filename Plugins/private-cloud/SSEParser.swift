@@ -3,18 +3,23 @@
 /// An incremental parser of a `text/event-stream` body (the WHATWG server-sent events format).
 ///
 /// Bytes go in as they arrive from the network, in pieces of any size; complete events come out. An event is the
-/// `event:` name (or "message") and its `data:` lines joined with "\n". Comments (`:` lines), `id:` and `retry:`
-/// are ignored. Lines end with LF, CRLF or CR.
+/// `event:` name (or "message") and its `data:` lines joined with "\n", as bytes (never decoded here: the
+/// translators hand them to the JSON parser as they are). Comments (`:` lines), `id:` and `retry:` are ignored.
+/// Lines end with LF, CRLF or CR.
 ///
 /// Three caps guard against a runaway upstream (one that streams forever, or never ends a line or an event):
-/// a line of more than `maximumLineBytes`, an event whose data exceeds `maximumEventBytes`, and a body of more than
-/// `maximumTotalBytes` (`MaxStreamBytes`) each set `overflow`; from then on `feed` takes nothing more, and the
-/// caller ends the transfer. Memory stays bounded by the caps whatever the upstream sends.
+/// a line of more than `maximumLineBytes`, an event whose data exceeds `maximumEventBytes` (`MaxEventBytes`) and
+/// a body of more than `maximumTotalBytes` (`MaxStreamBytes`) each set `overflow`; from then on `feed` takes
+/// nothing more, and the caller ends the transfer. Memory stays bounded by the caps whatever the upstream sends:
+/// a line is kept as raw bytes and checked before anything is decoded, an event's data lines go into one byte
+/// buffer, and each `data:` line is charged `lineOverheadBytes` besides its value, so an endless run of empty
+/// `data:` lines reaches the event cap as fast as a long one.
 struct SSEParser: Sendable {
     /// One event.
     struct Event: Sendable, Hashable {
         var name: String
-        var data: String
+        /// The data lines joined with LF, undecoded.
+        var data: [UInt8]
     }
 
     /// Which cap a stream exceeded.
@@ -29,25 +34,33 @@ struct SSEParser: Sendable {
         var description: String {
             switch self {
             case .line(let limit): "the upstream sent a line longer than \(limit) bytes"
-            case .event(let limit): "the upstream sent an event larger than \(limit) bytes"
+            case .event(let limit): "the upstream sent an event larger than \(limit) bytes (MaxEventBytes)"
             case .total(let limit): "the upstream sent more than \(limit) bytes in one stream (MaxStreamBytes)"
             }
         }
     }
 
-    /// The most bytes one line may hold before the stream is treated as broken.
-    static let maximumLineBytes = 16 << 20
-    /// The most bytes of data one event may hold before the stream is treated as broken.
-    static let maximumEventBytes = 16 << 20
+    /// `MaxEventBytes`'s default: 1 MiB. One event of a chat-completions stream is a few hundred bytes; the largest
+    /// of a Responses stream (`response.completed`, which repeats the whole output) stays well below this for any
+    /// answer within a model's output budget. An event is parsed as JSON in one piece, and a parsed document can
+    /// take tens of times its size in memory (`[{},{},…]`), so this cap bounds that too.
+    static let defaultMaximumEventBytes = 1 << 20
+    /// What one `data:` line costs besides its value: a run of empty `data:` lines is 6 bytes a line on the wire
+    /// and must reach the event cap in proportion.
+    static let lineOverheadBytes = 16
     /// `MaxStreamBytes`'s default: far above any answer within a model's output budget (even the Responses
     /// protocol, which repeats the whole output in its closing events, sends a few hundred bytes per token).
     static let defaultMaximumTotalBytes = 64 << 20
 
     /// The most bytes the whole body may hold.
     let maximumTotalBytes: Int
+    /// The most bytes of data (with `lineOverheadBytes` per line) one event may hold.
+    let maximumEventBytes: Int
+    /// The most bytes one line may hold: a data line longer than the event cap could never be used.
+    var maximumLineBytes: Int { maximumEventBytes + 64 }
     private var line: [UInt8] = []
     private var name = ""
-    private var data: [String] = []
+    private var data: [UInt8] = []
     private var eventBytes = 0
     private var hasData = false
     private var lastWasCR = false
@@ -55,8 +68,11 @@ struct SSEParser: Sendable {
     /// Set once a cap was exceeded; `feed` then returns nothing.
     private(set) var overflow: Overflow?
 
-    init(maximumTotalBytes: Int = Self.defaultMaximumTotalBytes) {
+    init(
+        maximumTotalBytes: Int = Self.defaultMaximumTotalBytes, maximumEventBytes: Int = Self.defaultMaximumEventBytes
+    ) {
         self.maximumTotalBytes = maximumTotalBytes
+        self.maximumEventBytes = maximumEventBytes
     }
 
     /// Feeds bytes; returns the events they completed (none once `overflow` is set).
@@ -78,8 +94,8 @@ struct SSEParser: Sendable {
                 if let event = endLine() { events.append(event) }
                 if overflow != nil { return events }
             } else {
-                guard line.count < Self.maximumLineBytes else {
-                    overflow = .line(limit: Self.maximumLineBytes)
+                guard line.count < maximumLineBytes else {
+                    overflow = .line(limit: maximumLineBytes)
                     return events
                 }
                 line.append(byte)
@@ -94,37 +110,32 @@ struct SSEParser: Sendable {
         if line.isEmpty {
             defer {
                 name = ""
-                data = []
+                data.removeAll(keepingCapacity: data.count <= 65536)
                 eventBytes = 0
                 hasData = false
             }
             guard hasData else { return nil }
-            return Event(name: name.isEmpty ? "message" : name, data: data.joined(separator: "\n"))
+            return Event(name: name.isEmpty ? "message" : name, data: data)
         }
         if line.first == UInt8(ascii: ":") { return nil }
-        let text = String(decoding: line, as: UTF8.self)
-        let field: Substring
-        var value: Substring
-        if let colon = text.firstIndex(of: ":") {
-            field = text[..<colon]
-            value = text[text.index(after: colon)...]
-            if value.first == " " { value = value.dropFirst() }
-        } else {
-            field = Substring(text)
-            value = ""
-        }
-        switch field {
-        case "event": name = String(value)
-        case "data":
-            eventBytes += value.utf8.count + 1
-            guard eventBytes <= Self.maximumEventBytes else {
-                overflow = .event(limit: Self.maximumEventBytes)
+        // The field name and value, on the raw bytes: nothing is decoded before the caps were checked.
+        let colon = line.firstIndex(of: UInt8(ascii: ":")) ?? line.endIndex
+        var valueStart = colon < line.endIndex ? colon + 1 : colon
+        if valueStart < line.endIndex, line[valueStart] == UInt8(ascii: " ") { valueStart += 1 }
+        let field = line[..<colon]
+        if field.elementsEqual("data".utf8) {
+            eventBytes += line.count - valueStart + Self.lineOverheadBytes
+            guard eventBytes <= maximumEventBytes else {
+                overflow = .event(limit: maximumEventBytes)
                 data = []
                 return nil
             }
-            data.append(String(value))
+            if hasData { data.append(0x0A) }
+            data.append(contentsOf: line[valueStart...])
             hasData = true
-        default: break
+        } else if field.elementsEqual("event".utf8) {
+            // A name is at most a line (bounded above); decoding turns each invalid byte into 3, once.
+            name = String(decoding: line[valueStart...], as: UTF8.self)
         }
         return nil
     }

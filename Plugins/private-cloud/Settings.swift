@@ -13,6 +13,7 @@ import Foundation
 /// DailyRequestQuota = 1000             ; per upstream and UTC day, the default for every upstream
 /// Upstream.1.DailyTokenQuota = 200000  ; per-upstream quota override (0 = unlimited for that upstream)
 /// MaxStreamBytes = 67108864            ; the most bytes one upstream answer may stream (default 64 MiB)
+/// MaxEventBytes = 1048576              ; the most data bytes one event of that stream may hold (default 1 MiB)
 /// AllowInsecureHTTP = no               ; yes: send the key over http:// to a non-loopback host
 /// ```
 ///
@@ -25,7 +26,8 @@ struct Settings: Sendable {
     static let knownSettings = [
         "Upstreams", "Protocol", "Model", "ModelID", "APIKeyFile", "APIKeyEnv", "ContextTokens", "MaxOutputTokens",
         "Vision", "Reasoning", "DailyRequestQuota", "DailyTokenQuota", "ProbeIntervalSeconds",
-        "ConnectTimeoutSeconds", "ReadTimeoutSeconds", "MaxStreamBytes", "AllowInsecureHTTP",
+        "ConnectTimeoutSeconds", "ReadTimeoutSeconds", "MaxStreamBytes", "MaxEventBytes",
+        "AllowInsecureHTTP",
     ]
     static let perUpstreamKeys = ["Protocol", "Model", "DailyRequestQuota", "DailyTokenQuota"]
 
@@ -76,6 +78,8 @@ struct Settings: Sendable {
     var readTimeoutSeconds: Int
     /// `MaxStreamBytes`: the most bytes of one upstream response body; a longer stream ends the generation.
     var maxStreamBytes: Int
+    /// `MaxEventBytes`: the most data bytes of one event of that body; a larger event ends the generation.
+    var maxEventBytes: Int
     /// `AllowInsecureHTTP`: whether the key may go to an `http://` upstream on a non-loopback host.
     var allowInsecureHTTP: Bool
     /// `state_dir`: where the quota database lives (nil: quota is kept in memory only).
@@ -192,6 +196,8 @@ struct Settings: Sendable {
         readTimeoutSeconds = try Self.integer(settings, "ReadTimeoutSeconds", default: 120, range: 1...86_400)
         maxStreamBytes = try Self.integer(
             settings, "MaxStreamBytes", default: SSEParser.defaultMaximumTotalBytes, range: 65_536...(1 << 40))
+        maxEventBytes = try Self.integer(
+            settings, "MaxEventBytes", default: SSEParser.defaultMaximumEventBytes, range: 65_536...(64 << 20))
         allowInsecureHTTP = try Self.boolean(settings, "AllowInsecureHTTP", default: false)
     }
 
@@ -206,13 +212,20 @@ struct Settings: Sendable {
         }
     }
 
-    /// Whether `host` (as URLComponents gives it, IPv6 with or without brackets) names the loopback interface.
+    /// Whether `host` (as URLComponents gives it, IPv6 with or without brackets) names the loopback interface:
+    /// `localhost`, or an address in 127.0.0.0/8 or `::1` in the strict numeric form `inet_pton` accepts.
+    ///
+    /// Anything looser (`127.0.0.08`, `127.1`, `0177.0.0.1`) is not loopback here: libcurl may not read it as an
+    /// address at all and resolve it as a name instead (over DNS, to anywhere), so the key must not go there in clear.
     static func isLoopback(_ host: String) -> Bool {
         var host = host.lowercased()
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+        if host == "localhost" { return true }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
+        return withUnsafeBytes(of: &v6) { bytes in bytes.prefix(15).allSatisfy { $0 == 0 } && bytes[15] == 1 }
     }
 
     /// `Upstream.<n>.<field>` for a field in `perUpstreamKeys` → (n, field), else nil.

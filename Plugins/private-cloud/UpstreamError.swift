@@ -3,8 +3,13 @@ import Foundation
 
 /// Helpers that turn an upstream's HTTP failure into a short, secret-free message.
 enum UpstreamError {
-    /// The `error.message` (or `message`, or `detail`) of a JSON error body, at most 300 characters.
-    static func message(fromBody body: [UInt8]) -> String? {
+    /// The `error.message` (or `message`, or `detail`) of a JSON error body, at most 300 characters, with the key
+    /// redacted.
+    ///
+    /// The key is redacted before the text is shortened: shortening first could cut a key in two, and the part
+    /// left before the cut would no longer match the key and would reach the client. Shortening after redaction
+    /// can only cut a `[redacted]` marker, which holds nothing secret.
+    static func message(fromBody body: [UInt8], redacting credentials: Credentials) -> String? {
         guard !body.isEmpty else { return nil }
         var text: String?
         if let object = try? JSON.object(from: Data(body)) {
@@ -16,7 +21,7 @@ enum UpstreamError {
             let raw = String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             text = raw.isEmpty ? nil : raw
         }
-        guard let text else { return nil }
+        guard let text = text.map(credentials.redact) else { return nil }
         return text.count > 300 ? String(text.prefix(300)) + "…" : text
     }
 

@@ -28,7 +28,12 @@ final class UpstreamGeneration: Sendable {
         var readTimeoutSeconds: Int
         /// `MaxStreamBytes`: the most bytes one upstream response body may hold.
         var maxStreamBytes: Int
+        /// `MaxEventBytes`: the most data bytes one event of that body may hold.
+        var maxEventBytes: Int
     }
+
+    /// The most bytes of a non-2xx answer's body that are read (for its message) before the transfer stops.
+    static let maximumErrorBodyBytes = 8192
 
     let requestID: UInt64
     let responseID: String
@@ -128,7 +133,7 @@ final class UpstreamGeneration: Sendable {
 
         var headers = ["Content-Type: application/json", "Accept: text/event-stream"]
         if let authorization = context.credentials.authorizationHeader { headers.append(authorization) }
-        var parser = SSEParser(maximumTotalBytes: context.maxStreamBytes)
+        var parser = SSEParser(maximumTotalBytes: context.maxStreamBytes, maximumEventBytes: context.maxEventBytes)
         var translator: any StreamTranslator =
             upstream.wireProtocol == .responses
             ? ResponsesStreamTranslator(toolNames: toolNames) : ChatStreamTranslator(toolNames: toolNames)
@@ -146,8 +151,10 @@ final class UpstreamGeneration: Sendable {
                 idleTimeoutSeconds: context.readTimeoutSeconds)
         ) { [self] status, bytes in
             guard (200..<300).contains(status) else {
-                if errorBody.count < 8192 { errorBody += bytes.prefix(8192 - errorBody.count) }
-                return true
+                // An error body is only read for its message: after 8 KiB the transfer stops (an endless body
+                // would otherwise hold the request until the watchdog, with no failover).
+                errorBody += bytes.prefix(Self.maximumErrorBodyBytes - errorBody.count)
+                return errorBody.count < Self.maximumErrorBodyBytes
             }
             for event in parser.feed(bytes) {
                 for output in translator.translate(event) {
@@ -173,8 +180,11 @@ final class UpstreamGeneration: Sendable {
                     }
                 }
             }
-            // A runaway upstream (an endless stream, line or event) ends at the parser's caps: stop reading.
-            return parser.overflow == nil
+            // The terminal event ends the answer: stop reading at once, so DONE does not wait for an upstream that
+            // keeps the connection open (keep-alive comments) and nothing it sends afterwards can turn a complete
+            // answer into a failure. A runaway upstream (an endless stream, line or event) ends at the parser's
+            // caps: stop reading too.
+            return terminal == nil && parser.overflow == nil
         }
 
         if let overflow = parser.overflow, !clientGone, !isCancelled {
@@ -222,7 +232,7 @@ final class UpstreamGeneration: Sendable {
                 return .finished
             }
         case .completed(let status), .stopped(let status):
-            let detail = UpstreamError.message(fromBody: errorBody).map { ": \($0)" } ?? ""
+            let detail = UpstreamError.message(fromBody: errorBody, redacting: context.credentials).map { ": \($0)" } ?? ""
             let message = "HTTP \(status)\(UpstreamError.hint(status))\(detail)"
             if status == 408 || status == 429 || status >= 500 {
                 context.pool.markFailure(index, reason: message)

@@ -192,7 +192,7 @@ final class UpstreamPool: Sendable {
         case .completed(let status) where (200..<300).contains(status):
             markSuccess(index, reason: "reachable (GET /models: HTTP \(status) in \(milliseconds) ms)")
         case .completed(let status), .stopped(let status):
-            let detail = UpstreamError.message(fromBody: body).map { ": \($0)" } ?? ""
+            let detail = UpstreamError.message(fromBody: body, redacting: credentials).map { ": \($0)" } ?? ""
             markFailure(index, reason: "GET /models answered HTTP \(status)\(UpstreamError.hint(status))\(detail)")
         case .failed(let message, let timedOut, _):
             markFailure(index, reason: timedOut ? "no answer within the timeout (\(message))" : "connection failed: \(message)")

@@ -2,6 +2,10 @@
 import CAFMBackendABI
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The host's event sink for one generation, with typed helpers that build an `afm_event` and call `emit`.
 ///
 /// Safety: `@unchecked Sendable` because it holds the host's raw `ctx` pointer. The header makes `emit` callable
@@ -22,6 +26,9 @@ final class EventSink: @unchecked Sendable {
     private let context: UnsafeMutableRawPointer?
     private let emitFunction: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<afm_event>?) -> Int32
     private let emitting = Atomic<Bool>(false)
+    /// The thread inside `emit` (its `pthread_self()`), 0 when none: `cancel` records whether the host called it
+    /// from inside `emit`, which the ABI forbids (a backend that holds a lock across `emit` would deadlock).
+    private let emittingThread = Atomic<UInt>(0)
 
     /// The smallest sink the backend can use: struct_size, reserved0, ctx and emit.
     private static let minimumSize = MemoryLayout<afm_event_sink>.size
@@ -51,7 +58,11 @@ final class EventSink: @unchecked Sendable {
         usage: Usage = .unknown
     ) -> Bool {
         precondition(!emitting.exchange(true, ordering: .acquiring), "concurrent emit() for one generation")
-        defer { emitting.store(false, ordering: .releasing) }
+        emittingThread.store(UInt(pthread_self()), ordering: .releasing)
+        defer {
+            emittingThread.store(0, ordering: .releasing)
+            emitting.store(false, ordering: .releasing)
+        }
         var text = text
         var name = name
         let status = text.withUTF8 { textBytes in
@@ -72,6 +83,9 @@ final class EventSink: @unchecked Sendable {
         }
         return status == 0
     }
+
+    /// Whether the calling thread is inside this sink's `emit` (the host re-entered the backend from its sink).
+    var isEmittingOnCallingThread: Bool { emittingThread.load(ordering: .acquiring) == UInt(pthread_self()) }
 
     /// A borrowed `afm_str` over `bytes` (NULL data for an empty span, as the header allows).
     private static func span(_ bytes: UnsafeBufferPointer<UInt8>) -> afm_str {

@@ -177,7 +177,12 @@ final class ScriptedInstance: Sendable {
     /// Records the cancel and stops the generation, if it is running. Non-blocking and idempotent.
     func cancel(requestID: UInt64) {
         let generation = state.withLock { $0.running[requestID] }
-        records.append("cancel", requestID: requestID, [("running", generation == nil ? "false" : "true")])
+        records.append(
+            "cancel", requestID: requestID,
+            [
+                ("running", generation == nil ? "false" : "true"),
+                ("in_emit", generation?.sink.isEmittingOnCallingThread == true ? "true" : "false"),
+            ])
         generation?.cancel()
     }
 

@@ -88,6 +88,8 @@ public enum ConfigSchema {
             "#DailyRequestQuota=",
             "# The most bytes one upstream answer may stream (64 MiB); a longer stream fails the generation.",
             "#MaxStreamBytes=67108864",
+            "# The most data bytes one event of that stream may hold (1 MiB).",
+            "#MaxEventBytes=1048576",
             "# With a key, an http:// upstream on a non-loopback host is refused (the key would travel in clear)",
             "# unless this is yes.",
             "#AllowInsecureHTTP=no",

@@ -53,6 +53,10 @@ public struct ResponseBuilder: Sendable {
 
     /// `[Responses] MaxOutputBytes`'s default: 8 MiB, far above any answer within a model's output budget.
     public static let defaultMaximumOutputBytes = 8 << 20
+    /// What each output item costs against `maximumOutputBytes` besides its text: an item (and the events that
+    /// open and close it) takes memory and stream bytes even when empty, so tool calls with an empty name and
+    /// call id, or text and reasoning alternating a byte at a time, cannot pile up items past the limit.
+    public static let outputItemCost = 256
     /// The `code` of the error that ends a response whose output grew past `maximumOutputBytes`.
     public static let outputLimitCode = "output_limit_exceeded"
 
@@ -116,7 +120,12 @@ public struct ResponseBuilder: Sendable {
 
     /// The stream events one backend event produces (possibly none).
     public mutating func consume(_ backendEvent: BackendEvent, now: Int) -> [JSONValue] {
-        guard outcome == nil else { return [] }
+        guard outcome == nil else {
+            // Usage reported after the response ended (a backend stopped by the output limit, or cancelled,
+            // reports it while stopping) still counts, so the token monitor sees what the generation cost.
+            if case .usage(let reported) = backendEvent { record(reported) }
+            return []
+        }
         if let limitFailure = checkOutputLimit(backendEvent, now: now) { return limitFailure }
         var out: [JSONValue] = []
         switch backendEvent {
@@ -174,9 +183,7 @@ public struct ResponseBuilder: Sendable {
         case .toolCallEnd(let toolIndex):
             if !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) { items[index].ended = true }
         case .usage(let reported):
-            usage = BackendUsage(
-                inputTokens: reported.inputTokens ?? usage.inputTokens, outputTokens: reported.outputTokens ?? usage.outputTokens,
-                reasoningTokens: reported.reasoningTokens ?? usage.reasoningTokens, cachedTokens: reported.cachedTokens ?? usage.cachedTokens)
+            record(reported)
         case .done(let reason):
             completedAt = now
             switch reason {
@@ -214,10 +221,12 @@ public struct ResponseBuilder: Sendable {
     private mutating func checkOutputLimit(_ backendEvent: BackendEvent, now: Int) -> [JSONValue]? {
         let added: Int
         switch backendEvent {
-        case .textDelta(let text), .reasoningText(let text): added = text.utf8.count
-        case .reasoningState(let bytes): added = bytes.count
+        case .textDelta(let text): added = text.isEmpty ? 0 : text.utf8.count + itemCost(opening: .message)
+        case .reasoningText(let text): added = text.isEmpty ? 0 : text.utf8.count + itemCost(opening: .reasoning)
+        case .reasoningState(let bytes): added = bytes.count + itemCost(opening: .reasoning)
         case .toolCallBegin(let toolIndex, let name, let callID):
-            added = droppedToolIndices.contains(toolIndex) ? 0 : name.utf8.count + callID.utf8.count
+            // Every begin costs an item, a dropped one (parallel_tool_calls: false) too: its index is remembered.
+            added = droppedToolIndices.contains(toolIndex) ? 0 : name.utf8.count + callID.utf8.count + Self.outputItemCost
         case .toolCallArguments(let toolIndex, let delta): added = droppedToolIndices.contains(toolIndex) ? 0 : delta.utf8.count
         case .toolCallEnd, .usage, .done, .failed: added = 0
         }
@@ -234,6 +243,20 @@ public struct ResponseBuilder: Sendable {
                 "The model's output went past this server's limit of \(maximumOutputBytes) bytes per response "
                     + "([Responses] MaxOutputBytes); the generation was stopped.",
                 publicCode: Self.outputLimitCode))
+    }
+
+    /// Merges reported token counts into `usage` (a count the backend leaves out keeps its earlier value).
+    private mutating func record(_ reported: BackendUsage) {
+        usage = BackendUsage(
+            inputTokens: reported.inputTokens ?? usage.inputTokens, outputTokens: reported.outputTokens ?? usage.outputTokens,
+            reasoningTokens: reported.reasoningTokens ?? usage.reasoningTokens, cachedTokens: reported.cachedTokens ?? usage.cachedTokens)
+    }
+
+    /// What an event that goes into an item of `kind` costs for the item: nothing when it continues the open item
+    /// at the end of the output, `outputItemCost` when it opens a new one.
+    private func itemCost(opening kind: OutputItem.Kind) -> Int {
+        if let last = items.indices.last, items[last].open, items[last].kind == kind { return 0 }
+        return Self.outputItemCost
     }
 
     private mutating func fail(_ error: AFMError) -> [JSONValue] {

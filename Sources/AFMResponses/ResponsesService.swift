@@ -4,6 +4,7 @@ import AFMCore
 import AFMJSON
 import AFMLogging
 import AFMSealing
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -215,7 +216,9 @@ public final class ResponsesService: Sendable {
         var reporter = MonitorReporter(counts: builder.usageCounts)
         await withTaskCancellationHandler {
             for await event in stream {
-                _ = Self.consume(event, into: &builder, stream: stream)
+                // This loop may run inside the backend's emit (the inline resumption above): the cancel that the
+                // output limit asks for must not be called from there.
+                _ = Self.consume(event, into: &builder, stream: stream, cancelOffThread: true)
                 reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
             }
         } onCancel: {
@@ -304,12 +307,25 @@ public final class ResponsesService: Sendable {
 
     /// Hands one event to the builder. When the builder ended the response before the backend did (its output
     /// went past `MaxOutputBytes`), the generation is cancelled; its remaining events are still read (and ignored)
-    /// so the stream ends normally.
+    /// so the stream ends normally (their usage still counts).
+    ///
+    /// With `cancelOffThread` the cancel is delivered from a dispatch queue, not the calling thread: a consumer
+    /// resumed inline on the backend's emitting thread (`resumeConsumerOnEmittingThread`) runs inside the
+    /// backend's `emit`, and calling the backend's `cancel` from there breaks the ABI (a backend that holds a lock
+    /// across `emit` would deadlock).
     private static func consume(
-        _ event: BackendEvent, into builder: inout ResponseBuilder, stream: GenerationStream, now: Int = ResponsesService.now()
+        _ event: BackendEvent, into builder: inout ResponseBuilder, stream: GenerationStream, now: Int = ResponsesService.now(),
+        cancelOffThread: Bool = false
     ) -> [JSONValue] {
+        let wasExceeded = builder.exceededOutputLimit
         let events = builder.consume(event, now: now)
-        if builder.exceededOutputLimit && !event.isTerminal { stream.cancel() }
+        if builder.exceededOutputLimit && !wasExceeded && !event.isTerminal {
+            if cancelOffThread {
+                DispatchQueue.global(qos: .userInitiated).async { stream.cancel() }
+            } else {
+                stream.cancel()
+            }
+        }
         return events
     }
 

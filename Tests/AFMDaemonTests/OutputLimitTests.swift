@@ -15,6 +15,8 @@ import Testing
         "big-call": #"[{"tool_call":{"name":"f","call_id":"call_1","arguments":"{\"x\":\"\#(String(repeating: "b", count: 200_000))\"}","chunks":200}}]"#,
         "big-thought": #"{"capabilities":{"streaming":true,"tools":true,"vision":false,"reasoning":true,"reasoning_optional":true},"steps":[{"repeat":1000,"steps":[{"reasoning_text":"\#(kibibyte)"}]},{"text":"done"}]}"#,
         "fits": #"[{"repeat":60,"steps":[{"text":"\#(kibibyte)"}]}]"#,
+        // Waits before each delta, so the consumer is always waiting and resumes on the emitting thread.
+        "slow-big-text": #"[{"repeat":1000,"steps":[{"delay_ms":1},{"text":"\#(kibibyte)"}]}]"#,
     ]
 
     private func harness() throws -> DaemonHarness {
@@ -54,6 +56,19 @@ import Testing
         #expect(fits.status == 200)
         #expect(fits.json?["status"]?.stringValue == "completed")
         #expect(fits.json?["output_text"]?.stringValue?.utf8.count == 60 * 1024 || fits.text.count > 60 * 1024)
+    }
+
+    /// A non-streaming answer is collected on the backend's emitting thread (the consumer resumes inline there);
+    /// when the limit stops it, the backend's `cancel` is still not called from inside its `emit` (the ABI
+    /// forbids that re-entry: a backend that holds a lock across `emit` would deadlock).
+    @Test func theCancelOfANonStreamingAnswerIsNotCalledInsideEmit() throws {
+        let harness = try harness()
+        let response = try harness.client().post("/v1/responses", json: responsesBody(model: "slow-big-text"))
+        #expect(response.status == 500)
+        #expect(response.json?["error"]?["code"]?.stringValue == "output_limit_exceeded")
+        #expect(waitUntil { harness.records().contains { $0["event"] == "cancel" } })
+        let cancel = try #require(harness.records().first { $0["event"] == "cancel" })
+        #expect(cancel["in_emit"]?.boolValue == false, "\(cancel)")
     }
 
     /// The default limit (8 MiB) applies without configuration: a scripted answer of 1024 × 16 KiB (16 MiB, within

@@ -137,6 +137,57 @@ import Testing
         #expect(try local.describe()["reason_code"]?.stringValue != "insecure_upstream")
     }
 
+    /// Only a numeric loopback address in its strict form (`inet_pton`) counts as loopback: `127.0.0.08` or
+    /// `127.1` is not an address libcurl connects to directly (it may resolve it as a name, over DNS), so with a
+    /// key it is refused like any other remote host.
+    @Test(arguments: ["127.0.0.08", "127.000.000.001", "127.1", "0177.0.0.1"])
+    func aLoopbackLookalikeIsNotLoopback(host: String) throws {
+        let key = try keyFile()
+        let driver = try PluginDriver(
+            settings: ["Upstreams": "http://\(host):1/v1", "Model": "m", "APIKeyFile": key, "ProbeIntervalSeconds": "3600",
+                "ConnectTimeoutSeconds": "1"])
+        defer { driver.destroy() }
+        #expect(try driver.describe()["reason_code"]?.stringValue == "insecure_upstream", "\(host)")
+    }
+
+    /// The upstream's error body is redacted before it is shortened: a key that straddles the cut (position 300)
+    /// leaves no part of itself in the error the client sees.
+    @Test func aKeyStraddlingTheCutOfAnErrorBodyIsRedacted() throws {
+        let upstream = try RunawayUpstream(mode: "echo400")
+        let key = "sk-test-\(UUID().uuidString)"
+        let driver = try PluginDriver(
+            settings: ["Upstreams": upstream.baseURL(), "Model": "m", "Protocol": "chat-completions",
+                "APIKeyFile": try keyFile(key), "ProbeIntervalSeconds": "3600"])
+        defer { driver.destroy() }
+        let events = try driver.generate(id: 1, request: generationRequest())
+        #expect(events.waitForTerminal(seconds: 20))
+        let last = try #require(events.last)
+        #expect(last.type == AFM_EVENT_ERROR)
+        #expect(last.text.contains("HTTP 400"), "\(last.text)")
+        let characters = Array(key)
+        let leaked = (0...(characters.count - 8)).map { String(characters[$0..<($0 + 8)]) }.filter { last.text.contains($0) }
+        #expect(leaked.isEmpty, "part of the key reached the client: \(leaked) in \(last.text)")
+    }
+
+    /// `http_proxy`/`ALL_PROXY` from the environment are not used for a plain http:// upstream: libcurl would
+    /// send the request, Authorization header included, in clear to the proxy.
+    @Test(arguments: ["http_proxy", "ALL_PROXY"])
+    func aProxyFromTheEnvironmentGetsNoKeyInClear(variable: String) throws {
+        let proxy = try RunawayUpstream(mode: "done", host: "127.0.0.2")
+        let upstream = try RunawayUpstream(mode: "done")
+        setenv(variable, "http://127.0.0.2:\(proxy.port)", 1)
+        defer { unsetenv(variable) }
+        let driver = try PluginDriver(
+            settings: ["Upstreams": upstream.baseURL(), "Model": "m", "Protocol": "chat-completions",
+                "APIKeyFile": try keyFile(), "ProbeIntervalSeconds": "3600"])
+        defer { driver.destroy() }
+        let events = try driver.generate(id: 1, request: generationRequest())
+        #expect(events.waitForTerminal(seconds: 20))
+        #expect(events.last?.type == AFM_EVENT_DONE)
+        #expect(!proxy.requests.contains { $0.hasSuffix("auth=yes") }, "the proxy got the key: \(proxy.requests)")
+        #expect(upstream.requests.contains { $0.hasPrefix("POST ") && $0.hasSuffix("auth=yes") }, "\(upstream.requests)")
+    }
+
     /// The same refusal as afmd shows it in /status.
     @Test func statusShowsTheInsecureUpstreamReason() throws {
         let key = try keyFile()

@@ -11,6 +11,13 @@ import Foundation
 /// | `line`     | `data: aaaa…` with no line end, forever                               |
 /// | `event`    | 4 KiB `data:` lines with no blank line (one event that never ends)    |
 /// | `comments` | `: keep-alive` lines, forever                                         |
+/// | `emptydata` | `data:` lines with no value and no blank line, forever               |
+/// | `bigjson`  | events of one JSON object of about 16 MiB (`{"x":[{},{},…]}`), forever   |
+/// | `capjson`  | the same, each event just under the default 1 MiB event cap               |
+/// | `done-then-keepalive` | one text chunk, `[DONE]`, then a `: keep-alive` line every 50 ms     |
+/// | `done`     | one text chunk and `[DONE]`, then the body ends (a well-behaved upstream)  |
+/// | `error500` | status 500 and a body that never ends                                   |
+/// | `echo400`  | status 400, a text body: 280 × `x`, a space and the request's Authorization |
 ///
 /// It writes 64 KiB at a time with a short pause (about 16 MB/s), so a client without a cap grows steadily
 /// rather than at memory speed. Every request is appended to `requestLog` as `METHOD PATH auth=yes|no`.
@@ -40,6 +47,26 @@ final class RunawayUpstream {
             def do_POST(self):
                 self.note()
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if mode == "echo400":
+                    body = ("x" * 280 + " " + self.headers.get("Authorization", "")).encode()
+                    self.send_response(400)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                if mode == "error500":
+                    self.send_response(500)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    try:
+                        while True:
+                            self.wfile.write(b"e" * 65536)
+                            time.sleep(0.004)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
@@ -51,6 +78,25 @@ final class RunawayUpstream {
                 elif mode == "line":
                     self.wfile.write(b"data: ")
                     piece = b"a" * 65536
+                elif mode == "done" or mode == "done-then-keepalive":
+                    chunk = {"id": "c", "object": "chat.completion.chunk", "model": "runaway",
+                        "choices": [{"index": 0, "delta": {"content": "Hello."}, "finish_reason": "stop"}]}
+                    try:
+                        self.wfile.write(("data: " + json.dumps(chunk) + "\n\ndata: [DONE]\n\n").encode())
+                        self.wfile.flush()
+                        while mode != "done":
+                            time.sleep(0.05)
+                            self.wfile.write(b": keep-alive\n")
+                            self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return
+                elif mode == "emptydata":
+                    piece = b"data:\n" * 10923
+                elif mode == "bigjson":
+                    piece = b'data: {"x":[' + b"{}," * ((16 << 20) // 3 - 8) + b'{}]}\n\n'
+                elif mode == "capjson":
+                    piece = b'data: {"x":[' + b"{}," * 349516 + b'{}]}\n\n'
                 elif mode == "event":
                     piece = (b"data: " + b"x" * 4090 + b"\n") * 16
                 else:

@@ -32,11 +32,11 @@ import Testing
         #expect(events.text.utf8.count > 0)
     }
 
-    /// With the default caps: a line that never ends (16 MiB line cap), an event that never ends (16 MiB event
-    /// cap) and endless comments (64 MiB MaxStreamBytes) each end the generation. Nothing reached the host, so
+    /// With the default caps: a line that never ends (MaxEventBytes + 64 = 1 MiB + 64 line cap), an event that
+    /// never ends (1 MiB MaxEventBytes) and endless comments (64 MiB MaxStreamBytes) each end the generation. Nothing reached the host, so
     /// the upstream counts as failed and the request ends with model_unavailable naming the cap.
     @Test(arguments: [
-        ("line", "a line longer than 16777216 bytes"), ("event", "an event larger than 16777216 bytes"),
+        ("line", "a line longer than 1048640 bytes"), ("event", "an event larger than 1048576 bytes (MaxEventBytes)"),
         ("comments", "more than 67108864 bytes in one stream (MaxStreamBytes)"),
     ])
     func aRunawayLineEventOrStreamEndsAtItsCap(mode: String, mention: String) throws {
@@ -55,22 +55,78 @@ import Testing
         #expect(describe["upstreams"]?[0]?["reason"]?.stringValue?.contains(mention) == true)
     }
 
-    @Test func maxStreamBytesIsValidated() throws {
-        for value in ["0", "1000", "lots"] {
-            do {
-                _ = try PluginDriver(settings: ["Upstreams": "http://127.0.0.1:1/v1", "Model": "m", "MaxStreamBytes": value])
-                Issue.record("MaxStreamBytes=\(value) was accepted")
-            } catch let failure as PluginDriver.Failure {
-                #expect(failure.code == AFM_ERR_INVALID_REQUEST)
-                #expect(failure.description.contains("MaxStreamBytes"), "\(failure.description)")
-            }
+    /// An error body that never ends (here with status 500) is read up to 8 KiB and no further: the upstream
+    /// counts as failed and the next one serves the request, long before any timeout.
+    @Test func anEndlessErrorBodyFailsOverToTheNextUpstream() throws {
+        let broken = try RunawayUpstream(mode: "error500")
+        let good = try RunawayUpstream(mode: "done")
+        let driver = try PluginDriver(settings: settings(broken, ["Upstreams": "\(broken.baseURL()),\(good.baseURL())"]))
+        defer { driver.destroy() }
+        let events = try driver.generate(id: 1, request: generationRequest())
+        let ended = events.waitForTerminal(seconds: 20)
+        if !ended { driver.cancel(id: 1) }
+        #expect(ended, "no failover within 20 s")
+        let last = try #require(events.last)
+        #expect(last.type == AFM_EVENT_DONE, "\(last.text)")
+        #expect(events.text == "Hello.")
+        #expect(good.requests.contains { $0.hasPrefix("POST ") }, "\(good.requests)")
+        let reason = try driver.describe()["upstreams"]?[0]?["reason"]?.stringValue ?? ""
+        #expect(reason.contains("HTTP 500"), "\(reason)")
+    }
+
+    /// The transfer ends at the terminal event (`[DONE]`, `response.completed`): an upstream that keeps the
+    /// connection open with keep-alive comments afterwards does not hold back DONE.
+    @Test func doneIsSentAtTheTerminalEventDespiteKeepAlives() throws {
+        let upstream = try RunawayUpstream(mode: "done-then-keepalive")
+        let driver = try PluginDriver(settings: settings(upstream))
+        defer { driver.destroy() }
+        let started = Date()
+        let events = try driver.generate(id: 1, request: generationRequest())
+        let ended = events.waitForTerminal(seconds: 5)
+        if !ended { driver.cancel(id: 1) }
+        #expect(ended, "no terminal event within 5 s of [DONE]")
+        #expect(Date().timeIntervalSince(started) < 5)
+        let last = try #require(events.last)
+        #expect(last.type == AFM_EVENT_DONE && last.code == AFM_FINISH_STOP, "\(last)")
+        #expect(events.text == "Hello.")
+    }
+
+    @Test(arguments: [
+        ("MaxStreamBytes", "0"), ("MaxStreamBytes", "1000"), ("MaxStreamBytes", "lots"), ("MaxEventBytes", "1000"),
+        ("MaxEventBytes", "67108865"), ("MaxEventBytes", "lots"),
+    ])
+    func theCapsAreValidated(key: String, value: String) throws {
+        do {
+            _ = try PluginDriver(settings: ["Upstreams": "http://127.0.0.1:1/v1", "Model": "m", key: value])
+            Issue.record("\(key)=\(value) was accepted")
+        } catch let failure as PluginDriver.Failure {
+            #expect(failure.code == AFM_ERR_INVALID_REQUEST)
+            #expect(failure.description.contains(key), "\(failure.description)")
         }
     }
 
-    /// The whole path: afmd with the private-cloud plugin, an upstream streaming text forever, the default caps.
-    /// The client gets `error` + `response.failed` with a code, and afmd's peak resident memory stays bounded.
-    @Test func afmdStaysBoundedAgainstAnEndlessUpstream() throws {
-        let upstream = try RunawayUpstream(mode: "text")
+    /// MaxEventBytes raises the event cap: a 4 MiB event passes with MaxEventBytes=8388608 (the stream then ends at
+    /// MaxStreamBytes), and is refused by name with the default.
+    @Test func maxEventBytesRaisesTheEventCap() throws {
+        let upstream = try RunawayUpstream(mode: "event")
+        let driver = try PluginDriver(
+            settings: settings(upstream, ["MaxEventBytes": "8388608", "MaxStreamBytes": "4194304"]))
+        defer { driver.destroy() }
+        let events = try driver.generate(id: 1, request: generationRequest())
+        let ended = events.waitForTerminal(seconds: 20)
+        if !ended { driver.cancel(id: 1) }
+        #expect(ended)
+        #expect(events.last?.text.contains("more than 4194304 bytes in one stream (MaxStreamBytes)") == true, "\(events.last?.text ?? "")")
+    }
+
+    /// The whole path: afmd with the private-cloud plugin, an upstream streaming forever, the default caps.
+    /// The client gets `error` + `response.failed` with a code, and afmd's peak resident memory stays bounded:
+    /// endless text, an endless event of empty `data:` lines (1 byte each on the wire), events of one 16 MiB
+    /// JSON document of empty objects (each a heap object once parsed), and such events just under the event cap
+    /// (each parsed, until MaxStreamBytes).
+    @Test(arguments: ["text", "emptydata", "bigjson", "capjson"])
+    func afmdStaysBoundedAgainstAnEndlessUpstream(mode: String) throws {
+        let upstream = try RunawayUpstream(mode: mode)
         let gateway = try CloudDaemon(
             cloud: "Upstreams=\(upstream.baseURL())\nProtocol=chat-completions\nModel=runaway\nProbeIntervalSeconds=3600")
         let pid = gateway.daemon.process.processIdentifier
@@ -80,11 +136,11 @@ import Testing
         // 256 MiB of stream or 60 s without the end means no cap cut the upstream off (afmd kept growing).
         let outcome = reader.read(until: "event: response.failed", maximumBytes: 256 << 20, seconds: 60)
         let after = try #require(residentKiB(pid: pid))
-        print("runaway upstream: client read \(outcome.bytes >> 10) KiB; afmd VmRSS \(before.current >> 10) → \(after.current >> 10) MiB, VmHWM \(after.peak >> 10) MiB")
+        print("runaway upstream (\(mode)): client read \(outcome.bytes >> 10) KiB; afmd VmRSS \(before.current >> 10) → \(after.current >> 10) MiB, VmHWM \(after.peak >> 10) MiB")
+        #expect(after.peak - before.current < 200 << 10, "afmd's peak memory grew by \((after.peak - before.current) >> 10) MiB")
         #expect(outcome.found, "no response.failed after \(outcome.bytes) bytes")
         let error = try #require(outcome.errorEvent.flatMap { try? JSONParser.parse($0) }, "no error event")
         #expect(["output_limit_exceeded", "model_unavailable"].contains(error["code"]?.stringValue ?? ""), "\(error)")
-        #expect(after.peak - before.current < 200 << 10, "afmd's peak memory grew by \((after.peak - before.current) >> 10) MiB")
         #expect(try gateway.client().get("/health").status == 200)
     }
 }
@@ -130,6 +186,8 @@ final class StreamReader {
         var errorEvent: String?
         while Date() < deadline, total < maximumBytes {
             let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            // A quiet spell (afmd still reading a runaway upstream that has sent nothing usable yet) is no end.
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { continue }
             if count <= 0 { break }
             total += count
             window += chunk[..<count]

@@ -15,7 +15,8 @@ import Testing
     }
 
     @Test func textPastTheLimitFailsTheResponse() throws {
-        var builder = try builder(limit: 100)
+        // 100 bytes of text and the one item that holds them.
+        var builder = try builder(limit: 100 + ResponseBuilder.outputItemCost)
         var events = builder.start()
         events += builder.consume(.textDelta(String(repeating: "a", count: 60)), now: 1)
         #expect(builder.outcome == nil)
@@ -55,10 +56,49 @@ import Testing
         _ = state.consume(.reasoningState(Array(repeating: 7, count: 65)), now: 1)
         #expect(state.exceededOutputLimit)
 
-        var fits = try builder(limit: 64)
+        // 64 bytes of text and the one item that holds them.
+        var fits = try builder(limit: 64 + ResponseBuilder.outputItemCost)
         _ = fits.start()
         _ = fits.consume(.textDelta(String(repeating: "a", count: 64)), now: 1)
         _ = fits.consume(.done(.stop), now: 1)
         #expect(fits.outcome == .completed)
+    }
+
+    /// Each output item costs a fixed amount (`ResponseBuilder.outputItemCost`) besides its text: tool calls with
+    /// an empty name and call id, or text and reasoning that alternate a byte at a time, open a new item (and
+    /// send events) for almost nothing, and must not grow the response past the limit.
+    @Test func manyEmptyItemsCountAgainstTheLimit() throws {
+        var calls = try builder(limit: 1024)
+        _ = calls.start()
+        var events = 0
+        for index in 0..<10_000 where !calls.exceededOutputLimit {
+            events += calls.consume(.toolCallBegin(index: index, name: "", callID: ""), now: 1).count
+        }
+        #expect(calls.exceededOutputLimit)
+        #expect(events < 64, "\(events) events before the limit")
+        guard case .failed(let error)? = calls.outcome else {
+            Issue.record("the response did not fail: \(String(describing: calls.outcome))")
+            return
+        }
+        #expect(error.publicCode == "output_limit_exceeded")
+
+        var alternating = try builder(limit: 1024)
+        _ = alternating.start()
+        for step in 0..<10_000 where !alternating.exceededOutputLimit {
+            _ = alternating.consume(step.isMultiple(of: 2) ? .textDelta("a") : .reasoningText("b"), now: 1)
+        }
+        #expect(alternating.exceededOutputLimit)
+    }
+
+    /// Usage the backend reports after the limit ended the response (it reports it while stopping) still counts,
+    /// so the token monitor and the quota see what the generation cost.
+    @Test func usageAfterTheLimitIsCounted() throws {
+        var builder = try builder(limit: 10)
+        _ = builder.start()
+        _ = builder.consume(.textDelta(String(repeating: "a", count: 20)), now: 1)
+        #expect(builder.exceededOutputLimit)
+        #expect(builder.consume(.usage(BackendUsage(inputTokens: 7, outputTokens: 321)), now: 2).isEmpty)
+        #expect(builder.usageCounts.output == 321)
+        #expect(builder.usageCounts.input == 7)
     }
 }

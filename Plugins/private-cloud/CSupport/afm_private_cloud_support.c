@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "afm_private_cloud_support.h"
 
+#include <strings.h>
+
 int afm_pc_curl_global_init(void) { return (int)curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 #define SET(option, value)                                          \
@@ -20,6 +22,10 @@ int afm_pc_curl_prepare(CURL *easy, const char *url, struct curl_slist *headers,
     SET(CURLOPT_SSL_VERIFYPEER, 1L);
     SET(CURLOPT_SSL_VERIFYHOST, 2L);
     SET(CURLOPT_PROTOCOLS_STR, "http,https");
+    /* A plain http:// request never goes through a proxy: libcurl would take one from http_proxy/ALL_PROXY in the
+     * environment and send it the whole request, Authorization header included, in clear. https:// may use an
+     * environment proxy (a CONNECT tunnel: the proxy only sees TLS). */
+    if (strncasecmp(url, "http://", 7) == 0) SET(CURLOPT_NOPROXY, "*");
     SET(CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
     if (idle_timeout_s > 0) {
         SET(CURLOPT_LOW_SPEED_LIMIT, 1L);

@@ -20,6 +20,8 @@ int afm_pc_curl_global_init(void);
  *    for that many seconds (the read timeout); `total_timeout_ms`: 0 for none.
  *  - TLS verifies the peer and host against the system's trusted roots (libcurl's defaults).
  *  - No signals (CURLOPT_NOSIGNAL), no redirects, HTTP/1.1, TCP keep-alive.
+ *  - An http:// URL never uses a proxy from the environment (CURLOPT_NOPROXY "*"): the request, with its
+ *    Authorization header, would reach the proxy in clear. https:// URLs honour https_proxy/ALL_PROXY/NO_PROXY.
  *  Returns CURLE_OK or the first failing option's code. */
 int afm_pc_curl_prepare(CURL *easy, const char *url, struct curl_slist *headers, const char *body, long body_size,
                         long connect_timeout_ms, long idle_timeout_s, long total_timeout_ms, afm_pc_data_fn write,

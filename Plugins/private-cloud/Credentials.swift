@@ -121,18 +121,35 @@ struct Credentials: Sendable, CustomStringConvertible {
     /// The `Authorization` header line, or nil without a key.
     var authorizationHeader: String? { key.map { "Authorization: Bearer \($0)" } }
 
-    /// `text` with every credential in it replaced by `[redacted]`: the value of an `Authorization` header or field
-    /// (`Authorization: Bearer sk-…`, `"authorization":"…"`), any `Bearer` token, and the configured key wherever
-    /// it appears.
+    /// `text` with every credential in it replaced by `[redacted]`: the value of a credential header, field or
+    /// parameter — `Authorization` (any scheme: `Bearer`, `Basic`, `Digest` with all its parameters),
+    /// `x-api-key`, `api-key`, `api_key`, `access_token`, `token` — whether it is a header line, a parameter
+    /// (`?token=…&`), quoted (`"authorization":"…"`) or JSON inside a JSON string (`\"Authorization\": \"…\"`);
+    /// any `Bearer` token, whole (up to whitespace or a quote: `sk-abc:def` is one token); and the configured key
+    /// wherever it appears.
     ///
     /// An upstream's error body may echo the request's headers, and a proxy in front of it may hold another token
     /// than ours, so the key alone is not enough. The patterns go first: replacing the key first would leave
-    /// `Authorization: Bearer [redacted]` for them to chew on again.
+    /// `Authorization: Bearer [redacted]` for them to chew on again. Redacting a little too much (a sentence that
+    /// says `token: expired`) is the price of never leaving half a credential.
     func redact(_ text: String) -> String {
-        var text = text.replacing(#/(?i)(authorization["']?\s*[=:]\s*["']?)(?:(?:bearer|basic|token)\s+)?[^\s"',;{}\[\]]+/#) {
-            "\($0.output.1)[redacted]"
-        }
-        text = text.replacing(#/(?i)(\bbearer\s+)[A-Za-z0-9._~+\/=-]+/#) { "\($0.output.1)[redacted]" }
+        // JSON in a JSON string: everything up to the escaped closing quote.
+        var text = text.replacing(
+            #/(?i)(\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]?key|\baccess[-_]token|\btoken)(\\"\s*:\s*\\")(?:(?!\\")[^\n])*/#
+        ) { "\($0.output.1)\($0.output.2)[redacted]" }
+        // A quoted value (`"authorization":"Digest username=\"bob\", …"`): up to the closing quote.
+        text = text.replacing(
+            #/(?i)(\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]?key|\baccess[-_]token|\btoken)(["']?\s*[=:]\s*")(?:[^"\\\n]|\\.)*/#
+        ) { "\($0.output.1)\($0.output.2)[redacted]" }
+        text = text.replacing(
+            #/(?i)(\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]?key|\baccess[-_]token|\btoken)(["']?\s*[=:]\s*')(?:[^'\\\n]|\\.)*/#
+        ) { "\($0.output.1)\($0.output.2)[redacted]" }
+        // Unquoted: a header line (`Authorization: Digest username="bob", nonce="…"` to the end of the line) or a
+        // parameter (`token=…` up to `&`): the scheme and the credential.
+        text = text.replacing(
+            #/(?i)(\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]?key|\baccess[-_]token|\btoken)(["']?\s*[=:]\s*)(?:digest\s+(?:[^\n"\\]|"[^"\n]*")*|(?:(?:bearer|basic|token)\s+)?[^\s"'\\,;&{}\[\]]+)/#
+        ) { "\($0.output.1)\($0.output.2)[redacted]" }
+        text = text.replacing(#/(?i)(\bbearer\s+)[^\s"'\\,;]+/#) { "\($0.output.1)[redacted]" }
         guard let key, !key.isEmpty else { return text }
         return text.replacingOccurrences(of: key, with: "[redacted]")
     }

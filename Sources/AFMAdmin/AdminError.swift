@@ -89,6 +89,14 @@ public struct AdminError: Error, Sendable, Hashable, CustomStringConvertible {
         AdminError("org.afm.Admin.InvalidSetting", ["key": .string(key), "message": .string(message)])
     }
 
+    /// An edit was saved and is in force, but the file may not survive a crash of the machine (the `fsync` of
+    /// its directory failed after the rename). Not an invalid value: reading the settings shows the edit.
+    public static func settingNotDurable(key: String, message: String, revision: Int) -> AdminError {
+        AdminError(
+            "org.afm.Admin.SettingNotDurable",
+            ["key": .string(key), "revision": .number(JSONNumber(revision)), "message": .string(message)])
+    }
+
     /// Something failed inside the daemon.
     public static func internalError(_ message: String) -> AdminError {
         AdminError("org.afm.Admin.InternalError", ["message": .string(message)])

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMLogging
 
 /// `afmd --check-config`: loads every layer, validates it, and describes the result for a human.
 public struct ConfigCheck: Sendable {
@@ -7,7 +8,8 @@ public struct ConfigCheck: Sendable {
     /// The first error, when loading failed.
     public var error: ConfigError?
     /// The text to print: the files read, the values that differ from their defaults with their origins, the
-    /// warnings, and `configuration OK` or `Error: file:line: message`.
+    /// warnings, and `configuration OK` or `Error: file:line: message`; one line per item, control characters
+    /// escaped (``TerminalSafeText``).
     public var report: String
     /// 0 when valid, 78 (`EX_CONFIG`) when not.
     public var exitStatus: Int32 { error == nil ? 0 : 78 }
@@ -37,6 +39,8 @@ public struct ConfigCheck: Sendable {
             self.error = error
             lines.append("Error: \(error)")
         }
-        report = lines.joined(separator: "\n")
+        // Values, paths and error messages come from files anyone with write access to them chose (a hand-edited
+        // control.json): each line is neutralized, so no value drives the terminal or forges a line of its own.
+        report = lines.map { TerminalSafeText.neutralized($0) }.joined(separator: "\n")
     }
 }

@@ -28,6 +28,10 @@ public struct ServerSettings: Sendable, Hashable {
     public var commonPrompt: String?
     /// Incremented on every successful write; used for `SetPrompt`'s optimistic concurrency.
     public var revision: Int = 0
+
+    /// The largest revision a settings file may hold: 2^53 − 1, the largest integer every JSON reader keeps
+    /// exactly. A file beyond it (or with a negative revision) is corrupt; an edit at it is refused.
+    public static let maximumRevision = 9_007_199_254_740_991
     /// The version the settings were read from (0 for a migrated v0 file); always written as ``currentVersion``.
     public var migratedFromVersion: Int?
 
@@ -79,7 +83,14 @@ public struct ServerSettings: Sendable, Hashable {
             if let schema = object["schema"], schema.stringValue != Self.schemaName {
                 throw .corrupt("'schema' must be \"\(Self.schemaName)\"")
             }
-            revision = object["revision"]?.numberValue?.intValue ?? 0
+            // A hand edit may leave the revision out (0); anything else must count edits: an integer
+            // from 0 to `maximumRevision`, so the next edit's `+ 1` cannot overflow.
+            if let value = object["revision"], !value.isNull {
+                guard let number = value.numberValue?.intValue, (0...Self.maximumRevision).contains(number) else {
+                    throw .corrupt("'revision' must be an integer from 0 to \(Self.maximumRevision), not \(value.jsonString)")
+                }
+                revision = number
+            }
             if let value = object["host"], !value.isNull {
                 guard let text = value.stringValue else { throw .corrupt("'host' must be a string") }
                 host = text

@@ -171,6 +171,11 @@ public final class SettingsStore: Sendable {
             } catch {
                 return .failure(error)
             }
+            // A hand-edited file may sit at the largest revision: refuse, never trap on the `+ 1`.
+            guard settings.revision < ServerSettings.maximumRevision else {
+                return .failure(
+                    .corrupt("\(path): 'revision' is at its maximum (\(ServerSettings.maximumRevision)); set it lower by hand"))
+            }
             settings.revision += 1
             settings.migratedFromVersion = nil
             do throws(SettingsError) {

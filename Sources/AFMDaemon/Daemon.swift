@@ -56,13 +56,23 @@ public final class Daemon: Sendable {
     /// The loaded configuration in force, with origins.
     public var loadedConfiguration: LoadedConfiguration { state.withLock { $0.loaded } }
 
-    public init(loader: ConfigurationLoader, loaded: LoadedConfiguration, environment: [String: String], logger: Logger) {
+    public convenience init(loader: ConfigurationLoader, loaded: LoadedConfiguration, environment: [String: String], logger: Logger) {
+        self.init(
+            loader: loader, loaded: loaded, environment: environment, logger: logger,
+            settings: try? SettingsStore(path: loaded.paths.controlFile))
+    }
+
+    /// Builds the daemon around a given settings store: tests pass one whose writer fails at a chosen step.
+    init(
+        loader: ConfigurationLoader, loaded: LoadedConfiguration, environment: [String: String], logger: Logger,
+        settings: SettingsStore?
+    ) {
         self.loader = loader
         self.logger = logger
         self.notifier = SystemdNotifier(environment: environment)
         let configuration = DaemonConfiguration(loaded)
         self.state = Mutex(State(loaded: loaded, configuration: configuration))
-        self.settings = try? SettingsStore(path: loaded.paths.controlFile)
+        self.settings = settings
         let backendDirectory = configuration.backendDirectory ?? Self.defaultBackendDirectory()
         let registry = BackendRegistry(
             configuration: Self.registryConfiguration(configuration, backendDirectory: backendDirectory),

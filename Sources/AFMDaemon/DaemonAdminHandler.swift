@@ -67,21 +67,26 @@ struct DaemonAdminHandler: AdminHandler {
         }
     }
 
+    /// The text and the revision come from one snapshot of the control layer, so `ifRevision` guards the text
+    /// the caller saw; without a prompt in the control layer, the configuration's prompt in force.
     func getPrompt(_ context: AdminCallContext) async throws(AdminError) -> JSONValue {
-        let origin = daemon.settings?.current.commonPrompt != nil ? "control layer" : "configuration"
+        let saved = daemon.settings?.current
         return [
-            "text": .string(daemon.service.currentCommonPrompt),
-            "revision": .number(JSONNumber(daemon.settings?.current.revision ?? 0)),
-            "origin": .string(origin),
+            "text": .string(saved?.commonPrompt ?? daemon.service.currentCommonPrompt),
+            "revision": .number(JSONNumber(saved?.revision ?? 0)),
+            "origin": .string(saved?.commonPrompt != nil ? "control layer" : "configuration"),
         ]
     }
 
     func setPrompt(_ context: AdminCallContext, text: String, ifRevision: Int?) async throws(AdminError) -> JSONValue {
         guard let settings = daemon.settings else { throw AdminError.internalError("the control layer is not writable") }
-        do {
+        let before = settings.current
+        do throws(SettingsError) {
             let saved = try await settings.setCommonPrompt(text, ifRevision: ifRevision)
-            daemon.service.setCommonPrompt(text)
+            apply(saved, before: before, key: "commonPrompt")
             return ["revision": .number(JSONNumber(saved.revision))]
+        } catch .notDurable(let message) {
+            throw notDurable(key: "commonPrompt", message: message, settings: settings, before: before)
         } catch {
             throw AdminError.invalidSetting(key: "commonPrompt", message: error.description)
         }
@@ -93,23 +98,44 @@ struct DaemonAdminHandler: AdminHandler {
 
     func setSetting(_ context: AdminCallContext, key: String, value: String) async throws(AdminError) -> JSONValue {
         guard let settings = daemon.settings else { throw AdminError.internalError("the control layer is not writable") }
+        let before = settings.current
         let saved: ServerSettings
-        do {
+        do throws(SettingsError) {
             saved = try await settings.set(key, to: value)
+        } catch .notDurable(let message) {
+            throw notDurable(key: key, message: message, settings: settings, before: before)
         } catch {
             throw AdminError.invalidSetting(key: key, message: error.description)
         }
-        if let prompt = saved.commonPrompt, ServerSettings.settingNames[key] == "commonPrompt" {
-            daemon.service.setCommonPrompt(prompt)
-        }
+        apply(saved, before: before, key: key)
+        return ["settings": saved.json, "listener": daemon.listenerJSON]
+    }
+
+    /// Puts saved settings in force, whole: an edit starts from the file on disk, so `saved` also holds what a hand
+    /// edit changed since the last reload (a prompt, the preference, the address), and applying only the edited
+    /// key would leave the daemon serving one prompt while `GetPrompt` and `ifRevision` speak of another.
+    ///
+    /// - Parameters:
+    ///   - before: the control layer before the edit; the listener is rebound when the address changed.
+    ///   - key: the setting edited (`commonPrompt` for `SetPrompt`).
+    private func apply(_ saved: ServerSettings, before: ServerSettings, key: String) {
+        if let prompt = saved.commonPrompt { daemon.service.setCommonPrompt(prompt) }
         if let preference = saved.privateCloudPreference {
             daemon.registry.updateConfiguration { $0.preferPrivateCloud = preference }
         }
-        if ["host", "port", "listen"].contains(ServerSettings.settingNames[key] ?? "") {
+        let edited = ServerSettings.settingNames[key] ?? ""
+        if ["host", "port", "listen"].contains(edited) || saved.host != before.host || saved.port != before.port {
             let current = daemon.configuration.listen
-            let address = HostPort(host: saved.host ?? current.host, port: saved.port ?? current.port)
-            daemon.rebindIfNeeded(to: address)
+            daemon.rebindIfNeeded(to: HostPort(host: saved.host ?? current.host, port: saved.port ?? current.port))
         }
-        return ["settings": saved.json, "listener": daemon.listenerJSON]
+    }
+
+    /// The file was replaced with the edit but its directory's `fsync` failed: the edit is in the file and in
+    /// `current`, so it is put in force like any other, and the caller is told its durability is in doubt.
+    private func notDurable(key: String, message: String, settings: SettingsStore, before: ServerSettings) -> AdminError {
+        let saved = settings.current
+        apply(saved, before: before, key: key)
+        return AdminError.settingNotDurable(
+            key: key, message: SettingsError.notDurable(message).description, revision: saved.revision)
     }
 }

@@ -110,7 +110,8 @@ public struct Logger: Sendable {
     // unambiguously; inside the quotes, `"` and `\` are escaped and control characters neutralized.
     private static func quoted(_ value: String) -> String {
         let needsQuotes =
-            value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" })
+            // Scalars, not Characters: " \u{301}" is one Character that is not " ", yet a parser splits at its space.
+            value.isEmpty || value.unicodeScalars.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" })
             || TerminalSafeText.needsEscaping(value)
         guard needsQuotes else { return value }
         var out = "\""

@@ -7,8 +7,10 @@
 /// sequences that retitle the window, clear it, move the cursor to fake a prompt, write the clipboard (OSC 52),
 /// plant hyperlinks (OSC 8), or make the terminal *answer* on standard input (`ESC[6n`). A newline in a log message
 /// forges a second log line. So every C0 control (U+0000–U+001F), DEL (U+007F), every C1 control and the Unicode
-/// line and paragraph separators (U+2028, U+2029, which some viewers break lines at) are replaced by a visible,
-/// inert escape such as `\x1b`, `\n` or `\u2028`; only the characters the caller keeps (``Kept``) pass through.
+/// line and paragraph separators (U+2028, U+2029, which some viewers break lines at) and the bidirectional controls
+/// (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C, which reorder what is shown) and U+FEFF are replaced by a
+/// visible, inert escape such as `\x1b`, `\n`, `\u2028` or `\u202e`; only the characters the caller keeps
+/// (``Kept``) pass through.
 ///
 /// This is the one implementation: the logger, `afmctl` and `afm chat` all use it. It works per Unicode scalar and
 /// keeps no state, so a sequence split across streamed pieces is neutralized piece by piece just the same.
@@ -38,6 +40,9 @@ public enum TerminalSafeText {
     public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029: true
+        // Bidirectional controls reorder what is shown (Trojan Source): embeddings and overrides, isolates,
+        // the implicit marks, the Arabic letter mark; and the byte-order mark, invisible inside text.
+        case 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C, 0xFEFF: true
         default: false
         }
     }
@@ -83,7 +88,9 @@ public enum TerminalSafeText {
             case "\n": return "\\n"
             case "\r": return "\\r"
             case "\t": return "\\t"
-            default: return scalar.value > 0xFF ? "\\u" + hex : "\\x" + (hex.count == 1 ? "0" : "") + hex
+            default:
+                return scalar.value > 0xFF
+                    ? "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex : "\\x" + (hex.count == 1 ? "0" : "") + hex
             }
         }
     }

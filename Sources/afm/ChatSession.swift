@@ -99,7 +99,8 @@ final class ChatSession {
     private func prompt() {
         guard running, terminal != nil else { return }
         let label = confirmingDelete != nil ? "delete? [y/N]> " : attachments.isEmpty ? "you> " : "you [\(attachments.count) image(s)]> "
-        console.write(console.bold(label) + (terminal != nil ? editor.text : ""))
+        // The line may hold a draft from the history or an imported archive: shown escaped, kept as stored.
+        console.write(console.bold(label) + (terminal != nil ? editor.displayText : ""))
     }
 
     /// Saves the prompt line as the draft. Only an interactive session has drafts: a piped one neither

@@ -17,6 +17,8 @@ struct CtlRunner {
     static let dataErrorStatus: Int32 = 65
     /// EX_NOINPUT: the input file given (`prompt set -f FILE`) cannot be read.
     static let noInputStatus: Int32 = 66
+    /// EX_IOERR: an edit was saved and is in force, but not flushed to disk (`SettingNotDurable`).
+    static let notDurableStatus: Int32 = 74
 
     /// A local input afmctl could not use, refused before anything is sent.
     struct InputError: Error {
@@ -225,6 +227,7 @@ struct CtlRunner {
             case "org.afm.Admin.PermissionDenied": return Self.permissionStatus
             case "org.afm.Admin.InvalidSetting", "org.varlink.service.InvalidParameter":
                 return AFMErrorCode.invalidRequest.exitStatus
+            case "org.afm.Admin.SettingNotDurable": return Self.notDurableStatus
             case "org.varlink.service.MethodNotFound", "org.varlink.service.InterfaceNotFound":
                 return AFMErrorCode.incompatible.exitStatus
             default: return AFMErrorCode.internal.exitStatus

@@ -31,7 +31,7 @@ struct AFMDMain {
         do {
             options = try DaemonOptions(arguments: Array(CommandLine.arguments.dropFirst()))
         } catch {
-            FileHandle.standardError.write(Data("Error: \(error.message)\n".utf8))
+            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.message))\n".utf8))
             exit(64)
         }
         if options.showHelp {
@@ -57,7 +57,7 @@ struct AFMDMain {
         do {
             try paths.prepareHomeDirectory()
         } catch {
-            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.description))\n".utf8))
             exit(77)  // EX_NOPERM
         }
         var commandLine: [ConfigurationLoader.CommandLineValue] = []
@@ -66,10 +66,12 @@ struct AFMDMain {
             if let directory = options.backendDirectory { commandLine.append(try .init(flag: "--backend-dir", value: directory)) }
             if let socket = options.adminSocket { commandLine.append(try .init(flag: "--admin-socket", value: socket)) }
         } catch {
-            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.description))\n".utf8))
             exit(64)
         }
         let loader = ConfigurationLoader(paths: paths, environment: environment, commandLine: commandLine)
+        // Fatal errors below quote paths and values from files and the environment: printed one line each, with
+        // their control characters escaped, like the logger's lines.
         if options.checkConfig {
             let check = ConfigCheck(loader: loader)
             print(check.report)
@@ -79,7 +81,7 @@ struct AFMDMain {
         do {
             loaded = try loader.load()
         } catch {
-            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.description))\n".utf8))
             exit(78)  // EX_CONFIG
         }
         for warning in loaded.warnings { logger.warning(warning) }
@@ -93,7 +95,7 @@ struct AFMDMain {
         do {
             try paths.prepareRuntimeDirectory()
         } catch {
-            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.description))\n".utf8))
             exit(77)  // EX_NOPERM
         }
 

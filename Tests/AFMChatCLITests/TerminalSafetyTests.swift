@@ -49,4 +49,37 @@ import Testing
         let stored = try store.messages(conversationID: id, limit: 10).last { $0.author == .assistant }
         #expect(stored?.text.contains("\u{1B}]0;PWNED-TITLE\u{07}") == true)
     }
+
+    /// A draft from an imported archive (or one saved by another tool) carries OSC 0 and a cursor-position query:
+    /// `/open` shows it on the prompt line escaped, the pane keeps its title, nothing is typed ahead, and the draft
+    /// is kept as it was stored. A pasted C1 control (UTF-8 U+009B) is not inserted into the line at all.
+    @Test func anImportedDraftNeverDrivesTheTerminal() throws {
+        let harness = try ChatHarness(models: ["evil": Self.hostile])
+        let archive = TestPaths.makeTemporaryDirectory("afm-archive")
+        let draft = #"draft \u001b]0;DRAFT-TITLE\u0007 ask \u001b[6n c1 \u009b2J end"#
+        try #"{"format":"afm-chat-archive","version":1,"conversations":[{"id":"conv-hostile","title":"Hostile","created_at":1700000000,"draft":"\#(draft)","messages":[]}]}"#
+            .write(toFile: archive + "/conversations.json", atomically: true, encoding: .utf8)
+        let store = try HistoryStore(directory: harness.dataDirectory)
+        _ = try ArchiveImporter(store: store).importArchive(at: archive)
+        let pane = try TmuxPane(command: [ChatHarness.afm, "chat", "--url", harness.url, "--data-dir", harness.dataDirectory])
+        #expect(pane.waitFor("/help for commands"))
+        try pane.line("/open conv-hos")
+        #expect(pane.waitFor(#"\x1b]0;DRAFT-TITLE\x07 ask \x1b[6n c1 \x9b2J end"#))
+        usleep(500_000)  // time for a terminal's answer to ESC[6n, had one been asked for
+        let title = (try? pane.tmux(["display-message", "-p", "-t", pane.session, "#{pane_title}"])) ?? ""
+        #expect(!title.contains("DRAFT-TITLE"), "the draft retitled the terminal: \(title)")
+        let screen = pane.screen()
+        #expect(screen.firstMatch(of: #/\[\d+;\d+R/#) == nil, "a terminal answer was typed ahead:\n\(screen)")
+        #expect(try store.draft(conversationID: "conv-hostile").contains("\u{1B}]0;DRAFT-TITLE\u{07}"))
+        // A pasted C1 CSI is not inserted into the line: the saved draft gets "ZQ".
+        try pane.type("Z\u{9B}Q")
+        let end = Date().addingTimeInterval(10)
+        var saved = ""
+        while Date() < end {
+            saved = try store.draft(conversationID: "conv-hostile")
+            if saved.hasSuffix("Q") { break }
+            usleep(50_000)
+        }
+        #expect(saved.hasSuffix(" end" + "ZQ"), "\(saved.debugDescription)")
+    }
 }

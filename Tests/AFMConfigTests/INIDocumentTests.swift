@@ -76,6 +76,32 @@ import Testing
         #expect(good.output.contains("Server.ShutdownTimeoutSeconds=7    # \(main):2"), "\(good.output)")
     }
 
+    /// `afmd --check-config` prints values and errors that came from files (a hand-edited control.json, the
+    /// config file): their control characters are escaped, one line per value, no ESC reaches the terminal.
+    @Test func checkConfigEscapesControlCharactersInValuesAndErrors() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let control = tree.paths.controlFile
+        try FileManager.default.createDirectory(
+            atPath: (control as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        let hostile = #"\u001b]0;PWN\u0007\nforged"#
+        try #"{"schema":"AFM.serverSettings.v1","version":1,"revision":1,"commonPrompt":"\#(hostile)"}"#
+            .write(toFile: control, atomically: true, encoding: .utf8)
+        let good = try Self.checkConfig(root: tree.root)
+        #expect(good.status == 0, "\(good.output)")
+        #expect(!good.output.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(good.output)")
+        #expect(good.output.contains(#"Responses.CommonPrompt=\x1b]0;PWN\x07\nforged    # control layer"#), "\(good.output)")
+        #expect(!good.output.split(separator: "\n").contains { $0.hasPrefix("forged") })
+
+        try #"{"schema":"AFM.serverSettings.v1","version":1,"revision":1,"host":"\#(hostile)"}"#
+            .write(toFile: control, atomically: true, encoding: .utf8)
+        let bad = try Self.checkConfig(root: tree.root)
+        #expect(bad.status == 78, "\(bad.output)")
+        #expect(!bad.output.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(bad.output)")
+        #expect(bad.output.contains(#"\x1b]0;PWN\x07\nforged"#), "\(bad.output)")
+        #expect(!bad.output.split(separator: "\n").contains { $0.hasPrefix("forged") })
+    }
+
     static func checkConfig(root: String) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: TestPaths.afmd)

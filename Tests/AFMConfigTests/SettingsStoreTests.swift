@@ -219,4 +219,42 @@ import Testing
         #expect(try SettingsStore.read(path: path)?.port == 8080)
         #expect(failing.current.port == 8080)
     }
+
+    /// A hand-edited revision at `Int.max` used to trap on the next edit's `+ 1` (afmd aborted on
+    /// `settings set`); a negative, fractional or non-numeric one was taken as is or as 0. Each is a corrupt file
+    /// now: a clear error, and the file is not overwritten.
+    @Test(arguments: ["9223372036854775807", "9007199254740992", "-1", "1.5", "\"7\""])
+    func aRevisionOutOfRangeIsACorruptFileNotATrap(revision: String) throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.paths.controlFile
+        let store = try SettingsStore(path: path)
+        try store.set("port", to: "9000")
+        let text = #"{"schema":"AFM.serverSettings.v1","version":1,"revision":\#(revision),"commonPrompt":"By hand."}"#
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let error = try #require(throws: SettingsError.self) { try store.set("port", to: "8080") }
+        guard case .corrupt(let message) = error else {
+            Issue.record("expected .corrupt, got \(error)")
+            return
+        }
+        #expect(message.contains("'revision' must be an integer from 0 to 9007199254740991"), "\(message)")
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == text)
+        #expect(throws: SettingsError.self) { try store.setCommonPrompt("x") }
+        #expect(store.current.port == 9000)
+    }
+
+    /// The largest revision the file may hold is still edited once more without a trap only if that stays in
+    /// range; at the maximum, the edit is refused instead.
+    @Test func anEditAtTheLargestRevisionIsRefused() throws {
+        let tree = ConfigTree()
+        defer { tree.remove() }
+        let path = tree.paths.controlFile
+        let store = try SettingsStore(path: path)
+        try store.set("port", to: "9000")
+        let text = #"{"schema":"AFM.serverSettings.v1","version":1,"revision":9007199254740991}"#
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let error = try #require(throws: SettingsError.self) { try store.set("port", to: "8080") }
+        #expect(error.description.contains("revision"), "\(error)")
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == text)
+    }
 }

@@ -67,7 +67,8 @@ import Testing
           -h, --help      Print this help, then exit
 
         Exit status: 0 success, 64 usage error, 65 invalid value, 66 cannot read the input file,
-        69 cannot connect, 70 failure, 75 timeout, 77 permission denied.
+        69 cannot connect, 70 failure, 74 saved and in force but not flushed to disk, 75 timeout,
+        77 permission denied.
 
         """
 

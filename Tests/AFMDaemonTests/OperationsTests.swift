@@ -78,6 +78,56 @@ import Testing
         #expect(try harness.daemon.afmctl(["prompt", "get"]).output == "By hand.\n")
     }
 
+    /// A hand-edited revision at `Int.max` used to abort afmd on the next `settings set` (`revision += 1`
+    /// trapped). Now the edit is refused as a corrupt file, the file is kept, and the daemon keeps serving.
+    @Test func anOutOfRangeRevisionIsRefusedAndTheDaemonSurvives() throws {
+        let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#])
+        #expect(try harness.daemon.afmctl(["prompt", "set", "A"]).status == 0)
+        let control = harness.daemon.root + "/var/lib/afm/control.json"
+        let text = #"{"schema":"AFM.serverSettings.v1","version":1,"revision":9223372036854775807,"commonPrompt":"B"}"#
+        try text.write(toFile: control, atomically: true, encoding: .utf8)
+        let set = try harness.daemon.afmctl(["settings", "set", "port", "8080"])
+        #expect(set.status != 0)
+        #expect(set.errors.contains("revision"), "\(set.errors)")
+        let prompt = try harness.daemon.afmctl(["prompt", "set", "C"])
+        #expect(prompt.status != 0)
+        #expect(try String(contentsOfFile: control, encoding: .utf8) == text)
+        #expect(try status(harness)["listener"]?["state"] == "running")
+        #expect(try harness.client().post("/v1/responses", json: responsesBody(model: "m")).status == 200)
+    }
+
+    /// GetPrompt never pairs one prompt's text with another's revision. A hand edit (rev 7, prompt "B") without
+    /// a reload, then an unrelated `settings set` (rev 8, still "B"): the daemon applies the whole re-read file,
+    /// so `prompt get` shows "B" at 8, and the prompt in force is "B" too; `--if-revision 8` then replaces what
+    /// the caller saw, and a stale revision is refused.
+    @Test func getPromptPairsTheTextWithItsRevision() throws {
+        let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#])
+        #expect(try harness.daemon.afmctl(["prompt", "set", "A"]).status == 0)
+        let control = harness.daemon.root + "/var/lib/afm/control.json"
+        try #"{"schema":"AFM.serverSettings.v1","version":1,"revision":7,"commonPrompt":"B"}"#
+            .write(toFile: control, atomically: true, encoding: .utf8)
+        let set = try harness.daemon.afmctl(["settings", "set", "privateCloudPreference", "no"])
+        #expect(set.status == 0, "\(set.errors)")
+        let prompt = try JSONParser.parse(try harness.daemon.afmctl(["--json", "prompt", "get"]).output)
+        #expect(prompt["text"] == "B")
+        #expect(prompt["revision"]?.numberValue?.intValue == 8)
+        _ = try harness.client().post("/v1/responses", json: responsesBody(model: "m"))
+        let generate = harness.records().last { $0["event"] == "generate" }
+        #expect(generate?["request"]?["system"] == ["B"])
+        #expect(try harness.daemon.afmctl(["prompt", "set", "--if-revision", "7", "A2"]).status != 0)
+        #expect(try harness.daemon.afmctl(["prompt", "set", "--if-revision", "8", "B2"]).status == 0)
+        #expect(try harness.daemon.afmctl(["prompt", "get"]).output == "B2\n")
+    }
+
+    /// Bidirectional controls in a prompt are escaped by `afmctl prompt get` like the other controls.
+    @Test func afmctlEscapesBidiControls() throws {
+        let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#])
+        #expect(try harness.daemon.afmctl(["prompt", "set", "a\u{202E}b\u{2066}c"]).status == 0)
+        let get = try harness.daemon.afmctl(["prompt", "get"])
+        #expect(get.output == "a\\u202eb\\u2066c\n")
+        #expect(!get.output.unicodeScalars.contains { $0.value == 0x202E || $0.value == 0x2066 })
+    }
+
     @Test func listenerStopClosesEverySocketAndStartReopens() throws {
         let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#])
         let idle = try harness.client()

@@ -24,4 +24,15 @@ import Testing
         let line = try #require(sink.capturedLines.first)
         #expect(line.hasSuffix(#" info test.log: served by http://10.0.0.5:8080/v1 — ok path="/tmp/a b""# + "\n"))
     }
+
+    /// A space, quote or `=` followed by a combining mark is one `Character` but still a space, quote or `=`
+    /// to whoever splits the line: the value is quoted, and a parser sees one field.
+    @Test func aCombiningMarkDoesNotHideASpaceQuoteOrEquals() throws {
+        let sink = LogSink(capturing: ())
+        Logger(label: "test.log", sink: sink).info("m", ["reason": "a \u{301}b=\u{301}c"])
+        let line = try #require(sink.capturedLines.first)
+        #expect(line.hasSuffix(" reason=\"a \u{301}b=\u{301}c\"\n"), "\(line)")
+        let fields = line.dropLast().split(separator: " reason=", maxSplits: 1)
+        #expect(fields.count == 2 && fields[1].hasPrefix("\"") && fields[1].hasSuffix("\""))
+    }
 }

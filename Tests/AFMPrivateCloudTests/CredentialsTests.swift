@@ -201,4 +201,32 @@ import Testing
         #expect(response.status == 503)
         #expect(response.json?["error"]?["code"]?.stringValue == "model_unavailable")
     }
+
+    /// Credentials an upstream (or a proxy before it) may echo in an error body in other shapes than
+    /// `Authorization: Bearer …`: each secret is redacted in the error event, the plugin's log and describe.
+    @Test(arguments: [
+        (#"{\"headers\": {\"Authorization\": \"Basic dXNlcjpzZWNyZXQ=\"}}"#, "dXNlcjpzZWNyZXQ"),
+        ("you sent x-api-key: xk-SECRET-one and more", "xk-SECRET-one"),
+        ("you sent api-key: ak-SECRET-two and more", "ak-SECRET-two"),
+        ("GET /v1/models?token=tk-SECRET-three&x=1", "tk-SECRET-three"),
+        ("GET /v1/models?api_key=ak-SECRET-four&x=1", "ak-SECRET-four"),
+        (#"Authorization: Digest username="bob", realm="r", nonce="n-SECRET-five", response="r-SECRET-six""#, "SECRET-"),
+        ("proxy saw Bearer sk-abc:def-SECRET-seven then gave up", "def-SECRET-seven"),
+    ])
+    func otherShapesOfCredentialsAreRedacted(body: String, secret: String) throws {
+        let upstream = try EchoingUpstream(rawBody: body)
+        let driver = try PluginDriver(settings: [
+            "Upstreams": upstream.baseURL, "Model": "smol", "ProbeIntervalSeconds": "3600",
+        ])
+        defer { driver.destroy() }
+        let events = try driver.generate(id: 1, request: generationRequest())
+        #expect(events.waitForTerminal())
+        let error = try #require(events.last)
+        #expect(error.type == AFM_EVENT_ERROR)
+        #expect(error.text.contains("[redacted]"), "\(error.text)")
+        let seen = [error.text, try driver.describeText(), PluginDriver.logged.joined(separator: "\n")]
+        for text in seen {
+            #expect(!text.contains(secret), "the secret leaked: \(text)")
+        }
+    }
 }

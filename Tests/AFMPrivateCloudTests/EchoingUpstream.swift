@@ -16,9 +16,11 @@ final class EchoingUpstream {
 
     struct Failure: Error, CustomStringConvertible { var description: String }
 
-    init() throws {
+    /// - Parameter rawBody: when given, every later request is answered 503 with exactly this text/plain body
+    ///   (an upstream or proxy that echoes headers and parameters its own way) instead of the JSON error.
+    init(rawBody: String? = nil) throws {
         let script = """
-            import http.server, json, sys
+            import http.server, json, os, sys
             probes = [0]
             class Handler(http.server.BaseHTTPRequestHandler):
                 def answer(self):
@@ -29,6 +31,15 @@ final class EchoingUpstream {
                         body = b'{"object":"list","data":[{"id":"smol","object":"model"}]}'
                         self.send_response(200)
                         self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                        return
+                    raw = os.environ.get("AFM_ECHO_RAW_BODY")
+                    if raw is not None:
+                        body = raw.encode()
+                        self.send_response(503)
+                        self.send_header("Content-Type", "text/plain")
                         self.send_header("Content-Length", str(len(body)))
                         self.end_headers()
                         self.wfile.write(body)
@@ -50,6 +61,9 @@ final class EchoingUpstream {
             """
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-c", script]
+        if let rawBody {
+            process.environment = ProcessInfo.processInfo.environment.merging(["AFM_ECHO_RAW_BODY": rawBody]) { $1 }
+        }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice

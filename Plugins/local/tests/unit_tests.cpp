@@ -397,6 +397,44 @@ void test_tool_call_cut_by_a_stop_string(Engine &engine) {
         CHECK(!call.ended || json::accept(call.args), "closed with arguments %s", call.args.c_str());
 }
 
+/** USAGE events that arrived before the first output (text or call) and before the terminal event. */
+int progress_events(Collector &c) {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    int n = 0;
+    for (const auto &e : c.events) {
+        if (e.type == AFM_EVENT_USAGE) n++;
+        else break;
+    }
+    return n;
+}
+
+void test_progress_while_queued_and_reading(const afm_backend_vtable *vt) {
+    // Progress every step (1 ms interval) makes the count independent of the machine's speed.
+    setenv("AFM_LOCAL_PROGRESS_MS", "1", 1);
+    afm_instance *instance = create(vt, 4096, 1);
+    unsetenv("AFM_LOCAL_PROGRESS_MS");
+    CHECK(instance, "create");
+    if (!instance) return;
+    // A ~2,000-token prompt is read in 512-token steps: the host hears from it after each.
+    std::string long_prompt;
+    for (int i = 0; i < 200; i++) long_prompt += "lorem ipsum dolor sit amet ";
+    Collector reading;
+    CHECK(generate(vt, instance, 1, request(long_prompt, 1), reading) == AFM_OK, "generate");
+    CHECK(reading.wait(600), "no terminal event");
+    int n = progress_events(reading);
+    std::fprintf(stderr, "  %d progress events while reading the prompt\n", n);
+    CHECK(n >= 3, "%d USAGE events before the output of a ~2,000-token prompt", n);
+    // One slot: the second request waits while the first writes 48 tokens, and is heard from meanwhile.
+    Collector first, second;
+    CHECK(generate(vt, instance, 2, request("Write a very long essay about the oceans.", 48), first) == AFM_OK, "gen 1");
+    CHECK(generate(vt, instance, 3, request("Say hi.", 2), second) == AFM_OK, "gen 2");
+    CHECK(second.wait(600) && first.wait(600), "no terminal event");
+    n = progress_events(second);
+    std::fprintf(stderr, "  %d progress events while queued\n", n);
+    CHECK(n >= 10, "%d USAGE events while queued behind 48 tokens", n);
+    vt->destroy(instance);
+}
+
 /** Runs `body` under fault injection at N = 1 … `dense`, the last `dense` allocations of a clean run, and
  *  strided points in between (`max_runs` in all), and checks the ABI's promises each time. */
 void sweep(const char *what, const afm_backend_vtable *vt, afm_instance *instance, const std::string &body,
@@ -480,7 +518,7 @@ void sweep(const char *what, const afm_backend_vtable *vt, afm_instance *instanc
 
 void test_allocation_failures(const afm_backend_vtable *vt, afm_instance *instance) {
     // generate itself (parse, template, tokenize, sampler, registering, queueing, the emitter thread).
-    long scale = std::getenv("SWEEP_RUNS") ? std::atol(std::getenv("SWEEP_RUNS")) : 80;
+    long scale = std::getenv("SWEEP_RUNS") ? std::atol(std::getenv("SWEEP_RUNS")) : 40;
     sweep("generate", vt, instance, request("Hi.", 2), true, scale, 3 * scale);
     // The decode thread and the emitters (prompt, sampling, events, finishing), text and tools.
     sweep("decode", vt, instance, request("Hi.", 2), false, scale, 3 * scale);
@@ -531,6 +569,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     run("output_cap_is_the_advertised_budget", [&] { test_output_cap_is_the_advertised_budget(vt); });
+    run("progress_while_queued_and_reading", [&] { test_progress_while_queued_and_reading(vt); });
     afm_instance *instance = create(vt, 2048, 2);
     if (!instance) return 1;
     run("capped_tool_call_is_not_closed", [&] { test_capped_tool_call_is_not_closed(vt, instance); });

@@ -193,7 +193,7 @@ void local_destroy(afm_instance *instance) {
         {
             std::lock_guard<std::mutex> lock(instance->jobs_mutex);
             for (auto &entry : instance->jobs)
-            if (entry.second) left.push_back(entry.second);
+                if (entry.second) left.push_back(entry.second);
             instance->jobs.clear();
         }
         for (auto &job : left) job->cancel();

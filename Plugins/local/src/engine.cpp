@@ -747,6 +747,9 @@ void Engine::process_tools(Slot &slot, bool final, int32_t reason) {
             throw BackendError(AFM_ERR_TOOL_FAILED, std::string("cannot parse the model's output: ") + e.what());
         }
     }
+    // A stop string is not part of the tool-call grammar: the parser may accept what it cut (a lenient format),
+    // so a call it cut is treated as cut whatever the parse says.
+    if (final && job.stop_cut && !msg.tool_calls.empty()) cut = true;
     // parallel_tool_calls false stops at the start of a second call: only the first, complete, one is kept.
     if (cut && job.prep.single_call && msg.tool_calls.size() > 1) cut = false;
     if (cut && reason != AFM_FINISH_LENGTH) {
@@ -955,6 +958,7 @@ void Engine::on_token(Slot &slot, llama_token token) {
         }
     }
     if (stop_hit) {
+        job.stop_cut = true;
         finish(slot, AFM_FINISH_STOP);
         return;
     }

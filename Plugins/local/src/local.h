@@ -224,6 +224,7 @@ public:
     std::string content_sent;      // tool mode: content already passed on
     std::vector<ToolCallProgress> calls;
     bool done = false;             // the decode thread queued the terminal event
+    bool stop_cut = false;         // a stop string of the chat format ended the output
     int64_t last_progress_us = 0;  // when the decode thread last sent a progress USAGE (queued / reading the prompt)
     uint64_t parsed_bytes = 0;     // tool mode: bytes the output parser read so far (tool_parse_due)
     int64_t t_start_us = 0;        // submitted

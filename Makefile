@@ -16,7 +16,7 @@ DEB_OUT      ?= dist
 CACHE        ?= $(CURDIR)/.cache/afm
 MODEL        := $(CACHE)/models/smollm2-135m-instruct-q4_1.gguf
 
-.PHONY: all bootstrap llama model local-backend build stage run test bench-http clean help deb test-package
+.PHONY: all bootstrap llama model local-backend test-local-backend build stage run test bench-http clean help deb test-package
 
 all: build
 
@@ -46,6 +46,11 @@ model-gemma: bootstrap
 local-backend: llama
 	@AFM_CACHE_DIR=$(CACHE) scripts/build-local-backend $(STAGE)/backends >/dev/null
 
+# The local backend's own C++ tests (Plugins/local/tests/unit_tests.cpp): real model, allocation fault injection.
+test-local-backend: local-backend model
+	@$(MAKE) -s -C Plugins/local LLAMA_PREFIX="$$(AFM_CACHE_DIR=$(CACHE) scripts/build-llama --print-prefix)" \
+	    OUT=$(CURDIR)/$(STAGE)/backends TEST_OUT=$(CURDIR)/.build/local-tests MODEL=$(MODEL) test
+
 build: bootstrap llama model local-backend
 	$(SWIFT) build $(SWIFTFLAGS)
 	@scripts/stage-backends $(BIN) $(STAGE)/backends
@@ -63,6 +68,7 @@ run: build
 # Tests run one at a time: many of them drive real daemons over blocking sockets, and on a 2-core machine
 # parallel runs starve the in-process servers' cooperative thread pool and turn timing assertions into noise.
 test: build model-gemma
+	$(MAKE) test-local-backend
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) $(SWIFT) test $(SWIFTFLAGS) --no-parallel
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) scripts/test-clients
 

@@ -21,8 +21,9 @@ struct LocalDaemon {
         ProcessInfo.processInfo.environment["AFM_MODEL"] ?? TestPaths.root + "/.cache/afm/models/smollm2-135m-instruct-q4_1.gguf"
     }
 
-    /// Starts afmd with `local.so` and `Model=` the default model (or `model`), `ContextTokens=`, plus extra settings.
-    init(model: String = LocalDaemon.model, contextTokens: Int = 2048, settings: String = "") throws {
+    /// Starts afmd with `local.so` and `Model=` the default model (or `model`), `ContextTokens=`, plus extra settings
+    /// and extra environment variables for afmd (AFM_* configuration, for one).
+    init(model: String = LocalDaemon.model, contextTokens: Int = 2048, settings: String = "", environment: [String: String] = [:]) throws {
         let library = Self.stagedBackends + "/local.so"
         guard FileManager.default.fileExists(atPath: library) else {
             throw Failure(description: "\(library) is missing: run `make build` (scripts/build-local-backend)")
@@ -34,7 +35,8 @@ struct LocalDaemon {
         try FileManager.default.createSymbolicLink(atPath: directory.path + "/local.so", withDestinationPath: library)
         try FileManager.default.copyItem(atPath: Self.stagedBackends + "/local.json", toPath: directory.path + "/local.json")
         daemon = try DaemonProcess(
-            backendDirectory: directory.path, config: "[Backend.local]\nModel=\(model)\nContextTokens=\(contextTokens)\n\(settings)")
+            backendDirectory: directory.path, config: "[Backend.local]\nModel=\(model)\nContextTokens=\(contextTokens)\n\(settings)",
+            environment: environment)
     }
 
     func client() throws -> TestHTTPClient { try TestHTTPClient(port: port, timeoutSeconds: 120) }

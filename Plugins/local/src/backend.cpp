@@ -44,7 +44,9 @@ void reap(afm_instance *instance, bool all) {
     {
         std::lock_guard<std::mutex> lock(instance->jobs_mutex);
         for (auto it = instance->jobs.begin(); it != instance->jobs.end();) {
-            if (all || it->second->finished()) {
+            if (!it->second) {
+                ++it;  // being registered by generate
+            } else if (all || it->second->finished()) {
                 done.push_back(it->second);
                 it = instance->jobs.erase(it);
             } else {
@@ -135,15 +137,25 @@ afm_status local_generate(afm_instance *instance, uint64_t request_id, afm_str r
             return fail(error, AFM_ERR_MODEL_UNAVAILABLE, "the local model is unavailable: " + instance->reason);
         Prepared prepared = instance->engine->prepare(request, true);
         auto job = std::make_shared<Job>(request_id, *sink, std::move(prepared), instance->engine.get());
-        {
-            std::lock_guard<std::mutex> lock(instance->jobs_mutex);
-            if (instance->jobs.count(request_id))
-                return fail(error, AFM_ERR_INVALID_REQUEST,
-                            "request id " + std::to_string(request_id) + " is already running");
-            if (!job->start()) return fail(error, AFM_ERR_BUSY, "cannot start a generation thread");
-            instance->jobs[request_id] = job;
+        // Everything that can throw comes before the emitter starts: a refusal must send no event and leave no
+        // thread behind, and an accepted job must be both registered and queued.
+        std::lock_guard<std::mutex> lock(instance->jobs_mutex);
+        auto [entry, inserted] = instance->jobs.emplace(request_id, nullptr);
+        if (!inserted)
+            return fail(error, AFM_ERR_INVALID_REQUEST,
+                        "request id " + std::to_string(request_id) + " is already running");
+        try {
+            instance->engine->submit(job);
+        } catch (...) {
+            instance->jobs.erase(entry);
+            throw;
         }
-        instance->engine->submit(std::move(job));
+        if (!job->start()) {
+            job->discard();  // queued already: the decode thread drops it; its events never reach the sink
+            instance->jobs.erase(entry);
+            return fail(error, AFM_ERR_BUSY, "cannot start a generation thread");
+        }
+        entry->second = std::move(job);
         return AFM_OK;
     } catch (const BackendError &e) {
         return fail(error, e.code(), e.what());
@@ -180,7 +192,8 @@ void local_destroy(afm_instance *instance) {
         std::vector<std::shared_ptr<Job>> left;
         {
             std::lock_guard<std::mutex> lock(instance->jobs_mutex);
-            for (auto &entry : instance->jobs) left.push_back(entry.second);
+            for (auto &entry : instance->jobs)
+                if (entry.second) left.push_back(entry.second);
             instance->jobs.clear();
         }
         for (auto &job : left) job->cancel();
@@ -235,7 +248,8 @@ extern "C" AFM_EXPORT afm_status afm_backend_negotiate(const afm_host_api *host,
         if (!host || !out || host->struct_size < offsetof(afm_host_api, reserved0) ||
             out->struct_size < AFM_BACKEND_INFO_SIZE_1_0)
             return fail(error, AFM_ERR_INCOMPATIBLE, "local: host or out missing or too small");
-        out->struct_size = (uint32_t)sizeof *out;
+        // out->struct_size stays as the caller set it (the header's rule for caller-allocated structs); this
+        // backend writes only the ABI 1.0 fields, which the check above found room for.
         out->abi_major = AFM_ABI_MAJOR;
         out->abi_minor = AFM_ABI_MINOR;
         out->reserved0 = 0;

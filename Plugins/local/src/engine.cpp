@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -70,20 +72,6 @@ void batch_add(llama_batch &batch, llama_token token, llama_pos pos, llama_seq_i
     batch.n_seq_id[i] = 1;
     batch.seq_id[i][0] = seq;
     batch.logits[i] = logits ? 1 : 0;
-}
-
-/** The longest suffix of `text` that is a proper prefix of a stop string (held back: it may become a stop). */
-size_t partial_stop_length(const std::string &text, const std::vector<std::string> &stops) {
-    size_t best = 0;
-    for (const auto &stop : stops) {
-        for (size_t len = std::min(stop.size() - 1, text.size()); len > best; len--) {
-            if (text.compare(text.size() - len, len, stop, 0, len) == 0) {
-                best = len;
-                break;
-            }
-        }
-    }
-    return best;
 }
 
 std::string make_call_id() {
@@ -185,6 +173,36 @@ std::string tools_instructions(const std::vector<common_chat_tool> &tools, ToolM
 
 }  // namespace
 
+size_t partial_stop_length(std::string_view text, const std::vector<std::string> &stops) {
+    size_t best = 0;
+    for (const auto &stop : stops) {
+        if (stop.empty()) continue;  // size() - 1 would wrap
+        for (size_t len = std::min(stop.size() - 1, text.size()); len > best; len--) {
+            if (text.compare(text.size() - len, len, stop, 0, len) == 0) {
+                best = len;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+int32_t top_k_from_metadata(const char *text, int32_t fallback) {
+    if (!text) return fallback;
+    char *end = nullptr;
+    double v = std::strtod(text, &end);
+    if (!end || end == text) return fallback;
+    // A float-to-int conversion of a value out of range (or NaN) is undefined behaviour: check first.
+    if (!std::isfinite(v) || v < 0 || v > (double)INT32_MAX || v != std::floor(v)) return fallback;
+    return (int32_t)v;
+}
+
+bool tool_parse_due(uint64_t parsed_so_far, size_t text_size) {
+    // Every token while the output is short (up to ~2 kB); then only when this run keeps the total within the
+    // budget, which spaces runs out to every ~text_size/kParseBudget new bytes (a few tokens).
+    return parsed_so_far + text_size <= kParseBudget * (uint64_t)text_size;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Loading
 // ---------------------------------------------------------------------------------------------------------------
@@ -222,6 +240,11 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
     log_capture_begin();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+    // AFM_LOCAL_EXTRA_BUFFERS=0 keeps the weights in plain CPU buffers: no AMX tiles or repacked layouts. An escape
+    // hatch for machines whose CPU advertises AMX that then faults (SIGILL in llama.cpp's AMX kernels; seen on a
+    // virtualised Xeon).
+    if (const char *extra = std::getenv("AFM_LOCAL_EXTRA_BUFFERS"); extra && std::strcmp(extra, "0") == 0)
+        mp.use_extra_bufts = false;
     engine->model_ = llama_model_load_from_file(path.c_str(), mp);
     std::string captured = log_capture_end();
     if (!engine->model_) {
@@ -320,12 +343,15 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
         if (llama_model_meta_val_str(engine->model_, llama_model_meta_key_str(key), buf, sizeof buf) > 0) {
             char *end = nullptr;
             float v = std::strtof(buf, &end);
-            if (end && end != buf) dst = v;
+            if (end && end != buf && std::isfinite(v)) dst = v;
         }
     };
-    float top_k = (float)engine->defaults_.top_k;
-    meta_float(LLAMA_MODEL_META_KEY_SAMPLING_TOP_K, top_k);
-    engine->defaults_.top_k = (int32_t)top_k;
+    {
+        char buf[64] = {0};
+        if (llama_model_meta_val_str(engine->model_, llama_model_meta_key_str(LLAMA_MODEL_META_KEY_SAMPLING_TOP_K),
+                                     buf, sizeof buf) > 0)
+            engine->defaults_.top_k = top_k_from_metadata(buf, engine->defaults_.top_k);
+    }
     meta_float(LLAMA_MODEL_META_KEY_SAMPLING_TOP_P, engine->defaults_.top_p);
     meta_float(LLAMA_MODEL_META_KEY_SAMPLING_MIN_P, engine->defaults_.min_p);
     meta_float(LLAMA_MODEL_META_KEY_SAMPLING_TEMP, engine->defaults_.temp);
@@ -334,6 +360,11 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
         Slot *slot = new Slot();
         slot->id = i;
         engine->slots_.push_back(slot);
+    }
+    engine->readers_.reserve(engine->slots_.size());  // no allocation on the decode thread's hot path
+    if (const char *ms = std::getenv("AFM_LOCAL_PROGRESS_MS")) {
+        long v = std::strtol(ms, nullptr, 10);
+        if (v > 0 && v <= 60000) engine->progress_interval_us_ = (int64_t)v * 1000;
     }
     // The decode thread warms the model up first (one decode touches the weights and sets up its thread team)
     // and reports how that went. Every llama_decode runs on that one thread: with OpenMP, each thread that starts
@@ -481,8 +512,7 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
         throw BackendError(AFM_ERR_CONTEXT_LENGTH_EXCEEDED, "the input is " + std::to_string(n) +
                                                                 " tokens; this model's input budget is " +
                                                                 std::to_string(max_input_tokens()));
-    p.max_output = request.max_output_tokens > 0 ? request.max_output_tokens : max_output_tokens();
-    p.max_output = std::max<int64_t>(1, std::min<int64_t>(p.max_output, context_tokens() - n));
+    p.max_output = output_cap(request.max_output_tokens, n);
 
     common_params_sampling sp;
     sp.top_k = defaults_.top_k;
@@ -554,8 +584,14 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     return p;
 }
 
+int64_t Engine::output_cap(int64_t requested, int64_t prompt_tokens) const {
+    int64_t cap = requested > 0 ? std::min<int64_t>(requested, max_output_tokens()) : max_output_tokens();
+    return std::max<int64_t>(1, std::min<int64_t>(cap, context_tokens() - prompt_tokens));
+}
+
 void Engine::submit(std::shared_ptr<Job> job) {
     job->t_start_us = now_us();
+    job->last_progress_us = job->t_start_us;
     {
         std::lock_guard<std::mutex> lock(work_mutex_);
         incoming_.push_back(std::move(job));
@@ -576,9 +612,12 @@ void Engine::wake() {
 // The decode thread
 // ---------------------------------------------------------------------------------------------------------------
 
-void Engine::release(Slot &slot, bool clear_cache) {
+void Engine::release(Slot &slot, bool clear_cache) noexcept {
     if (clear_cache) {
-        llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
+        try {
+            llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
+        } catch (...) {
+        }
         slot.cache.clear();
     }
     slot.job.reset();
@@ -663,7 +702,14 @@ void Engine::step_assign(std::deque<std::shared_ptr<Job>> &waiting) {
         Slot *target = continuation ? best : lru;
         std::shared_ptr<Job> taken = job;
         waiting.pop_front();
-        assign(*target, taken);
+        try {
+            assign(*target, taken);
+        } catch (...) {
+            // The job left the queue: end it here, and forget what the slot may half hold.
+            taken->abort(AFM_ERR_INTERNAL, "the local backend could not start this generation (out of memory?)");
+            if (target->job == taken) target->job.reset();
+            release(*target, true);
+        }
     }
 }
 
@@ -676,22 +722,41 @@ void Engine::emit_text(Job &job, std::string_view bytes) {
     job.push(std::move(e));
 }
 
-void Engine::process_tools(Slot &slot, bool final) {
+void Engine::process_tools(Slot &slot, bool final, int32_t reason) {
     Job &job = *slot.job;
     // While streaming, the parser sees neither an incomplete character nor what may be the start of a stop string.
-    std::string text = final ? job.raw
-                             : job.raw.substr(0, std::min(utf8_complete_prefix(job.raw),
-                                                          job.raw.size() - partial_stop_length(job.raw, job.prep.stops)));
+    size_t visible = final ? job.raw.size()
+                           : std::min(utf8_complete_prefix(job.raw),
+                                      job.raw.size() - partial_stop_length(job.raw, job.prep.stops));
+    // The parser reads the whole output each time: while streaming, its runs are spaced out as the output grows,
+    // so the work per token stays proportional to the new bytes (tool_parse_due); the final run always happens.
+    if (!final && !tool_parse_due(job.parsed_bytes, visible)) return;
+    job.parsed_bytes += visible;
+    std::string text = job.raw.substr(0, visible);
     common_chat_msg msg;
+    // The output ended where the format says it may (the final parse is strict) or it was cut inside a call.
+    bool cut = false;
     try {
         msg = common_chat_parse(text, !final, job.prep.parser_params);
     } catch (const std::exception &e) {
         if (!final) return;  // not parseable yet: wait for more tokens
+        cut = true;
         try {
             msg = common_chat_parse(text, true, job.prep.parser_params);
         } catch (const std::exception &e2) {
             throw BackendError(AFM_ERR_TOOL_FAILED, std::string("cannot parse the model's output: ") + e.what());
         }
+    }
+    // A stop string is not part of the tool-call grammar: the parser may accept what it cut (a lenient format),
+    // so a call it cut is treated as cut whatever the parse says.
+    if (final && job.stop_cut && !msg.tool_calls.empty()) cut = true;
+    // parallel_tool_calls false stops at the start of a second call: only the first, complete, one is kept.
+    if (cut && job.prep.single_call && msg.tool_calls.size() > 1) cut = false;
+    if (cut && reason != AFM_FINISH_LENGTH) {
+        // An end-of-generation token cannot come before the grammar completes, but a stop string can cut the
+        // output anywhere: what was cut is not a call the client may run (and not a "completed" answer).
+        throw BackendError(AFM_ERR_TOOL_FAILED,
+                           "the model's output ended inside a tool call (cut by a stop string of its chat format)");
     }
 
     if (msg.content.size() > job.content_sent.size() &&
@@ -711,6 +776,8 @@ void Engine::process_tools(Slot &slot, bool final) {
         if (i >= job.calls.size()) job.calls.emplace_back();
         ToolCallProgress &progress = job.calls[i];
         bool later = i + 1 < msg.tool_calls.size();
+        // Complete: a later call follows it, or the whole output parsed strictly at the end.
+        bool complete = later || (final && !cut);
         if (!progress.begun) {
             // A name can still grow while it is being parsed; it is final once arguments or a later call appear.
             if (call.name.empty() || !(final || later || !call.arguments.empty())) break;
@@ -731,10 +798,16 @@ void Engine::process_tools(Slot &slot, bool final) {
             e.text = call.arguments.substr(progress.args_sent.size());
             job.push(std::move(e));
             progress.args_sent = call.arguments;
-        } else if (final && call.arguments != progress.args_sent) {
+        } else if (final && complete && call.arguments != progress.args_sent) {
             throw BackendError(AFM_ERR_TOOL_FAILED, "the tool call arguments changed while streaming");
         }
-        if (!progress.ended && (final || later)) {
+        if (!progress.ended && complete && progress.args_sent == call.arguments) {
+            // Never close a call whose arguments do not parse: the host would hand them to the client as done.
+            if (!nlohmann::json::accept(progress.args_sent)) {
+                if (reason == AFM_FINISH_LENGTH && final) break;  // left open: the host marks it incomplete
+                throw BackendError(AFM_ERR_TOOL_FAILED,
+                                   "the model's output ended inside a tool call (its arguments do not parse)");
+            }
             progress.ended = true;
             Event e;
             e.type = AFM_EVENT_TOOL_CALL_END;
@@ -760,7 +833,7 @@ void Engine::finish(Slot &slot, int32_t reason) {
     Job &job = *slot.job;
     if (job.done) return;
     if (job.prep.parse_tools) {
-        process_tools(slot, true);
+        process_tools(slot, true, reason);
         bool called = false;
         for (const auto &call : job.calls) called = called || call.begun;
         if (called && reason == AFM_FINISH_STOP) reason = AFM_FINISH_TOOL_CALLS;
@@ -808,25 +881,51 @@ void Engine::finish(Slot &slot, int32_t reason) {
     release(slot, false);
 }
 
-void Engine::fail_slot(Slot &slot, afm_status code, const std::string &message) {
+void Engine::fail_slot(Slot &slot, afm_status code, const char *message) noexcept {
     if (slot.job && !slot.job->done) {
         Job &job = *slot.job;
-        log_line(AFM_LOG_WARNING, settings_.instance + ": request " + std::to_string(job.request_id()) + " failed: " + message);
-        Event usage;
-        usage.type = AFM_EVENT_USAGE;
-        usage.input_tokens = (int64_t)job.prep.prompt.size();
-        usage.output_tokens = job.n_generated;
-        usage.reasoning_tokens = 0;
-        usage.cached_tokens = job.cached_tokens.load();
-        job.push(std::move(usage));
-        Event error;
-        error.type = AFM_EVENT_ERROR;
-        error.code = code;
-        error.text = message;
-        job.push(std::move(error));
+        try {
+            log_line(AFM_LOG_WARNING, settings_.instance + ": request " + std::to_string(job.request_id()) +
+                                          " failed: " + message);
+        } catch (...) {
+        }
+        job.abort(code, message);  // USAGE and ERROR, built by the emitter without allocating
         job.done = true;
     }
     release(slot, true);
+}
+
+void Engine::fail_all(std::deque<std::shared_ptr<Job>> &waiting, const char *message) noexcept {
+    for (Slot *slot : slots_)
+        if (slot->job) fail_slot(*slot, AFM_ERR_INTERNAL, message);
+    for (auto &job : waiting)
+        if (job) job->abort(AFM_ERR_INTERNAL, message);
+    waiting.clear();
+    try {
+        std::lock_guard<std::mutex> lock(work_mutex_);
+        for (auto &job : incoming_)
+            if (job) job->abort(AFM_ERR_INTERNAL, message);
+        incoming_.clear();
+    } catch (...) {
+    }
+}
+
+void Engine::send_progress(Job &job, int64_t now) noexcept {
+    // USAGE is invisible to clients but counts as activity for the host's silence watchdog. At most one is in
+    // the queue: a client that does not read gets no pile of them.
+    if (now - job.last_progress_us < progress_interval_us_ || job.queued() > 0) return;
+    job.last_progress_us = now;
+    Event usage;
+    usage.type = AFM_EVENT_USAGE;
+    usage.input_tokens = (int64_t)job.prep.prompt.size();
+    usage.output_tokens = 0;
+    usage.reasoning_tokens = 0;
+    usage.cached_tokens = job.cached_tokens.load();
+    try {
+        job.push(std::move(usage));
+    } catch (...) {
+        job.abort(AFM_ERR_INTERNAL, "the local backend ran out of memory");
+    }
 }
 
 void Engine::on_token(Slot &slot, llama_token token) {
@@ -859,11 +958,12 @@ void Engine::on_token(Slot &slot, llama_token token) {
         }
     }
     if (stop_hit) {
+        job.stop_cut = true;
         finish(slot, AFM_FINISH_STOP);
         return;
     }
     if (job.prep.parse_tools) {
-        process_tools(slot, false);
+        process_tools(slot, false, AFM_FINISH_STOP);
         if (job.done) return;
     } else {
         size_t safe = job.raw.size() - partial_stop_length(job.raw, job.prep.stops);
@@ -880,28 +980,44 @@ void Engine::on_token(Slot &slot, llama_token token) {
 }
 
 void Engine::run(std::promise<int> warmed) {
-    llama_memory_t mem = llama_get_memory(ctx_);
-    {
+    int rc = -1;
+    try {
         llama_token token = llama_vocab_bos(vocab_);
         if (token == LLAMA_TOKEN_NULL) token = 0;
         llama_batch one = llama_batch_init(1, 0, 1);
         batch_add(one, token, 0, 0, true);
-        int rc = llama_decode(ctx_, one);
+        try {
+            rc = llama_decode(ctx_, one);
+        } catch (...) {
+            rc = -1;
+        }
         llama_batch_free(one);
-        llama_memory_clear(mem, true);
-        warmed.set_value(rc);
-        if (rc != 0) return;
+        llama_memory_clear(llama_get_memory(ctx_), true);
+    } catch (...) {
+        rc = -1;
     }
+    warmed.set_value(rc);
+    if (rc != 0) return;
+    loop();
+}
+
+void Engine::loop() {
+    // Nothing may escape this thread (std::terminate would end the process: the runner, or afmd itself with
+    // in-process hosting). Failures inside one slot's work end that generation with ERROR; anything else ends
+    // every generation this thread knows of, and the loop goes on.
+    llama_memory_t mem = llama_get_memory(ctx_);
     llama_batch batch = llama_batch_init(n_batch_, 0, 1);
     std::deque<std::shared_ptr<Job>> waiting;
+    size_t turn = 0;  // rotates which prompt-reading slot is served first
 
     for (;;) {
+        try {
         uint64_t seen;
         {
             std::lock_guard<std::mutex> lock(work_mutex_);
             if (shutdown_) break;
             while (!incoming_.empty()) {
-                waiting.push_back(std::move(incoming_.front()));
+                waiting.push_back(incoming_.front());  // a copy first: if it throws, the job stays in incoming_
                 incoming_.pop_front();
             }
             seen = wake_seq_;
@@ -919,11 +1035,16 @@ void Engine::run(std::promise<int> warmed) {
         // Build the batch: one token per generating slot, then prompt tokens.
         batch.n_tokens = 0;
         bool paused = false;
+        readers_.clear();
         for (Slot *slot : slots_) {
             slot->batch_index = -1;
             slot->batch_count = 0;
             Job *job = slot->job.get();
-            if (!job || job->n_prompt_done < job->prep.prompt.size()) continue;
+            if (!job) continue;
+            if (job->n_prompt_done < job->prep.prompt.size()) {
+                readers_.push_back(slot);  // reserved to the slot count: does not allocate
+                continue;
+            }
             if (job->queued() >= kMaxQueuedEvents) {  // its client lags: pause this sequence only
                 paused = true;
                 continue;
@@ -932,13 +1053,23 @@ void Engine::run(std::promise<int> warmed) {
             slot->batch_index = batch.n_tokens - 1;
             slot->batch_count = 1;
         }
-        for (Slot *slot : slots_) {
+        // The prompt room is shared: shortest remaining prompt first, each taking at most an equal share of what
+        // is left, so what a short prompt does not need goes to the longer ones, and no slot index is favoured.
+        if (!readers_.empty()) {
+            std::rotate(readers_.begin(), readers_.begin() + (std::ptrdiff_t)(turn++ % readers_.size()), readers_.end());
+            std::stable_sort(readers_.begin(), readers_.end(), [](const Slot *a, const Slot *b) {
+                return a->job->prep.prompt.size() - a->job->n_prompt_done <
+                       b->job->prep.prompt.size() - b->job->n_prompt_done;
+            });
+        }
+        for (size_t r = 0; r < readers_.size(); r++) {
+            Slot *slot = readers_[r];
             Job *job = slot->job.get();
-            if (!job || job->n_prompt_done >= job->prep.prompt.size()) continue;
             int32_t room = n_batch_ - batch.n_tokens;
             if (room <= 0) break;
+            int32_t share = std::max<int32_t>(1, room / (int32_t)(readers_.size() - r));
             size_t remaining = job->prep.prompt.size() - job->n_prompt_done;
-            int32_t take = (int32_t)std::min<size_t>(remaining, (size_t)room);
+            int32_t take = (int32_t)std::min<size_t>(remaining, (size_t)share);
             for (int32_t k = 0; k < take; k++) {
                 size_t index = job->n_prompt_done + (size_t)k;
                 bool last = index + 1 == job->prep.prompt.size();
@@ -948,44 +1079,68 @@ void Engine::run(std::promise<int> warmed) {
             slot->batch_count = take;
         }
 
+        // Generations that send nothing visible for a while (queued behind others, or reading a long prompt)
+        // tell the host they are alive.
+        int64_t now = now_us();
+        for (auto &job : waiting) send_progress(*job, now);
+        for (Slot *slot : readers_) send_progress(*slot->job, now);
+
         if (batch.n_tokens == 0) {
             std::unique_lock<std::mutex> lock(work_mutex_);
             auto ready = [&] { return shutdown_ || wake_seq_ != seen || !incoming_.empty(); };
-            if (paused) work_cv_.wait_for(lock, std::chrono::milliseconds(10), ready);
-            else work_cv_.wait(lock, ready);
+            if (paused || !waiting.empty()) {
+                work_cv_.wait_for(lock, std::chrono::milliseconds(10), ready);
+            } else {
+                work_cv_.wait(lock, ready);
+            }
             continue;
         }
 
         int64_t t_decode = now_us();
-        int rc = llama_decode(ctx_, batch);
-        t_decode = now_us() - t_decode;
-        if (rc == 1) {
-            // No room in the KV cache: drop what idle slots keep and try once more (the state was restored).
-            for (Slot *slot : slots_)
-                if (!slot->job && !slot->cache.empty()) {
-                    llama_memory_seq_rm(mem, slot->id, -1, -1);
-                    slot->cache.clear();
-                }
+        int rc;
+        try {
             rc = llama_decode(ctx_, batch);
+            if (rc == 1) {
+                // No room in the KV cache: drop what idle slots keep and try once more (the state was restored).
+                for (Slot *slot : slots_)
+                    if (!slot->job && !slot->cache.empty()) {
+                        llama_memory_seq_rm(mem, slot->id, -1, -1);
+                        slot->cache.clear();
+                    }
+                rc = llama_decode(ctx_, batch);
+            }
+        } catch (const std::bad_alloc &) {
+            rc = -100;
+        } catch (...) {
+            rc = -101;
         }
+        t_decode = now_us() - t_decode;
         if (rc != 0) {
+            char message[64];
+            std::snprintf(message, sizeof message, rc == -100 ? "llama_decode failed (out of memory)"
+                                                              : "llama_decode failed (%d)", rc);
             for (Slot *slot : slots_)
-                if (slot->batch_count > 0) fail_slot(*slot, AFM_ERR_INTERNAL, "llama_decode failed (" + std::to_string(rc) + ")");
+                if (slot->batch_count > 0) fail_slot(*slot, AFM_ERR_INTERNAL, message);
             continue;
         }
 
         // Commit the decoded tokens, then sample where there are logits.
         for (Slot *slot : slots_) {
-            if (slot->batch_count == 0) continue;
+            if (slot->batch_count == 0 || !slot->job) continue;
             Job &job = *slot->job;
             job.decode_steps++;
             job.us_decode += t_decode;
-            if (job.n_prompt_done < job.prep.prompt.size()) {
-                auto first = job.prep.prompt.begin() + (std::ptrdiff_t)job.n_prompt_done;
-                slot->cache.insert(slot->cache.end(), first, first + slot->batch_count);
-                job.n_prompt_done += (size_t)slot->batch_count;
-            } else {
-                slot->cache.push_back(job.next_token);
+            try {
+                if (job.n_prompt_done < job.prep.prompt.size()) {
+                    auto first = job.prep.prompt.begin() + (std::ptrdiff_t)job.n_prompt_done;
+                    slot->cache.insert(slot->cache.end(), first, first + slot->batch_count);
+                    job.n_prompt_done += (size_t)slot->batch_count;
+                } else {
+                    slot->cache.push_back(job.next_token);
+                }
+            } catch (...) {
+                // The slot's record of its KV cells is behind the cells themselves: drop both.
+                fail_slot(*slot, AFM_ERR_INTERNAL, "out of memory while recording the decoded tokens");
             }
         }
         for (Slot *slot : slots_) {
@@ -1006,11 +1161,21 @@ void Engine::run(std::promise<int> warmed) {
                 job.us_sample += now_us() - t_sample;
             } catch (const BackendError &e) {
                 fail_slot(*slot, e.code(), e.what());
+            } catch (const std::bad_alloc &) {
+                fail_slot(*slot, AFM_ERR_INTERNAL, "generation failed: out of memory");
             } catch (const std::exception &e) {
-                fail_slot(*slot, AFM_ERR_INTERNAL, std::string("generation failed: ") + e.what());
+                char message[256];
+                std::snprintf(message, sizeof message, "generation failed: %s", e.what());
+                fail_slot(*slot, AFM_ERR_INTERNAL, message);
             } catch (...) {
                 fail_slot(*slot, AFM_ERR_INTERNAL, "generation failed");
             }
+        }
+        } catch (...) {
+            // A failure outside any one slot (moving queued jobs, assigning a slot, building the batch): end every
+            // generation with ERROR rather than leave one without its terminal event, and go on.
+            fail_all(waiting, "the local backend failed (out of memory?)");
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
     }
     llama_batch_free(batch);

@@ -12,6 +12,9 @@
 
 #include "sampling.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace afm_local {
 
 Prepared::Prepared(Prepared &&other) noexcept { *this = std::move(other); }
@@ -67,9 +70,29 @@ void Job::cancel() {
 }
 
 void Job::push(Event event) {
+    bool terminal = event.type == AFM_EVENT_DONE || event.type == AFM_EVENT_ERROR;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.push_back(std::move(event));
+        if (terminal) terminal_queued_ = true;
+    }
+    cv_.notify_one();
+}
+
+void Job::abort(afm_status code, const char *message) noexcept {
+    try {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (terminal_queued_ || abort_requested_) return;
+        abort_requested_ = true;
+        abort_code_ = code;
+        size_t n = message ? std::min(std::strlen(message), sizeof abort_message_ - 1) : 0;
+        // Do not cut a UTF-8 character in half.
+        while (n > 0 && message[n] != '\0' && ((unsigned char)message[n] & 0xC0) == 0x80) n--;
+        if (n) std::memcpy(abort_message_, message, n);
+        abort_message_[n] = '\0';
+        stopped_.store(true, std::memory_order_release);  // the decode thread drops it at its next step
+    } catch (...) {
+        return;  // std::mutex::lock failing (system_error) leaves nothing else to do
     }
     cv_.notify_one();
 }
@@ -96,14 +119,23 @@ int32_t Job::deliver(const Event &e) {
 
 void Job::run() {
     bool cancelled = false;
+    bool aborted = false;
+    int32_t abort_code = AFM_ERR_INTERNAL;
+    char abort_message[sizeof abort_message_] = {0};
     for (;;) {
         Event event;
         bool drained = false;
         {
             std::unique_lock<std::mutex> lock(mutex_);
-            cv_.wait(lock, [this] { return !queue_.empty() || cancel_requested_; });
+            cv_.wait(lock, [this] { return !queue_.empty() || cancel_requested_ || abort_requested_; });
             if (cancel_requested_) {
                 cancelled = true;
+                break;
+            }
+            if (queue_.empty()) {  // abort_requested_: what was queued is delivered, now the ERROR
+                aborted = true;
+                abort_code = abort_code_;
+                std::memcpy(abort_message, abort_message_, sizeof abort_message);
                 break;
             }
             event = std::move(queue_.front());
@@ -120,7 +152,26 @@ void Job::run() {
             break;
         }
     }
-    if (cancelled) {
+    if (aborted) {
+        // Built on the stack: this path must work when the allocation that failed was ours.
+        stopped_.store(true, std::memory_order_release);
+        engine_->wake();
+        afm_event usage{};
+        usage.struct_size = (uint32_t)sizeof usage;
+        usage.type = AFM_EVENT_USAGE;
+        usage.input_tokens = input_tokens.load();
+        usage.output_tokens = output_tokens.load();
+        usage.reasoning_tokens = 0;
+        usage.cached_tokens = cached_tokens.load();
+        (void)sink_.emit(sink_.ctx, &usage);
+        afm_event error{};
+        error.struct_size = (uint32_t)sizeof error;
+        error.type = AFM_EVENT_ERROR;
+        error.code = abort_code;
+        error.text = afm_str{abort_message, (uint64_t)std::strlen(abort_message)};
+        error.input_tokens = error.output_tokens = error.reasoning_tokens = error.cached_tokens = -1;
+        (void)sink_.emit(sink_.ctx, &error);
+    } else if (cancelled) {
         stopped_.store(true, std::memory_order_release);
         engine_->wake();  // let the decode thread free the slot now
         Event usage;

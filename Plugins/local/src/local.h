@@ -116,6 +116,24 @@ private:
 size_t utf8_complete_prefix(std::string_view s);
 
 // ---------------------------------------------------------------------------------------------------------------
+// Small pure helpers (engine.cpp), declared here for the plugin's unit tests.
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The longest suffix of `text` that is a proper prefix of a non-empty stop string (held back while streaming:
+ *  it may still become a stop). Empty stop strings are ignored. */
+size_t partial_stop_length(std::string_view text, const std::vector<std::string> &stops);
+
+/** `general.sampling.top_k` from GGUF metadata text: a whole number in 0..INT32_MAX, else `fallback` (the value
+ *  is written as a float by some converters; NaN, infinities and out-of-range values are not converted). */
+int32_t top_k_from_metadata(const char *text, int32_t fallback);
+
+/** Whether the tool-call parser should run now, given the bytes it parsed so far in this generation and the
+ *  length of the text it would parse: the parser re-reads the whole output, so its runs are spaced out as the
+ *  output grows and the total work stays within kParseBudget times the output length (O(new bytes) per token). */
+bool tool_parse_due(uint64_t parsed_so_far, size_t text_size);
+constexpr uint64_t kParseBudget = 256;
+
+// ---------------------------------------------------------------------------------------------------------------
 // Jobs (job.cpp): one accepted generation. The decode thread pushes events; the job's own emitter thread delivers
 // them to the host's sink, so a slow client (a blocking emit) never stalls the batch of the other sequences.
 // ---------------------------------------------------------------------------------------------------------------
@@ -144,7 +162,6 @@ struct Prepared {
     std::set<llama_token> preserved_tokens;     // rendered as text (tool-call markers)
     std::vector<std::string> stops;             // additional stop strings of the chat format
     int64_t max_output = 0;
-
     Prepared() = default;
     Prepared(const Prepared &) = delete;
     Prepared &operator=(const Prepared &) = delete;
@@ -179,9 +196,17 @@ public:
     /** True once the emitter thread delivered the terminal event and returned (join does not block). */
     bool finished() const { return finished_.load(std::memory_order_acquire); }
 
-    /** [decode thread] Queues an event. A terminal event closes the queue. */
+    /** [decode thread] Queues an event. A terminal event closes the queue. May throw (allocation). */
     void push(Event event);
     size_t queued() const;
+
+    /** [any thread] Ends the generation with ERROR `code` and `message` without allocating, so it can be called
+     *  where an allocation just failed: the emitter delivers what is queued, then USAGE and the ERROR. Does
+     *  nothing once a terminal event is queued. Never throws. */
+    void abort(afm_status code, const char *message) noexcept;
+    /** [generate] Marks a job that was queued but whose emitter could not be started: the decode thread drops
+     *  it, and no event ever reaches the host's sink. */
+    void discard() noexcept { stopped_.store(true, std::memory_order_release); }
 
     // Usage so far, kept current by the decode thread, read by the emitter for a cancelled generation.
     std::atomic<int64_t> input_tokens{0};
@@ -199,6 +224,9 @@ public:
     std::string content_sent;      // tool mode: content already passed on
     std::vector<ToolCallProgress> calls;
     bool done = false;             // the decode thread queued the terminal event
+    bool stop_cut = false;         // a stop string of the chat format ended the output
+    int64_t last_progress_us = 0;  // when the decode thread last sent a progress USAGE (queued / reading the prompt)
+    uint64_t parsed_bytes = 0;     // tool mode: bytes the output parser read so far (tool_parse_due)
     int64_t t_start_us = 0;        // submitted
     int64_t t_first_us = 0;        // first output token sampled
     int32_t decode_steps = 0;
@@ -216,6 +244,10 @@ private:
     std::condition_variable cv_;
     std::deque<Event> queue_;
     bool cancel_requested_ = false;  // guarded by mutex_
+    bool terminal_queued_ = false;   // guarded by mutex_
+    bool abort_requested_ = false;   // guarded by mutex_
+    int32_t abort_code_ = 0;         // guarded by mutex_
+    char abort_message_[256] = {0};  // guarded by mutex_ (fixed: filled where allocation may fail)
     std::atomic<bool> stopped_{false};
     std::atomic<bool> finished_{false};
     std::thread thread_;
@@ -241,11 +273,16 @@ public:
     int32_t max_input_tokens() const { return settings_.context_tokens - settings_.context_tokens / 4; }
     int32_t max_output_tokens() const { return settings_.context_tokens / 4; }
 
+    /** The output cap of one request: its max_output_tokens (the model's budget when absent), never more than the
+     *  budget `describe` advertises nor the room the prompt leaves in the context. */
+    int64_t output_cap(int64_t requested, int64_t prompt_tokens) const;
+
     /** Templates and tokenizes a request; with `for_generation` also checks budgets and builds the sampler.
      *  [thread-safe] Throws BackendError. */
     Prepared prepare(const Request &request, bool for_generation);
 
-    /** Queues a job for the decode thread. [thread-safe] Never blocks on decoding. */
+    /** Queues a job for the decode thread. [thread-safe] Never blocks on decoding. May throw (allocation); the
+     *  job is then not queued. */
     void submit(std::shared_ptr<Job> job);
 
     /** Wakes the decode thread (a cancel, a drained event queue). [thread-safe] */
@@ -261,14 +298,20 @@ private:
     Engine() = default;
     struct Slot;
     void run(std::promise<int> warmed);
+    void loop();
     void step_assign(std::deque<std::shared_ptr<Job>> &waiting);
     void assign(Slot &slot, const std::shared_ptr<Job> &job);
     void on_token(Slot &slot, llama_token token);
     void emit_text(Job &job, std::string_view bytes);
-    void process_tools(Slot &slot, bool final);
+    void process_tools(Slot &slot, bool final, int32_t reason);
     void finish(Slot &slot, int32_t reason);
-    void fail_slot(Slot &slot, afm_status code, const std::string &message);
-    void release(Slot &slot, bool clear_cache);
+    void send_progress(Job &job, int64_t now) noexcept;
+    /** Ends the slot's generation with ERROR (noexcept: called from catch handlers, where allocating may fail
+     *  again) and drops its sequence from the KV cache. */
+    void fail_slot(Slot &slot, afm_status code, const char *message) noexcept;
+    /** Ends every generation the decode thread knows of with ERROR (a failure outside any one slot). */
+    void fail_all(std::deque<std::shared_ptr<Job>> &waiting, const char *message) noexcept;
+    void release(Slot &slot, bool clear_cache) noexcept;
 
     Settings settings_;
     llama_model *model_ = nullptr;
@@ -291,6 +334,8 @@ private:
     void (*threadpool_free_)(ggml_threadpool *) = nullptr;
 
     std::vector<Slot *> slots_;
+    std::vector<Slot *> readers_;                 // decode thread: slots reading their prompt this step (reserved)
+    int64_t progress_interval_us_ = 250000;       // a quiet generation sends a progress USAGE this often
     std::thread thread_;
     std::mutex work_mutex_;
     std::condition_variable work_cv_;

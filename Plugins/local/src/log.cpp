@@ -46,18 +46,24 @@ void dispatch_line(int level, std::string line) {
     if (afm_level >= AFM_LOG_WARNING || g_debug) host_log(afm_level, "llama.cpp: " + line);
 }
 
-void llama_log_callback(ggml_log_level level, const char *text, void *) {
+void llama_log_callback(ggml_log_level level, const char *text, void *) noexcept {
+    // Called from llama.cpp and ggml (C code among them): nothing may unwind out of here. A line that cannot be
+    // assembled (out of memory) is dropped.
     if (!text) return;
-    if (level != GGML_LOG_LEVEL_CONT) {
-        if (!t_line.empty()) dispatch_line(t_line_level, std::move(t_line));
+    try {
+        if (level != GGML_LOG_LEVEL_CONT) {
+            if (!t_line.empty()) dispatch_line(t_line_level, std::move(t_line));
+            t_line.clear();
+            t_line_level = level;
+        }
+        t_line += text;
+        size_t newline;
+        while ((newline = t_line.find('\n')) != std::string::npos) {
+            dispatch_line(t_line_level, t_line.substr(0, newline));
+            t_line.erase(0, newline + 1);
+        }
+    } catch (...) {
         t_line.clear();
-        t_line_level = level;
-    }
-    t_line += text;
-    size_t newline;
-    while ((newline = t_line.find('\n')) != std::string::npos) {
-        dispatch_line(t_line_level, t_line.substr(0, newline));
-        t_line.erase(0, newline + 1);
     }
 }
 

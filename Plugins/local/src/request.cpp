@@ -2,6 +2,8 @@
 // request.cpp: the generation request document (docs/backend-abi.md §8.2) -> llama.cpp chat messages and tools.
 #include "local.h"
 
+#include "json_release.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -93,6 +95,7 @@ Request parse_request(afm_str request_json) {
     const char *begin = request_json.data ? request_json.data : "";
     if (!depth_ok(begin, (size_t)request_json.size)) invalid("request: nested too deeply");
     json doc = json::parse(begin, begin + request_json.size, nullptr, false);
+    JsonReleaser<json> release{doc};  // destroying it must not allocate (json_release.h)
     if (doc.is_discarded()) invalid("request: not valid JSON");
     if (!doc.is_object()) invalid("request: not a JSON object");
 
@@ -148,8 +151,10 @@ Request parse_request(afm_str request_json) {
                 else if (args->is_string()) call.arguments = args->get<std::string>();
                 else if (args->is_object()) call.arguments = args->dump();
                 else invalid(at + ".arguments must be a string");
-                json parsed = json::parse(call.arguments, nullptr, false);
-                if (parsed.is_discarded() || !parsed.is_object()) invalid(at + ".arguments is not a JSON object");
+                // Checked without building a document (whose destructor may allocate, json_release.h).
+                size_t first = call.arguments.find_first_not_of(" \t\r\n");
+                if (first == std::string::npos || call.arguments[first] != '{' || !json::accept(call.arguments))
+                    invalid(at + ".arguments is not a JSON object");
                 if (!call.id.empty()) call_names[call.id] = call.name;
                 // Consecutive calls (and a preceding assistant text) form one assistant turn.
                 if (r.messages.empty() || r.messages.back().role != "assistant") {

@@ -16,18 +16,10 @@ import Testing
     }
 
     static func afmctlAsNobodyBlocking(_ socket: String, _ arguments: [String], gid: UInt32, groups: [UInt32]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         let groupArguments = groups.isEmpty ? ["--clear-groups"] : ["--groups=" + groups.map(String.init).joined(separator: ",")]
-        process.arguments = ["--reuid=65534", "--regid=\(gid)"] + groupArguments
-            + [TestPaths.binDirectory + "/afmctl", "--socket", socket] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try CommandOutput.run(
+            "/usr/bin/setpriv", ["--reuid=65534", "--regid=\(gid)"] + groupArguments + [TestPaths.binDirectory + "/afmctl", "--socket", socket] + arguments)
+        return (result.status, result.output)
     }
 
     @Test(.enabled(if: canSwitchUser)) func nobodyIsAUser() async throws {

@@ -44,16 +44,8 @@ import Testing
         """#
 
     static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try CommandOutput.run(executable, arguments)
+        return (result.status, result.output)
     }
 
     /// The system calls the unit allows: its `SystemCallFilter=` lines in order (the first an allow list, `~` lines

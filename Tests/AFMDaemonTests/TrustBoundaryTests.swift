@@ -12,17 +12,9 @@ import Testing
 
     /// `afmctl --socket SOCKET ARGS` as uid 65534 with exactly `groups` as supplementary groups.
     static func afmctlAsNobody(_ socket: String, _ arguments: [String], groups: [UInt32]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid=65534", "--regid=65534", "--groups=" + groups.map(String.init).joined(separator: ","),
-            TestPaths.binDirectory + "/afmctl", "--socket", socket] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try CommandOutput.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--groups=" + groups.map(String.init).joined(separator: ","),
+            TestPaths.binDirectory + "/afmctl", "--socket", socket] + arguments)
+        return (result.status, result.output)
     }
 
     /// `[Admin] SocketGroup=` gives the socket file that group and mode 0660: a member of the group connects (and
@@ -113,15 +105,7 @@ import Testing
     }
 
     func afmctl(_ socket: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: TestPaths.binDirectory + "/afmctl")
-        process.arguments = ["--socket", socket] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try CommandOutput.run(TestPaths.binDirectory + "/afmctl", ["--socket", socket] + arguments)
+        return (result.status, result.output)
     }
 }

@@ -9,7 +9,7 @@ import Foundation
 ///
 /// ```json
 /// {"manifest_version":1,"id":"scripted","library":"scripted.so","abi_major":1,
-///  "version":"1.0.0","hosting":"in-process","description":"…"}
+///  "version":"1.0.0","hosting":"in-process","description":"…","environment":["AFM_SCRIPTED_DEBUG"]}
 /// ```
 public struct BackendManifest: Sendable, Hashable {
     /// How a backend is hosted.
@@ -34,6 +34,9 @@ public struct BackendManifest: Sendable, Hashable {
     public var hosting: Hosting
     /// A one-line description for status output.
     public var description: String?
+    /// The daemon's environment variables a runner of this backend gets (its own debug and tuning switches), by
+    /// exact name: nothing else of the daemon's environment reaches it (docs/backend-abi.md §2).
+    public var environment: [String]
 
     /// Reads and validates a manifest file.
     ///
@@ -72,6 +75,20 @@ public struct BackendManifest: Sendable, Hashable {
         guard let hosting = Hosting(rawValue: hostingName) else {
             throw BackendLoadError(path: path, "manifest 'hosting' must be \"in-process\" or \"runner\", not \"\(hostingName)\"")
         }
+        var environment: [String] = []
+        if let list = object["environment"] {
+            // Exact names only, each in the backend's own AFM_<ID>_ namespace: a prefix or a pattern would hand
+            // the backend whatever else shares it (another component's keys, afmd's own AFM_SERVER_*).
+            let own = Self.environmentPrefix(id)
+            guard let names = list.arrayValue?.compactMap(\.stringValue), names.count == list.arrayValue?.count,
+                names.count <= 64,
+                names.allSatisfy({ $0.hasPrefix(own) && $0.count > own.count && Self.isEnvironmentName($0) })
+            else {
+                throw BackendLoadError(
+                    path: path, "manifest 'environment' must be a list of variable names that start with \(own)")
+            }
+            environment = names
+        }
         let directory = (path as NSString).deletingLastPathComponent
         self.manifestPath = path
         self.id = id
@@ -80,6 +97,16 @@ public struct BackendManifest: Sendable, Hashable {
         self.version = object["version"]?.stringValue
         self.hosting = hosting
         self.description = object["description"]?.stringValue
+        self.environment = environment
+    }
+
+    /// `AFM_<ID>_`: the id uppercased, characters other than letters and digits as `_` (`AFM_LOCAL_` for `local`).
+    static func environmentPrefix(_ id: String) -> String {
+        "AFM_" + String(id.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" }) + "_"
+    }
+
+    static func isEnvironmentName(_ name: String) -> Bool {
+        name.utf8.count <= 128 && name.unicodeScalars.allSatisfy { ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
     }
 
     /// Lists the manifests (`*.json`) of a backend directory, sorted by file name.

@@ -151,10 +151,12 @@ final class RunnerInstanceHost: BackendInstanceHost {
         }
         // OpenMP tuning (OMP_WAIT_POLICY, GOMP_SPINCOUNT, …) is the operator's: a compute backend's thread team
         // behaves very differently on cores it shares with other work (Plugins/local/README.md).
-        // So are the backend's own variables, AFM_<ID>_* (the local backend's AFM_LOCAL_DEBUG, for one).
-        let own = "AFM_" + String(manifest.id.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" }) + "_"
+        // So are the backend's own switches, by the exact names its manifest lists (the local backend's
+        // AFM_LOCAL_DEBUG, for one): never by prefix, which would also match other components' variables
+        // (AFM_OPEN_AI_KEY for a backend `open`, AFM_CLOUD_KEY for `cloud`, afmd's AFM_SERVER_* for `server`).
+        let own = Set(manifest.environment)
         for (key, value) in inherited.sorted(by: { $0.key < $1.key })
-        where key.hasPrefix("OMP_") || key.hasPrefix("GOMP_") || key.hasPrefix(own) {
+        where key.hasPrefix("OMP_") || key.hasPrefix("GOMP_") || own.contains(key) {
             environment.append("\(key)=\(value)")
         }
         // A crashing backend should restart quickly: the Swift runtime's symbolicated crash report (seconds on a

@@ -197,6 +197,8 @@ int32_t top_k_from_metadata(const char *text, int32_t fallback) {
     return (int32_t)v;
 }
 
+std::atomic<void (*)()> g_before_final_tool_parse{nullptr};
+
 bool tool_parse_due(uint64_t parsed_so_far, size_t text_size) {
     // Every token while the output is short (up to ~2 kB); then only when this run keeps the total within the
     // budget, which spaces runs out to every ~text_size/kParseBudget new bytes (a few tokens).
@@ -736,13 +738,18 @@ void Engine::process_tools(Slot &slot, bool final, int32_t reason) {
     common_chat_msg msg;
     // The output ended where the format says it may (the final parse is strict) or it was cut inside a call.
     bool cut = false;
+    if (auto hook = final ? g_before_final_tool_parse.load(std::memory_order_acquire) : nullptr) hook();
     try {
         msg = common_chat_parse(text, !final, job.prep.parser_params);
+    } catch (const std::bad_alloc &) {
+        throw;  // out of memory is not a cut call: the decode loop ends the generation with `internal`
     } catch (const std::exception &e) {
         if (!final) return;  // not parseable yet: wait for more tokens
         cut = true;
         try {
             msg = common_chat_parse(text, true, job.prep.parser_params);
+        } catch (const std::bad_alloc &) {
+            throw;
         } catch (const std::exception &e2) {
             throw BackendError(AFM_ERR_TOOL_FAILED, std::string("cannot parse the model's output: ") + e.what());
         }

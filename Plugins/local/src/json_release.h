@@ -25,6 +25,19 @@ template <typename Json> void json_release(Json &value) noexcept {
     }
 }
 
+/** Parses [begin, end) into `doc` (which must be null), building the tree in place; false when it is not valid JSON.
+ *
+ *  json::parse builds into a local of its own: when an allocation fails mid-parse, or the input turns out invalid
+ *  (it then assigns `discarded` to that local), the partial tree is destroyed by nlohmann's destructor, which
+ *  allocates, and a second failure (memory still exhausted, e.g. the runner at its address-space limit) is
+ *  std::terminate. Parsing with the DOM SAX builder into the caller's `doc` leaves the partial tree there instead,
+ *  for the caller's JsonReleaser to free without allocating, whether the parse failed or threw. */
+template <typename Json> bool json_parse_into(Json &doc, const char *begin, const char *end) {
+    using Adapter = decltype(nlohmann::detail::input_adapter(begin, end));
+    nlohmann::detail::json_sax_dom_parser<Json, Adapter> builder(doc, false);
+    return Json::sax_parse(begin, end, &builder) && !builder.is_errored();
+}
+
 /** Holds a parsed document and releases it without allocating (json_release) when it goes out of scope. */
 template <typename Json> struct JsonReleaser {
     Json &value;

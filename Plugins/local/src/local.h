@@ -133,6 +133,10 @@ int32_t top_k_from_metadata(const char *text, int32_t fallback);
 bool tool_parse_due(uint64_t parsed_so_far, size_t text_size);
 constexpr uint64_t kParseBudget = 256;
 
+/** Test hook (tests/unit_tests.cpp): when set, called on the decode thread just before the final, strict parse of
+ *  a tool output, so a test can make an allocation of that parse fail. Never set in the plugin. */
+extern std::atomic<void (*)()> g_before_final_tool_parse;
+
 // ---------------------------------------------------------------------------------------------------------------
 // Jobs (job.cpp): one accepted generation. The decode thread pushes events; the job's own emitter thread delivers
 // them to the host's sink, so a slow client (a blocking emit) never stalls the batch of the other sequences.

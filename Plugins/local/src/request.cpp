@@ -94,9 +94,9 @@ Request parse_request(afm_str request_json) {
     if (!request_json.data && request_json.size) invalid("request: bad span");
     const char *begin = request_json.data ? request_json.data : "";
     if (!depth_ok(begin, (size_t)request_json.size)) invalid("request: nested too deeply");
-    json doc = json::parse(begin, begin + request_json.size, nullptr, false);
-    JsonReleaser<json> release{doc};  // destroying it must not allocate (json_release.h)
-    if (doc.is_discarded()) invalid("request: not valid JSON");
+    json doc;
+    JsonReleaser<json> release{doc};  // destroying it, or a partial tree, must not allocate (json_release.h)
+    if (!json_parse_into(doc, begin, begin + request_json.size)) invalid("request: not valid JSON");
     if (!doc.is_object()) invalid("request: not a JSON object");
 
     if (const json *v = field(doc, "request_version")) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // settings.cpp: the backend config document (docs/backend-abi.md §8.1) and the local backend's settings.
 #include "local.h"
+#include "json_release.h"
 
 #include <nlohmann/json.hpp>
 
@@ -92,8 +93,9 @@ Settings parse_config(afm_str config_json) {
     if (!config_json.data && config_json.size)
         throw BackendError(AFM_ERR_INVALID_REQUEST, "config: bad span");
     const char *begin = config_json.data ? config_json.data : "";
-    json doc = json::parse(begin, begin + config_json.size, nullptr, false);
-    if (doc.is_discarded()) throw BackendError(AFM_ERR_INVALID_REQUEST, "config: not valid JSON");
+    json doc;
+    JsonReleaser<json> release{doc};  // destroying it, or a partial tree, must not allocate (json_release.h)
+    if (!json_parse_into(doc, begin, begin + config_json.size)) throw BackendError(AFM_ERR_INVALID_REQUEST, "config: not valid JSON");
     if (!doc.is_object()) throw BackendError(AFM_ERR_INVALID_REQUEST, "config: not a JSON object");
 
     if (doc.contains("config_version")) {

@@ -39,7 +39,13 @@ namespace {
 std::atomic<long> g_countdown{0};      // 0: disarmed; N > 0: the Nth counted allocation from now throws
 std::atomic<long> g_counted{0};        // counted allocations since the last reset (while counting)
 std::atomic<bool> g_counting{false};
+std::atomic<bool> g_sticky{false};     // with a countdown: from the Nth on, every counted allocation throws
 thread_local int t_exempt = 0;         // > 0: this thread's allocations are not counted
+// A window armed from inside the backend (g_before_final_tool_parse): only the arming thread's allocations count,
+// and those of llama.cpp `common` are not passed over.
+std::atomic<bool> g_window{false};
+thread_local bool t_window = false;
+std::atomic<long> g_injected{0};       // failures injected so far
 
 struct Exempt {
     Exempt() { t_exempt++; }
@@ -60,14 +66,17 @@ bool inside_llama_common() {
 }
 
 void *allocate(size_t n) {
-    if (!t_exempt) {
+    if (!t_exempt && (!g_window.load(std::memory_order_relaxed) || t_window)) {
         if (g_counting.load(std::memory_order_relaxed)) g_counted.fetch_add(1, std::memory_order_relaxed);
         if (g_countdown.load(std::memory_order_relaxed) > 0 && g_countdown.fetch_sub(1) == 1) {
             t_exempt++;
-            bool skip = inside_llama_common();
+            bool skip = !t_window && inside_llama_common();
             t_exempt--;
-            if (skip) g_countdown.store(1);  // the next allocation fails instead
-            else throw std::bad_alloc();
+            if (skip || g_sticky.load(std::memory_order_relaxed)) g_countdown.store(1);  // the next one fails too
+            if (!skip) {
+                g_injected.fetch_add(1, std::memory_order_relaxed);
+                throw std::bad_alloc();
+            }
         }
     }
     void *p = std::malloc(n ? n : 1);
@@ -397,6 +406,81 @@ void test_tool_call_cut_by_a_stop_string(Engine &engine) {
         CHECK(!call.ended || json::accept(call.args), "closed with arguments %s", call.args.c_str());
 }
 
+/** Runs `fn` with memory exhausted from its Nth allocation on (sticky injection), for every N up to its clean
+ *  run's count: as in a runner at its address-space limit (RunnerMemoryLimitMB). It must throw, never terminate. */
+void exhaust_memory_from_every_allocation(const char *what, const std::function<void()> &fn) {
+    g_counted.store(0);
+    g_counting.store(true);
+    try {
+        fn();
+    } catch (...) {
+    }
+    g_counting.store(false);
+    long total = g_counted.load(), threw = 0;
+    for (long n = 1; n <= total + 1; n++) {
+        g_sticky.store(true);
+        g_countdown.store(n);
+        try {
+            fn();
+        } catch (...) {
+            threw++;
+        }
+        g_countdown.store(0);
+        g_sticky.store(false);
+    }
+    std::fprintf(stderr, "  %s: %ld allocations in a clean run; exhausted from each: %ld threw\n", what, total, threw);
+    CHECK(threw >= total, "%s: only %ld of %ld runs with exhausted memory failed", what, threw, total);
+}
+
+void test_parse_with_memory_exhausted() {
+    // A valid request, an invalid (truncated) one whose partial tree the parser discards, and the create config.
+    std::string valid = request("Hi.", 2, true);
+    std::string truncated = valid.substr(0, valid.size() - 2);
+    std::string config = json{{"config_version", 1}, {"backend", "local"}, {"instance", "local#1"},
+                              {"settings", {{"Model", g_model}, {"ContextTokens", "512"}}}}
+                             .dump();
+    exhaust_memory_from_every_allocation("parse_request", [&] { parse_request(span(valid)); });
+    exhaust_memory_from_every_allocation("parse_request (invalid)", [&] { parse_request(span(truncated)); });
+    exhaust_memory_from_every_allocation("parse_config", [&] { parse_config(span(config)); });
+}
+
+std::atomic<long> g_final_parse_n{0};
+
+void test_out_of_memory_in_the_final_tool_parse(Engine &engine) {
+    // The Nth allocation of the final (strict) parse of a complete call fails, llama.cpp's own included: that is
+    // running out of memory (ERROR internal), never a call "cut by a stop string" (ERROR tool_failed) nor a
+    // complete call left open.
+    g_before_final_tool_parse.store(+[] {
+        t_window = true;
+        g_window.store(true);
+        g_countdown.store(g_final_parse_n.load());
+    });
+    for (long n : {1, 2, 3}) {
+        g_final_parse_n.store(n);
+        g_injected.store(0);
+        Request r = parse_request(span(request("What's the weather in Paris?", 96, true)));
+        Prepared p = engine.prepare(r, true);
+        Collector c;
+        auto job = std::make_shared<Job>(20 + (uint64_t)n, c.sink, std::move(p), &engine);
+        CHECK(job->start(), "start");
+        engine.submit(job);
+        CHECK(c.wait(120), "no terminal event");
+        job->join();
+        g_countdown.store(0);
+        g_window.store(false);
+        const Ev *t = c.terminal();
+        CHECK(t != nullptr, "no terminal");
+        if (!t) continue;
+        std::fprintf(stderr, "  N=%ld: %ld injected; terminal %d/%d %s\n", n, g_injected.load(), t->type, t->code,
+                     t->text.c_str());
+        CHECK(g_injected.load() == 1, "N=%ld: the final parse did not run (%ld failures injected)", n,
+              g_injected.load());
+        CHECK(t->type == AFM_EVENT_ERROR && t->code == AFM_ERR_INTERNAL, "N=%ld: terminal %d/%d %s", n, t->type,
+              t->code, t->text.c_str());
+    }
+    g_before_final_tool_parse.store(nullptr);
+}
+
 /** USAGE events that arrived before the first output (text or call) and before the terminal event. */
 int progress_events(Collector &c) {
     std::lock_guard<std::mutex> lock(c.mutex);
@@ -563,6 +647,7 @@ int main(int argc, char **argv) {
 
     run("negotiate_leaves_struct_size", test_negotiate_leaves_struct_size);
     run("helpers", test_helpers);
+    run("parse_with_memory_exhausted", test_parse_with_memory_exhausted);
     const afm_backend_vtable *vt = negotiate();
     if (!vt) {
         std::fprintf(stderr, "negotiation failed\n");
@@ -587,6 +672,19 @@ int main(int argc, char **argv) {
         auto engine = Engine::load(s, failure);
         CHECK(engine != nullptr, "load: %s", failure.reason.c_str());
         if (engine) test_tool_call_cut_by_a_stop_string(*engine);
+    });
+    run("out_of_memory_in_the_final_tool_parse", [&] {
+        Settings s;
+        s.instance = "unit#2";
+        s.model_path = g_model;
+        s.model_id = model_id();
+        s.context_tokens = 2048;
+        s.threads = usable_cores();
+        s.parallel = 1;
+        LoadFailure failure;
+        auto engine = Engine::load(s, failure);
+        CHECK(engine != nullptr, "load: %s", failure.reason.c_str());
+        if (engine) test_out_of_memory_in_the_final_tool_parse(*engine);
     });
     std::fprintf(stderr, "%s: %d failure(s)\n", g_failures ? "FAILED" : "passed", g_failures);
     return g_failures ? 1 : 0;

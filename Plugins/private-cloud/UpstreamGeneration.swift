@@ -187,16 +187,23 @@ final class UpstreamGeneration: Sendable {
             return terminal == nil && parser.overflow == nil
         }
 
-        if let overflow = parser.overflow, !clientGone, !isCancelled {
-            // Before the first event this upstream is broken like one that failed to connect: try the next one.
-            let message = overflow.description
+        /// Before the first event, a broken upstream is like one that failed to connect: mark it and try the next
+        /// one. After it, the client already has part of an answer: end the generation with `code`.
+        func failOver(_ reason: String, orFail code: afm_status, _ failure: String) -> Attempt {
             if !started {
-                context.pool.markFailure(index, reason: message)
-                return .failover(message)
+                context.pool.markFailure(index, reason: reason)
+                return .failover(reason)
             }
             chargeTokens(usage, to: charge)
-            fail(AFM_ERR_MODEL_UNAVAILABLE, "upstream \(upstream.baseURL) failed mid-stream: \(message); the generation was stopped")
+            fail(code, failure)
             return .finished
+        }
+
+        if let overflow = parser.overflow, !clientGone, !isCancelled {
+            let message = overflow.description
+            return failOver(
+                message, orFail: AFM_ERR_MODEL_UNAVAILABLE,
+                "upstream \(upstream.baseURL) failed mid-stream: \(message); the generation was stopped")
         }
 
         switch outcome {
@@ -214,22 +221,10 @@ final class UpstreamGeneration: Sendable {
                 sink.emit(AFM_EVENT_DONE, code: reason)
                 return .finished
             case .failed(let code, let message)?:
-                if !started {
-                    context.pool.markFailure(index, reason: message)
-                    return .failover(message)
-                }
-                chargeTokens(usage, to: charge)
-                fail(code, "upstream \(upstream.baseURL): \(message)")
-                return .finished
+                return failOver(message, orFail: code, "upstream \(upstream.baseURL): \(message)")
             default:
                 let message = "the upstream closed the stream before it finished"
-                if !started {
-                    context.pool.markFailure(index, reason: message)
-                    return .failover(message)
-                }
-                chargeTokens(usage, to: charge)
-                fail(AFM_ERR_MODEL_UNAVAILABLE, "upstream \(upstream.baseURL) failed mid-stream: \(message)")
-                return .finished
+                return failOver(message, orFail: AFM_ERR_MODEL_UNAVAILABLE, "upstream \(upstream.baseURL) failed mid-stream: \(message)")
             }
         case .completed(let status), .stopped(let status):
             let detail = UpstreamError.message(fromBody: errorBody, redacting: context.credentials).map { ": \($0)" } ?? ""

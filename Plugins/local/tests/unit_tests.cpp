@@ -246,6 +246,22 @@ afm_instance *create(const afm_backend_vtable *vt, int context_tokens, int paral
 
 std::string model_id() { return model_id_from_path(g_model); }
 
+// Loads an engine of its own (one sequence, 2,048 tokens) for a test that drives the engine below the ABI, and
+// runs `test` on it; a failed load is a test failure.
+void with_engine(const char *instance, void (*test)(Engine &)) {
+    Settings s;
+    s.instance = instance;
+    s.model_path = g_model;
+    s.model_id = model_id();
+    s.context_tokens = 2048;
+    s.threads = usable_cores();
+    s.parallel = 1;
+    LoadFailure failure;
+    auto engine = Engine::load(s, failure);
+    CHECK(engine != nullptr, "load: %s", failure.reason.c_str());
+    if (engine) test(*engine);
+}
+
 const json kWeather = {{"name", "get_weather"},
                        {"description", "Get the current weather for a city"},
                        {"parameters",
@@ -661,30 +677,10 @@ int main(int argc, char **argv) {
     run("allocation_failures", [&] { test_allocation_failures(vt, instance); });
     vt->destroy(instance);
     run("tool_call_cut_by_a_stop_string", [&] {
-        Settings s;
-        s.instance = "unit#1";
-        s.model_path = g_model;
-        s.model_id = model_id();
-        s.context_tokens = 2048;
-        s.threads = usable_cores();
-        s.parallel = 1;
-        LoadFailure failure;
-        auto engine = Engine::load(s, failure);
-        CHECK(engine != nullptr, "load: %s", failure.reason.c_str());
-        if (engine) test_tool_call_cut_by_a_stop_string(*engine);
+        with_engine("unit#1", test_tool_call_cut_by_a_stop_string);
     });
     run("out_of_memory_in_the_final_tool_parse", [&] {
-        Settings s;
-        s.instance = "unit#2";
-        s.model_path = g_model;
-        s.model_id = model_id();
-        s.context_tokens = 2048;
-        s.threads = usable_cores();
-        s.parallel = 1;
-        LoadFailure failure;
-        auto engine = Engine::load(s, failure);
-        CHECK(engine != nullptr, "load: %s", failure.reason.c_str());
-        if (engine) test_out_of_memory_in_the_final_tool_parse(*engine);
+        with_engine("unit#2", test_out_of_memory_in_the_final_tool_parse);
     });
     std::fprintf(stderr, "%s: %d failure(s)\n", g_failures ? "FAILED" : "passed", g_failures);
     return g_failures ? 1 : 0;

@@ -25,9 +25,9 @@ final class EventSink: @unchecked Sendable {
 
     private let context: UnsafeMutableRawPointer?
     private let emitFunction: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<afm_event>?) -> Int32
-    private let emitting = Atomic<Bool>(false)
-    /// The thread inside `emit` (its `pthread_self()`), 0 when none: `cancel` records whether the host called it
-    /// from inside `emit`, which the ABI forbids (a backend that holds a lock across `emit` would deadlock).
+    /// The thread inside `emit` (its `pthread_self()`, never 0 on glibc), 0 when none: it catches a concurrent
+    /// `emit`, and `cancel` records whether the host called it from inside `emit`, which the ABI forbids (a backend
+    /// that holds a lock across `emit` would deadlock).
     private let emittingThread = Atomic<UInt>(0)
 
     /// The smallest sink the backend can use: struct_size, reserved0, ctx and emit.
@@ -57,12 +57,10 @@ final class EventSink: @unchecked Sendable {
         _ type: afm_event_type, index: Int32 = 0, code: Int32 = 0, text: String = "", name: String = "",
         usage: Usage = .unknown
     ) -> Bool {
-        precondition(!emitting.exchange(true, ordering: .acquiring), "concurrent emit() for one generation")
-        emittingThread.store(UInt(pthread_self()), ordering: .releasing)
-        defer {
-            emittingThread.store(0, ordering: .releasing)
-            emitting.store(false, ordering: .releasing)
-        }
+        precondition(
+            emittingThread.compareExchange(expected: 0, desired: UInt(pthread_self()), ordering: .acquiringAndReleasing).exchanged,
+            "concurrent emit() for one generation")
+        defer { emittingThread.store(0, ordering: .releasing) }
         var text = text
         var name = name
         let status = text.withUTF8 { textBytes in

@@ -99,8 +99,8 @@ public final class HistoryStore {
         let pendingOwners = try connection.query("SELECT DISTINCT owner FROM messages WHERE state = 'pending'") { $0.optionalText(0) }
         let holdOwners = try connection.query("SELECT DISTINCT owner FROM image_holds") { $0.text(0) }
         let stopped = Array(Set(pendingOwners + holdOwners.map { Optional($0) }).filter { !isRunning($0) })
-        let unreferenced = try connection.scalarInteger("SELECT count(*) FROM images WHERE \(Self.unreferencedImage)") ?? 0
-        guard !stopped.isEmpty || unreferenced > 0 else { return }
+        let unreferenced = try connection.scalarInteger("SELECT 1 FROM images WHERE \(Self.unreferencedImage) LIMIT 1") != nil
+        guard !stopped.isEmpty || unreferenced else { return }
         try connection.transaction {
             reopenedPendingCount = 0
             for owner in stopped {

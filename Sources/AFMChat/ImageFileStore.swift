@@ -44,13 +44,6 @@ public struct ImageFileStore: Sendable {
         return [UInt8](data)
     }
 
-    /// Removes the file of a hash (any extension).
-    public func remove(hash: String) {
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix(hash + ".") {
-            try? FileManager.default.removeItem(atPath: directory + "/" + name)
-        }
-    }
-
     /// Removes files whose hash is not in `hashes` (left by a crash between a file write and its commit),
     /// temporary files included; call it only while nobody writes image files.
     public func sweep(keeping hashes: Set<String>) {

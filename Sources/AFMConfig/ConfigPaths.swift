@@ -165,7 +165,7 @@ public struct ConfigPaths: Sendable, Hashable {
     }
 
     /// The runtime directory of a user without `XDG_RUNTIME_DIR`: `/tmp/afm-UID` (afmctl finds the socket there too).
-    public static func sharedRuntimeDirectory(uid: UInt32) -> String { "/tmp/afm-\(uid)" }
+    public static func sharedRuntimeDirectory(uid: UInt32) -> String { PrivateDirectory.sharedRuntimeDirectory(uid: uid) }
 
     private static func nonEmpty(_ value: String?) -> String? {
         guard let value, !value.isEmpty else { return nil }

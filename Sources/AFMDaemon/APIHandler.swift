@@ -48,7 +48,7 @@ struct APIHandler: Sendable {
             sendJSONNow(writer, status: 200, encoded: status().encoded(), origin: origin)
         case ("GET", "/v1/models"), ("GET", "/models"):
             sendJSONNow(writer, status: 200, encoded: modelList().encoded(), origin: origin)
-        case (_, "/health"), (_, "/status"), (_, "/v1/models"), (_, "/models"), (_, "/v1/responses"), (_, "/responses"):
+        case (_, let path) where Self.endpoints.contains(path):
             sendErrorNow(
                 writer, AFMError(.invalidRequest, "Method \(request.method) is not allowed on \(request.path).", publicCode: "method_not_allowed", httpStatus: 405),
                 origin: origin)

@@ -270,8 +270,5 @@ extension BrowserRequestPolicy {
 
         /// Replaces the policy in force.
         func set(_ value: BrowserRequestPolicy) { policy.withLock { $0 = value } }
-
-        /// The policy in force.
-        var current: BrowserRequestPolicy { policy.withLock { $0 } }
     }
 }

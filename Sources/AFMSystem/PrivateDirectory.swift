@@ -48,6 +48,11 @@ public enum PrivateDirectory {
         }
     }
 
+    /// The runtime directory of a user without `XDG_RUNTIME_DIR`, `/tmp/afm-UID`: one name for afmd (through
+    /// `ConfigPaths`) and afmctl, which must find the socket afmd made there. It is in world-writable `/tmp`, so
+    /// callers pass it through ``prepare(_:owner:)`` before use.
+    public static func sharedRuntimeDirectory(uid: UInt32) -> String { "/tmp/afm-\(uid)" }
+
     /// Whether every user may write to the directory holding `path` (`/tmp`, `/var/tmp`):
     /// a name there may have been created by anyone. The corresponding C function is `stat` (following links).
     public static func parentIsWritableByOthers(_ path: String) -> Bool {

@@ -90,7 +90,7 @@ struct LineEditor {
             while start > 0 && buffer[start] & 0xC0 == 0x80 && buffer[start - 1] & 0x80 != 0 { start -= 1 }
             let character = String(decoding: buffer[start...], as: UTF8.self)
             // A pasted C1 control (U+009B is CSI) or bidirectional override is never part of the line.
-            if character.unicodeScalars.contains(where: { TerminalSafeText.isControl($0) && $0 != "\t" }) {
+            if TerminalSafeText.needsEscaping(character, keeping: .tab) {
                 buffer.removeSubrange(start...)
                 return nil
             }

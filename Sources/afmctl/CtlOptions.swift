@@ -189,7 +189,7 @@ struct CtlOptions {
             if PrivateDirectory.parentIsWritableByOthers(directory) { try PrivateDirectory.prepare(directory, owner: uid) }
             return directory + "/admin.sock"
         }
-        let directory = "/tmp/afm-\(uid)"
+        let directory = PrivateDirectory.sharedRuntimeDirectory(uid: uid)
         try PrivateDirectory.prepare(directory, owner: uid)
         return directory + "/admin.sock"
     }

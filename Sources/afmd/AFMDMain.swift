@@ -26,13 +26,19 @@ struct AFMDMain {
         DispatchSemaphore(value: 0).wait()  // never signalled: run() exits the process
     }
 
+    /// Writes `Error: MESSAGE` to stderr, control characters escaped (the message may quote a config file or the
+    /// control file), and exits with `status`.
+    private static func fail(_ message: String, status: Int32) -> Never {
+        FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(message))\n".utf8))
+        exit(status)
+    }
+
     nonisolated static func run() async -> Never {
         let options: DaemonOptions
         do {
             options = try DaemonOptions(arguments: Array(CommandLine.arguments.dropFirst()))
         } catch {
-            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.message))\n".utf8))
-            exit(64)
+            fail(error.message, status: 64)
         }
         if options.showHelp {
             print(DaemonOptions.help)
@@ -45,8 +51,7 @@ struct AFMDMain {
         var level = Logger.Level.info
         if let name = options.logLevel {
             guard let parsed = Logger.Level(name: name) else {
-                FileHandle.standardError.write(Data("Error: --log-level must be debug, info, warning or error\n".utf8))
-                exit(64)
+                fail("--log-level must be debug, info, warning or error", status: 64)
             }
             level = parsed
         }
@@ -57,8 +62,7 @@ struct AFMDMain {
         do {
             try paths.prepareHomeDirectory()
         } catch {
-            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.description))\n".utf8))
-            exit(77)  // EX_NOPERM
+            fail(error.description, status: 77)  // EX_NOPERM
         }
         var commandLine: [ConfigurationLoader.CommandLineValue] = []
         do {
@@ -66,8 +70,7 @@ struct AFMDMain {
             if let directory = options.backendDirectory { commandLine.append(try .init(flag: "--backend-dir", value: directory)) }
             if let socket = options.adminSocket { commandLine.append(try .init(flag: "--admin-socket", value: socket)) }
         } catch {
-            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.description))\n".utf8))
-            exit(64)
+            fail(error.description, status: 64)
         }
         let loader = ConfigurationLoader(paths: paths, environment: environment, commandLine: commandLine)
         // Fatal errors below quote paths and values from files and the environment: printed one line each, with
@@ -81,8 +84,7 @@ struct AFMDMain {
         do {
             loaded = try loader.load()
         } catch {
-            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.description))\n".utf8))
-            exit(78)  // EX_CONFIG
+            fail(error.description, status: 78)  // EX_CONFIG
         }
         for warning in loaded.warnings { logger.warning(warning) }
         // Backend runners run as this user: keep them (and any other process of it) out of this one's memory.
@@ -95,8 +97,7 @@ struct AFMDMain {
         do {
             try paths.prepareRuntimeDirectory()
         } catch {
-            FileHandle.standardError.write(Data("Error: \(TerminalSafeText.neutralized(error.description))\n".utf8))
-            exit(77)  // EX_NOPERM
+            fail(error.description, status: 77)  // EX_NOPERM
         }
 
         // Writes to a closed socket must fail with EPIPE, not kill the daemon.

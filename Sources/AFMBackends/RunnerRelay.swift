@@ -57,6 +57,9 @@ final class RunnerRelay: Sendable {
                         state.heldUsage = event
                         return .drop
                     }
+                    // Sent now, this one is newer than any held before: sending the held one later (before the
+                    // terminal event) would make an older count the last word.
+                    state.heldUsage = nil
                 }
                 if !event.isTerminal && !state.cancelled && state.credit <= 0 {
                     state.waiting = true

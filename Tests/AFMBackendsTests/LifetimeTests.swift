@@ -448,6 +448,43 @@ import Testing
         #expect(outbox.pendingByteCount > before + frame.count)
     }
 
+    /// After a cancel, a usage held for lack of credit is older than one sent later with credit: the one sent
+    /// last before the terminal event must be the newest (usage counts are cumulative; the last one counts).
+    @Test func aHeldUsageNeverFollowsANewerOne() async throws {
+        let (mine, theirs) = try FileDescriptor.makeSocketPair()
+        let channel = RunnerChannel(descriptor: mine)
+        let reader = RunnerChannel(descriptor: theirs)
+        let frames = Mutex<[RunnerFrame]>([])
+        let readerDone = Mutex(false)
+        Thread.detachNewThread {
+            _ = reader.readFrames { frame in frames.withLock { $0.append(frame) } }
+            readerDone.withLock { $0 = true }
+        }
+        let outbox = RunnerOutbox(channel: channel)
+        try outbox.start()
+        let relay = RunnerRelay(id: UInt64.max - 10, window: 1, outbox: outbox)
+        RunnerRelayTable.shared.insert(relay)
+        _ = relay.emit(.textDelta("a"))  // the only credit
+        relay.cancel()
+        #expect(relay.emit(.usage(BackendUsage(inputTokens: 3, outputTokens: 5))) == 1)  // held: no credit
+        relay.grant(1)
+        _ = relay.emit(.usage(BackendUsage(inputTokens: 3, outputTokens: 10)))  // credit again: sent at once
+        _ = relay.emit(.done(.cancelled))
+        #expect(
+            await eventually {
+                frames.withLock { $0.contains { if case .event(_, .done) = $0 { true } else { false } } }
+            })
+        reader.shutdown()
+        #expect(await eventually { readerDone.withLock { $0 } })
+        let usages = frames.withLock { frames in
+            frames.compactMap { frame -> Int? in
+                if case .event(_, .usage(let usage)) = frame { usage.outputTokens } else { nil }
+            }
+        }
+        #expect(usages.last == 10, "usage frames in order: \(usages)")
+        reader.close()
+    }
+
     /// Replacing a crashed generation does not drain it: it has nothing in flight and is not "draining".
     @Test func aCrashedGenerationIsNotDrained() async throws {
         let harness = RegistryHarness(restartPolicy: RestartPolicy(initialDelay: .seconds(60)))

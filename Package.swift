@@ -97,6 +97,13 @@ let package = Package(
         .target(name: "AFMImageCodec", dependencies: ["CGD"], swiftSettings: swiftSettings),
         // The one HTTP/SSE client of afmd's Responses API, shared by `afm chat` and the agent runtime.
         .target(name: "AFMClient", dependencies: ["AFMJSON", "AFMSystem"], swiftSettings: swiftSettings),
+        // The agent runtime: turns with per-step steering, local/external/MCP tools, schema turns. A client of the
+        // gateway's HTTP API only (through AFMClient); AFMCore for the shared error table.
+        .target(
+            name: "AFMAgent",
+            dependencies: ["AFMClient", "AFMCore", "AFMJSON", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
         // The chat client: history store, inference window, Markdown, import; and `afm`.
         .target(
             name: "AFMChat",
@@ -200,6 +207,12 @@ let package = Package(
         .testTarget(
             name: "AFMChatCLITests",
             dependencies: ["AFMChat", "AFMStore", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The agent runtime against real daemons (scripted backend, local model) and real MCP servers; `afm agent`.
+        .testTarget(
+            name: "AFMAgentTests",
+            dependencies: ["AFMAgent", "AFMClient", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -40,8 +40,10 @@ public struct ResponsesRequest: Sendable {
     public var truncationAuto: Bool
     /// How many `input_image` parts the whole history carries.
     public var imageCount: Int
-    /// Warnings for the `x-afm-warning` response headers.
-    public var warnings: [String] { toolSet.warnings }
+    /// The form the answer must take (`text.format`): text, any JSON object, or JSON matching a schema.
+    public var outputFormat: OutputFormat
+    /// Warnings for the `x-afm-warning` response headers (dropped tools, schema keywords kept only as text).
+    public var warnings: [String] { toolSet.warnings + outputFormat.warnings }
     public var instructions: String?
     /// The raw body, for echoing accepted-and-ignored fields in the response object.
     public var body: JSONObject
@@ -117,11 +119,9 @@ public struct ResponsesRequest: Sendable {
         }
         if let text = object["text"], !text.isNull {
             guard let textObject = text.objectValue else { throw Self.typeError("text", expected: "an object", got: text) }
-            if let format = textObject["format"], !format.isNull, format["type"]?.stringValue != "text" {
-                throw AFMError(
-                    .invalidRequest, "Structured output (text.format other than {\"type\":\"text\"}) is not supported.",
-                    param: "text.format", publicCode: "unsupported_parameter")
-            }
+            outputFormat = try OutputFormat.responses(textObject["format"])
+        } else {
+            outputFormat = .text
         }
 
         var system: [String] = []

@@ -23,6 +23,7 @@ import Testing
         var configuration = HTTPServer.Configuration()
         configuration.requestHeaderTimeout = Self.headerDeadline
         configuration.maxConnections = Self.slowCount + 100
+        configuration.ioThreadCount = 2  // as afmd runs on a 2-core machine (IOThreads=0: one per CPU)
         try await withTestServer(configuration: configuration) { server, port in
             // A first request pays for lazily made things (the handler executor, the date cache): not measured.
             let warmUp = try TestClient(port: port)
@@ -30,9 +31,18 @@ import Testing
             #expect(try await warmUp.readResponse().status == 200)
             let done = StopFlag()
             let crowdConnected = StopFlag()
+            let crowdAccepted = StopFlag()
             async let ordinary = onThread("ordinary") {
-                try OrdinaryClient.run(port: port, after: crowdConnected, until: done)
+                try OrdinaryClient.run(port: port, after: crowdAccepted, until: done)
             }
+            // Measuring starts once the server holds the whole crowd.
+            async let accepted: Bool = {
+                let held = try await eventually {
+                    crowdConnected.isSet && server.activeConnectionCount >= Self.slowCount
+                }
+                crowdAccepted.set()
+                return held
+            }()
             let slow: [SlowOutcome]
             do {
                 slow = try await onThread("slow-crowd") {
@@ -41,13 +51,14 @@ import Testing
                         connected: crowdConnected)
                 }
             } catch {
-                crowdConnected.set()
+                crowdAccepted.set()
                 done.set()
                 _ = try? await ordinary
                 throw error
             }
             done.set()
             let latencies = try await ordinary.sorted()
+            #expect(try await accepted, "the server never held all \(Self.slowCount) slow connections")
 
             // Every slow connection got 408 (with the JSON envelope) at the deadline, and was closed.
             let answered = slow.filter { $0.status == 408 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
+import AFMClient
 import AFMSystem
 
 /// Runs one answer: picks the inference window, streams the response while watching the keyboard for Ctrl-C,
@@ -82,6 +83,7 @@ struct TurnRunner {
                 for event in stream.readEvents() {
                     switch event {
                     case .started(let model): actualModel = model
+                    case .outputItem, .usage: break  // the chat offers no tools and does not show usage
                     case .textDelta(let delta):
                         text += delta
                         console.write(renderer.feed(neutralizes ? console.shown(delta) : delta))

@@ -169,10 +169,10 @@ import Testing
 
     /// A backend built against ABI 1.0 never read `output_format`: its models lack the capability even when its
     /// describe document claims it, and it still loads and serves plain requests.
-    @Test(arguments: [["FIXTURE_ABI_MINOR=0"], ["FIXTURE_ABI_MINOR=0", "FIXTURE_CLAIMS_STRUCTURED_OUTPUT"]])
-    func anABI10BackendLoadsButHasNoStructuredOutput(_ defines: [String]) throws {
+    @Test(arguments: [["FIXTURE_ABI_MINOR=0"], ["FIXTURE_ABI_MINOR=0", "FIXTURE_CLAIMS_STRUCTURED_OUTPUT"]], ["in-process", "runner"])
+    func anABI10BackendLoadsButHasNoStructuredOutput(_ defines: [String], hosting: String) throws {
         let directory = BackendDirectoryBuilder()
-        try directory.addCFixture(defines: defines)
+        try directory.addCFixture(defines: defines, hosting: hosting)
         let daemon = try DaemonProcess(backendDirectory: directory.path, config: "")
         let client = try TestHTTPClient(port: daemon.port)
         let plain = try client.post("/v1/responses", json: responsesBody(model: "c-echo", input: "still here"))
@@ -185,5 +185,20 @@ import Testing
             "/v1/responses", json: responsesBody(model: "c-echo", extra: #","text":{"format":{"type":"json_object"}}"#))
         #expect(structured.status == 400)
         #expect(structured.json?["error"]?["code"] == "unsupported_capability")
+    }
+
+    /// The same claim from a 1.1 backend is believed (what the 1.0 test above refuses is the minor, not the claim).
+    @Test func anABI11BackendsClaimIsBelieved() throws {
+        let directory = BackendDirectoryBuilder()
+        try directory.addCFixture(defines: ["FIXTURE_CLAIMS_STRUCTURED_OUTPUT"])
+        let daemon = try DaemonProcess(backendDirectory: directory.path, config: "")
+        let models = try TestHTTPClient(port: daemon.port).get("/v1/models")
+        let echo = models.json?["data"]?.arrayValue?.first { $0["id"] == "c-echo" }
+        #expect(echo?["capabilities"]?["structured_output"] == true, "\(String(describing: echo))")
+        // c-echo answers with the input, which is not JSON: the host fails it rather than completing it.
+        let response = try TestHTTPClient(port: daemon.port).post(
+            "/v1/responses", json: responsesBody(model: "c-echo", input: "not json", extra: #","text":{"format":{"type":"json_object"}}"#))
+        #expect(response.status == 500)
+        #expect(response.json?["error"]?["code"] == "invalid_structured_output")
     }
 }

@@ -98,9 +98,19 @@ let package = Package(
             dependencies: ["AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
+        // The web chat of `afm chat --web`: a page compiled in, a JSON/SSE API over the same history (AFMHTTP's server).
+        .target(
+            name: "AFMWebChat",
+            dependencies: ["AFMChat", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
+            resources: [
+                .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
+                .embedInCode("Assets/icon.svg"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "afm",
-            dependencies: ["AFMChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMChat", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
 

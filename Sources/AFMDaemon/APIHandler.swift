@@ -30,7 +30,7 @@ struct APIHandler: Sendable {
     /// answered from inside `generate`. A response that has to wait for its backend continues as a task.
     func start(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
         if let refusal = browserPolicy.refusal(for: request) {
-            refuse(request, writer, refusal, origin: nil)
+            refuse(request, writer, AFMError(refusal), origin: nil)
             return .answered
         }
         // Present only when accepted: answers then carry the CORS fields a browser needs to read them.
@@ -79,7 +79,7 @@ struct APIHandler: Sendable {
     /// Validates, leases and starts without waiting; answers at once when the generation already ended.
     private func startResponse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?) -> HTTPHandlerStart {
         if let refusal = BrowserRequestPolicy.mediaTypeRefusal(for: request) {
-            refuse(request, writer, refusal, origin: origin)
+            refuse(request, writer, AFMError(refusal), origin: origin)
             return .answered
         }
         let prepared: ResponsesService.Prepared

@@ -92,16 +92,25 @@ let package = Package(
         // Image decoding/encoding for `afm chat` attachments: libgd (Debian libgd-dev) behind AFMImageCodec.
         .systemLibrary(name: "CGD", path: "Sources/CGD", providers: [.apt(["libgd-dev"])]),
         .target(name: "AFMImageCodec", dependencies: ["CGD"], swiftSettings: swiftSettings),
-        // The chat client: history store, inference window, Responses SSE client, Markdown, import; and `afm`.
+        // The one HTTP/SSE client of afmd's Responses API, shared by `afm chat` and the agent runtime.
+        .target(name: "AFMClient", dependencies: ["AFMJSON", "AFMSystem"], swiftSettings: swiftSettings),
+        // The agent runtime: turns with per-step steering, local/external/MCP tools, schema turns. A client of the
+        // gateway's HTTP API only (through AFMClient); AFMCore for the shared error table.
+        .target(
+            name: "AFMAgent",
+            dependencies: ["AFMClient", "AFMCore", "AFMJSON", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+        // The chat client: history store, inference window, Markdown, import; and `afm`.
         .target(
             name: "AFMChat",
-            dependencies: ["AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMClient", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // The web chat of `afm chat --web`: a page compiled in, a JSON/SSE API over the same history (AFMHTTP's server).
         .target(
             name: "AFMWebChat",
-            dependencies: ["AFMChat", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMChat", "AFMClient", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
             resources: [
                 .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
                 .embedInCode("Assets/icon.svg"),
@@ -110,7 +119,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "afm",
-            dependencies: ["AFMChat", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMChat", "AFMClient", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
 
@@ -188,7 +197,7 @@ let package = Package(
         .testTarget(name: "AFMStoreTests", dependencies: ["AFMStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AFMChatTests",
-            dependencies: ["AFMChat", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMChat", "AFMClient", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -205,6 +214,12 @@ let package = Package(
         .testTarget(
             name: "AFMChatCLITests",
             dependencies: ["AFMChat", "AFMStore", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The agent runtime against real daemons (scripted backend, local model) and real MCP servers; `afm agent`.
+        .testTarget(
+            name: "AFMAgentTests",
+            dependencies: ["AFMAgent", "AFMClient", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

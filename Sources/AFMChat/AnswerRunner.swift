@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMClient
 import AFMSystem
 
 /// Runs one answer for a chat client (the terminal's and the web chat's): picks the inference window, streams the
@@ -19,7 +20,16 @@ public struct AnswerRunner {
         /// The error code when failed (for exit statuses).
         public var errorCode: String?
         /// The tokens the answer took, when the gateway reported them.
-        public var usage: TokenUsage?
+        public var usage: ResponseUsage?
+
+        public init(text: String, state: MessageState, model: String?, notice: String?, errorCode: String?, usage: ResponseUsage? = nil) {
+            self.text = text
+            self.state = state
+            self.model = model
+            self.notice = notice
+            self.errorCode = errorCode
+            self.usage = usage
+        }
     }
 
     /// What the caller wants after its watched descriptor was readable.
@@ -78,6 +88,7 @@ public struct AnswerRunner {
             }
             var text = ""
             var actualModel: String?
+            var usage: ResponseUsage?
             var lastSave = SystemClock.monotonicNanoseconds()
             var terminal: (MessageState, String?, String?)?
             loop: while terminal == nil {
@@ -107,6 +118,8 @@ public struct AnswerRunner {
                     case .textDelta(let delta):
                         text += delta
                         onDelta(delta)
+                    case .usage(let reported): usage = reported
+                    case .outputItem: break  // the chat offers no tools
                     case .completed: terminal = (.complete, nil, nil)
                     case .incomplete(let reason):
                         terminal = (.incomplete, "the answer was cut off (\(reason))", nil)
@@ -137,7 +150,7 @@ public struct AnswerRunner {
             if let error { notices.append(error) }
             return Outcome(
                 text: text, state: state, model: actualModel, notice: notices.isEmpty ? nil : notices.joined(separator: "; "),
-                errorCode: code
+                errorCode: code, usage: usage
             )
         }
     }

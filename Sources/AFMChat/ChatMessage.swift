@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMClient
 
 /// A stored message with its ordered content parts.
 public struct ChatMessage: Sendable, Hashable, Identifiable {
@@ -16,11 +17,11 @@ public struct ChatMessage: Sendable, Hashable, Identifiable {
     public var notice: String?
     public var parts: [ContentPart]
     /// The tokens the answer took (assistant messages the gateway reported usage for).
-    public var usage: TokenUsage?
+    public var usage: ResponseUsage?
 
     public init(
         id: String, conversationID: String, sequence: Int64, author: MessageAuthor, state: MessageState,
-        createdAt: Int64, model: String? = nil, notice: String? = nil, parts: [ContentPart], usage: TokenUsage? = nil
+        createdAt: Int64, model: String? = nil, notice: String? = nil, parts: [ContentPart], usage: ResponseUsage? = nil
     ) {
         self.id = id
         self.conversationID = conversationID

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMClient
 import AFMStore
 import AFMSystem
 import Foundation
@@ -329,7 +330,7 @@ public final class HistoryStore {
                 id: row.text(0), conversationID: row.text(1), sequence: row.integer(2),
                 author: MessageAuthor(rawValue: row.text(3)) ?? .user, state: MessageState(rawValue: row.text(4)) ?? .failed,
                 createdAt: row.integer(5), model: row.optionalText(6), notice: row.optionalText(7), parts: [],
-                usage: row.isNull(8) ? nil : TokenUsage(inputTokens: row.int(8), outputTokens: row.int(9))
+                usage: row.isNull(8) ? nil : ResponseUsage(inputTokens: row.int(8), outputTokens: row.int(9))
             )
         }
         var messages = Array(rows.reversed())
@@ -494,7 +495,7 @@ public final class HistoryStore {
 
     /// Finishes an answer: its text, state, actual model, notice and token usage, in one transaction.
     public func finishAnswer(
-        messageID: String, text: String, state: MessageState, model: String?, notice: String?, usage: TokenUsage? = nil
+        messageID: String, text: String, state: MessageState, model: String?, notice: String?, usage: ResponseUsage? = nil
     ) throws {
         try connection.transaction {
             try updateAnswer(messageID: messageID, text: text)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
+import AFMClient
 import AFMSystem
 
 /// Runs one answer on the terminal: ``AnswerRunner`` streams it while the keyboard is watched for Ctrl-C, and the

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMClient
 import AFMChat
 import AFMStore
 import AFMTestSupport
@@ -32,14 +33,14 @@ import Testing
         #expect(try store.inputHistory(conversationID: first.id).count == 2)
     }
 
-    @Test func answersKeepTheirTokenUsage() throws {
+    @Test func answersKeepTheirResponseUsage() throws {
         let store = try HistoryStore(directory: TestPaths.makeTemporaryDirectory("afm-usage"))
         let conversation = try store.createConversation()
         let (_, answer) = try store.beginTurn(conversationID: conversation.id, userParts: [.text("q")], model: "m")
         #expect(try store.messages(conversationID: conversation.id).last?.usage == nil)
         try store.finishAnswer(
-            messageID: answer.id, text: "a", state: .complete, model: "m", notice: nil, usage: TokenUsage(inputTokens: 12, outputTokens: 3))
-        #expect(try store.messages(conversationID: conversation.id).last?.usage == TokenUsage(inputTokens: 12, outputTokens: 3))
+            messageID: answer.id, text: "a", state: .complete, model: "m", notice: nil, usage: ResponseUsage(inputTokens: 12, outputTokens: 3))
+        #expect(try store.messages(conversationID: conversation.id).last?.usage == ResponseUsage(inputTokens: 12, outputTokens: 3))
     }
 
     @Test func searchSnippetsTakeTheCallersMarkers() throws {

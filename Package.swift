@@ -109,7 +109,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "afm",
-            dependencies: ["AFMChat", "AFMClient", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: [
+                "AFMAgent", "AFMChat", "AFMClient", "AFMConfig", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging",
+                "AFMSystem",
+            ],
             swiftSettings: swiftSettings
         ),
 

@@ -8,6 +8,7 @@ struct AfmOptions {
         case chat
         case importArchive(String)
         case respond(String?)
+        case agent(AgentOptions)
         case help
         case version
     }
@@ -30,6 +31,13 @@ struct AfmOptions {
         switch first {
         case "chat": command = .chat
         case "respond": command = .respond(nil)
+        case "agent":
+            if rest.contains("--help") || rest.contains("-h") {
+                command = .help
+            } else {
+                command = .agent(try AgentOptions(arguments: rest))
+            }
+            return
         case "--help", "-h", "help": command = .help; return
         case "--version", "version": command = .version; return
         default: throw UsageError(message: "unknown command '\(first)' (try: afm --help)")

@@ -54,10 +54,13 @@ let package = Package(
             dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMSchema", "AFMImages", "AFMSealing"],
             swiftSettings: swiftSettings
         ),
+        // The Chat Completions and Anthropic Messages dialects: decoders into the pipeline's request, encoders of
+        // its answer (the Responses dialect lives with the pipeline in AFMResponses).
+        .target(name: "AFMDialects", dependencies: ["AFMResponses", "AFMCore", "AFMJSON"], swiftSettings: swiftSettings),
         .target(
             name: "AFMDaemon",
             dependencies: [
-                "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
+                "AFMDialects", "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
             ],
             swiftSettings: swiftSettings
         ),
@@ -167,7 +170,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMDaemonTests",
-            dependencies: ["AFMDaemon", "AFMJSON", "AFMTestSupport", "AFMSystem"],
+            dependencies: ["AFMDaemon", "AFMDialects", "AFMResponses", "AFMJSON", "AFMTestSupport", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // Rewrites the settings file in a loop until killed (the crash-safety test of SettingsStore).

@@ -7,6 +7,8 @@ enum AfmHelp {
 
         Usage:
           afm chat [--model ID] [--url URL] [--data-dir DIR]     interactive chat with saved history
+          afm chat --web [--listen HOST:PORT] [--url URL] [--data-dir DIR]
+                                                                 serve the chat page on the same history
           afm chat --import DIR [--data-dir DIR]                 import an archive (conversations.json + Images/)
           afm respond [--model ID] [--url URL] [TEXT | -]        one answer for scripts (TEXT, or standard input)
           afm agent [--model ID] [--url URL] [--instructions TEXT | -f FILE] [--mcp NAME=COMMAND]…
@@ -20,9 +22,13 @@ enum AfmHelp {
           --url URL       the gateway (default: http://127.0.0.1:11535)
           --data-dir DIR  where history.sqlite and images/ live (default: $XDG_DATA_HOME/afm,
                           else ~/.local/share/afm)
+          --listen HOST:PORT  where afm chat --web listens (default: 127.0.0.1:11536, loopback only)
 
-        In a chat, type a message and press Enter. Ctrl-C stops the answer being written (and clears the line at the
+        In a chat, type a message and press Enter; Alt-Enter or Ctrl-J starts a new line, and pasted text is never sent
+        early. Arrows, Home/End, Ctrl-A/E, Alt-B/F and Ctrl-Left/Right move; Up/Down recall this conversation's
+        earlier inputs; Ctrl-R searches them. Ctrl-C stops the answer being written (and clears the line at the
         prompt); Ctrl-D on an empty line or /quit leaves. Unsent text is kept as a draft for the next start.
+        NO_COLOR=1 turns colours off.
 
         Commands in a chat:
           /new               start a new conversation

@@ -72,6 +72,19 @@ public final class TmuxPane {
     /// The whole pane with its history, lines joined.
     public func screen() -> String { (try? tmux(["capture-pane", "-p", "-J", "-S", "-", "-t", session])) ?? "" }
 
+    /// The visible pane as the terminal shows it: lines as drawn (not joined), with its SGR styling as escapes.
+    public func styledScreen() -> String { (try? tmux(["capture-pane", "-p", "-e", "-t", session])) ?? "" }
+
+    /// The visible pane, lines as drawn (not joined).
+    public func visibleLines() -> [String] {
+        ((try? tmux(["capture-pane", "-p", "-t", session])) ?? "").components(separatedBy: "\n")
+    }
+
+    /// Changes the pane's size (the program gets SIGWINCH).
+    public func resize(width: Int, height: Int = 50) throws {
+        try tmux(["resize-window", "-t", session, "-x", "\(width)", "-y", "\(height)"])
+    }
+
     /// Waits until the screen contains `text` `count` times; returns whether it did.
     @discardableResult
     public func waitFor(_ text: String, count: Int = 1, seconds: Double = 15) -> Bool {

@@ -131,7 +131,8 @@ struct AgentCommand {
         var last: Int32 = 0
         var buffer = [UInt8](repeating: 0, count: 4096)
         var pending: [UInt8] = []
-        func prompt() { if terminal != nil { console.write(console.bold("you> ")) } }
+        func columns() -> Int { Terminal.columns(FileDescriptor(rawValue: 1)) ?? 80 }
+        func prompt() { if terminal != nil { console.write(editor.start(prompt: console.bold("you> "), columns: columns())) } }
         prompt()
         while true {
             if pending.isEmpty {
@@ -154,6 +155,7 @@ struct AgentCommand {
             }
             pending.removeFirst(index)
             console.write(echo)
+            if terminal != nil && editor.needsRedraw && action == nil { console.write(editor.redraw(columns: columns())) }
             switch action {
             case .line(let line)?:
                 let text = line.trimmingCharacters(in: .whitespaces)

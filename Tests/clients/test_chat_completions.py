@@ -154,3 +154,35 @@ def test_local_model_answers_through_chat_completions(gateway):
     assert status == 200
     for chunk in chunks_of(raw):
         check("openai", "CreateChatCompletionStreamResponse", chunk)
+
+
+STRUCTURED_CAPABILITIES = {"streaming": True, "tools": True, "vision": False, "reasoning": False, "structured_output": True}
+
+
+def test_parse_with_a_pydantic_model(gateway):
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        population: int
+        mayor: str | None
+
+    answer = json.dumps({"name": "Paris", "population": 2100000, "mayor": None})
+    gw = gateway(models={"m": {"capabilities": STRUCTURED_CAPABILITIES, "steps": [{"json": {"text": answer, "chunks": 3}}]}})
+    completion = client_for(gw).chat.completions.parse(model="m", messages=[{"role": "user", "content": "Paris?"}], response_format=City)
+    assert completion.choices[0].message.parsed == City(name="Paris", population=2100000, mayor=None)
+    sent = gw.generate_requests()[-1]["output_format"]
+    assert sent["type"] == "json_schema" and sent["name"] == "City" and sent["strict"] is True
+    status, raw = raw_post(
+        gw, "/v1/chat/completions",
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})
+    assert status == 200
+    check("openai", "CreateChatCompletionResponse", json.loads(raw))
+
+
+def test_an_invalid_structured_answer_fails(gateway):
+    gw = gateway(models={"m": {"capabilities": STRUCTURED_CAPABILITIES, "steps": [{"json": {"text": "not json", "chunks": 1}}]}})
+    with pytest.raises(openai.InternalServerError) as caught:
+        client_for(gw).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], response_format={"type": "json_object"})
+    assert caught.value.body["code"] == "invalid_structured_output"

@@ -49,3 +49,20 @@ def test_local_model_invoke(gateway):
     gw = gateway(local=True)
     answer = chat_for(gw, "on-device", max_completion_tokens=24).invoke("What is the capital of France?")
     assert answer.content.strip()
+
+
+def test_with_structured_output(gateway):
+    from pydantic import BaseModel
+
+    class Weather(BaseModel):
+        city: str
+        sunny: bool
+
+    capabilities = {"streaming": True, "tools": True, "vision": False, "reasoning": False, "structured_output": True}
+    answer = json.dumps({"city": "Paris", "sunny": True})
+    gw = gateway(models={"m": {"capabilities": capabilities, "steps": [{"json": {"text": answer, "chunks": 2}}]}})
+    structured = chat_for(gw, "m").with_structured_output(Weather)
+    assert structured.invoke("weather in Paris?") == Weather(city="Paris", sunny=True)
+    assert gw.generate_requests()[-1]["output_format"]["name"] == "Weather"
+    streamed = list(structured.stream("weather in Paris?"))
+    assert streamed[-1] == Weather(city="Paris", sunny=True)

@@ -63,6 +63,20 @@ struct AgentCLITests {
         #expect(noServer.output.contains("ghost"))
     }
 
+    @Test func aSchemaFileMakesASchemaTurn() throws {
+        let steps = #"[{"json":{"text":"{\"choice\":\"wait\",\"reasoning\":\"too dark\"}","chunks":4}}]"#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        try #"{"name":"decision","schema":{"type":"object","properties":{"reasoning":{"type":"string"},"choice":{"type":"string"}},"required":["reasoning","choice"]}}"#
+            .write(toFile: home + "/decision.json", atomically: true, encoding: .utf8)
+        let result = try CommandOutput.run(
+            Self.afm, ["agent", "--url", gateway.url.description, "--model", "m", "--schema", home + "/decision.json", "Go?"],
+            environment: Self.environment(home))
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output == #"{"reasoning":"too dark","choice":"wait"}"# + "\n")
+        #expect(gateway.requests().first?["output_format"]?["name"] == "decision")
+    }
+
     @Test func theConfigFileNamesTheModelAndTheMCPServers() throws {
         let gateway = try ScriptedGateway(models: [("m", Self.addsThenAnswers)])
         let python = try PythonEnvironment.python()

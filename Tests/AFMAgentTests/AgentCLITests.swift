@@ -38,7 +38,7 @@ struct AgentCLITests {
         #expect(events.map { $0["type"]?.stringValue ?? "" } == ["tool_call_started", "tool_call_completed", "text", "completed"])
         #expect(events[1]["output"]?["text"] == "5")
         #expect(events[3]["response"]?["text"] == "The sum is 5.")
-        #expect(gateway.requests().first?.offeredTools == ["add", "refuse", "crash"])
+        #expect(gateway.requests().first?.offeredTools == ["add", "refuse", "crash", "grow"])
     }
 
     @Test func theExitStatusComesFromTheAgentError() throws {

@@ -4,9 +4,12 @@ Tests/clients/requirements.txt).
 
     test_server.py           serves the tools below
     test_server.py silent    reads its input and never answers (initialize times out)
+    test_server.py stubborn  serves, but ignores SIGTERM and keeps running after its input closes
 """
 import os
+import signal
 import sys
+import time
 
 if len(sys.argv) > 1 and sys.argv[1] == "silent":
     for _ in sys.stdin:
@@ -14,6 +17,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "silent":
     sys.exit(0)
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 
 server = MCPServer("afm-test-server", instructions="Tools for AFM's tests.")
 
@@ -37,5 +41,23 @@ def crash() -> str:
     os._exit(3)
 
 
+def multiply(a: int, b: int) -> str:
+    """Multiplies two integers."""
+    return str(a * b)
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the multiply tool and tells the client its tool list changed."""
+    server.add_tool(multiply)
+    await ctx.session.send_tool_list_changed()
+    return "multiply added"
+
+
 if __name__ == "__main__":
+    stubborn = len(sys.argv) > 1 and sys.argv[1] == "stubborn"
+    if stubborn:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     server.run()
+    while stubborn:
+        time.sleep(1)

@@ -51,6 +51,13 @@ struct MCPServerTests {
         }
     }
 
+    @Test func toolsListFollowsNextCursorAcrossPages() async throws {
+        let server = try await MCPServer.start(try Self.configuration(["paged"]))
+        #expect(server.tools.map(\.name) == ["t0", "t1", "t2", "t3", "t4"])
+        #expect(try await server.callTool("t3", arguments: [:]) == .text("called t3"))
+        await server.shutdown()
+    }
+
     @Test func anIsErrorResultIsAnErrorOutput() async throws {
         let server = try await MCPServer.start(try Self.configuration())
         let output = try await server.callTool("refuse", arguments: ["reason": "not today"])

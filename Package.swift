@@ -122,7 +122,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "afm",
-            dependencies: ["AFMChat", "AFMClient", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: [
+                "AFMAgent", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON",
+                "AFMLogging", "AFMSystem",
+            ],
             swiftSettings: swiftSettings
         ),
 

@@ -11,6 +11,10 @@ enum AfmHelp {
                                                                  serve the chat page on the same history
           afm chat --import DIR [--data-dir DIR]                 import an archive (conversations.json + Images/)
           afm respond [--model ID] [--url URL] [TEXT | -]        one answer for scripts (TEXT, or standard input)
+          afm agent [--model ID] [--url URL] [--instructions TEXT | -f FILE] [--mcp NAME=COMMAND]…
+                    [--schema FILE] [--max-tool-calls N] [--tool-timeout S] [--json] [--config FILE] [PROMPT | -]
+                                                                 an agent with MCP tools: one turn with PROMPT,
+                                                                 else a session (history kept until it ends)
           afm --help | --version
 
         Options:
@@ -39,8 +43,15 @@ enum AfmHelp {
           /copy              print the last answer as plain text (and copy it on terminals that allow it)
           /help, /quit
 
-        Exit status (afm respond): 0 answered; 64 usage; 65 invalid request or context too long; 69 server or
-        model unavailable; 75 timeout; 70 internal error; 130 interrupted.
+        afm agent: --mcp starts an MCP server over stdio (repeatable; COMMAND is split on spaces, quotes kept);
+        --schema asks for JSON matching a JSON Schema file; --max-tool-calls caps a turn's tool calls; --tool-timeout
+        limits each call (default 60 s); --json prints every event as one JSON line. The file
+        $XDG_CONFIG_HOME/afm/agent.conf (or --config FILE) may set [Agent] Model, URL, Instructions, MaxToolCalls,
+        ToolTimeout and [MCP.<name>] Command, Args, Env (KEY=VALUE, repeatable), Directory, StartupTimeout,
+        ToolTimeout. In a session, /new forgets the conversation, /quit leaves, Ctrl-C stops the turn.
+
+        Exit status (afm respond, afm agent): 0 answered; 64 usage; 65 invalid request, schema or context too long;
+        69 server or model unavailable; 75 timeout; 70 internal error or a tool server failing; 130 interrupted.
         See afm(1).
         """
 }

@@ -58,6 +58,8 @@ enum AfmMain {
             }
         case .respond(let text):
             exit(RespondCommand(console: console, client: client, model: options.model).run(text: text))
+        case .agent(let agentOptions):
+            exit(AgentCommand(console: console, options: agentOptions).run())
         }
         exit(0)
     }

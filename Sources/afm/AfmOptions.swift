@@ -10,6 +10,7 @@ struct AfmOptions {
         case web(host: String, port: Int)
         case importArchive(String)
         case respond(String?)
+        case agent(AgentOptions)
         case help
         case version
     }
@@ -34,6 +35,13 @@ struct AfmOptions {
         switch first {
         case "chat": command = .chat
         case "respond": command = .respond(nil)
+        case "agent":
+            if rest.contains("--help") || rest.contains("-h") {
+                command = .help
+            } else {
+                command = .agent(try AgentOptions(arguments: rest))
+            }
+            return
         case "--help", "-h", "help": command = .help; return
         case "--version", "version": command = .version; return
         default: throw UsageError(message: "unknown command '\(first)' (try: afm --help)")

@@ -9,10 +9,12 @@ enum AfmHelp {
           afm chat [--model ID] [--url URL] [--data-dir DIR]     interactive chat with saved history
           afm chat --import DIR [--data-dir DIR]                 import an archive (conversations.json + Images/)
           afm respond [--model ID] [--url URL] [TEXT | -]        one answer for scripts (TEXT, or standard input)
+          afm bridge [--model ID] [--url URL]                    agents and NPCs for any host: JSON-RPC 2.0, one
+                                                                 message per line on stdin/stdout (docs/bridge.md)
           afm --help | --version
 
         Options:
-          --model ID      the model to ask (default: the first model of GET /v1/models)
+          --model ID      the model to ask (default: the first model of GET /v1/models; afm bridge: on-device)
           --url URL       the gateway (default: http://127.0.0.1:11535)
           --data-dir DIR  where history.sqlite and images/ live (default: $XDG_DATA_HOME/afm,
                           else ~/.local/share/afm)

@@ -8,6 +8,7 @@ struct AfmOptions {
         case chat
         case importArchive(String)
         case respond(String?)
+        case bridge
         case help
         case version
     }
@@ -30,6 +31,7 @@ struct AfmOptions {
         switch first {
         case "chat": command = .chat
         case "respond": command = .respond(nil)
+        case "bridge": command = .bridge
         case "--help", "-h", "help": command = .help; return
         case "--version", "version": command = .version; return
         default: throw UsageError(message: "unknown command '\(first)' (try: afm --help)")
@@ -60,6 +62,9 @@ struct AfmOptions {
         case .chat:
             if let importDirectory { command = .importArchive(importDirectory) }
             if !words.isEmpty { throw UsageError(message: "afm chat takes no arguments (got '\(words[0])')") }
+        case .bridge:
+            if importDirectory != nil { throw UsageError(message: "--import belongs to afm chat") }
+            if !words.isEmpty { throw UsageError(message: "afm bridge takes no arguments (got '\(words[0])')") }
         case .respond:
             if importDirectory != nil { throw UsageError(message: "--import belongs to afm chat") }
             command = .respond(words.isEmpty || words == ["-"] ? nil : words.joined(separator: " "))

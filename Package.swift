@@ -56,10 +56,13 @@ let package = Package(
             dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMSchema", "AFMImages", "AFMSealing"],
             swiftSettings: swiftSettings
         ),
+        // The Chat Completions and Anthropic Messages dialects: decoders into the pipeline's request, encoders of
+        // its answer (the Responses dialect lives with the pipeline in AFMResponses).
+        .target(name: "AFMDialects", dependencies: ["AFMResponses", "AFMCore", "AFMJSON"], swiftSettings: swiftSettings),
         .target(
             name: "AFMDaemon",
             dependencies: [
-                "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
+                "AFMDialects", "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
             ],
             swiftSettings: swiftSettings
         ),
@@ -124,9 +127,22 @@ let package = Package(
             dependencies: ["AFMClient", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
+        // The web chat of `afm chat --web`: a page compiled in, a JSON/SSE API over the same history (AFMHTTP's server).
+        .target(
+            name: "AFMWebChat",
+            dependencies: ["AFMChat", "AFMClient", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
+            resources: [
+                .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
+                .embedInCode("Assets/icon.svg"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "afm",
-            dependencies: ["AFMBridge", "AFMChat", "AFMClient", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: [
+                "AFMAgent", "AFMBridge", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON",
+                "AFMLogging", "AFMSystem",
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -181,7 +197,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMDaemonTests",
-            dependencies: ["AFMDaemon", "AFMJSON", "AFMTestSupport", "AFMSystem"],
+            dependencies: ["AFMDaemon", "AFMDialects", "AFMResponses", "AFMJSON", "AFMTestSupport", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // Rewrites the settings file in a loop until killed (the crash-safety test of SettingsStore).

@@ -13,15 +13,20 @@ struct AgentSpec: Sendable {
     var tools: [AgentTool]
     var policy: TurnPolicy
     var historyLimit: Int?
+    /// MCP servers to start for the agent (their tools join the agent's).
+    var servers: [MCPServerConfiguration]
 
     /// The most tools one agent may have.
     static let maxTools = 128
+    /// The most MCP servers one agent may start.
+    static let maxServers = 16
 
     init(_ params: inout BridgeParams, defaults: BridgeConfiguration) throws(JSONRPCError) {
         url = try Self.url(&params, default: defaults.url)
         model = try params.optionalString("model", maxBytes: 256) ?? defaults.model
         instructions = try params.optionalString("instructions")
         tools = try Self.tools(&params, key: "tools", externalByDefault: false)
+        servers = try Self.servers(&params)
         policy = TurnPolicy()
         if var given = try params.optionalObject("policy") {
             policy = try Self.policy(&given, base: policy)
@@ -34,7 +39,7 @@ struct AgentSpec: Sendable {
     }
 
     /// Whether creating the agent has to start something first (MCP servers).
-    var needsStart: Bool { false }
+    var needsStart: Bool { !servers.isEmpty }
 
     /// What ``start()`` started: tool providers for the agent, and how to stop them.
     struct Started: Sendable {
@@ -42,7 +47,45 @@ struct AgentSpec: Sendable {
         var closers: [@Sendable () async -> Void] = []
     }
 
-    func start() async throws(AgentError) -> Started { Started() }
+    /// Starts the MCP servers in order; when one fails, those already started are stopped and its error thrown
+    /// (`tool_failed`).
+    func start() async throws(AgentError) -> Started {
+        var started = Started()
+        for configuration in servers {
+            do {
+                let server = try await MCPServer.start(configuration)
+                started.providers.append(server)
+                started.closers.append { await server.shutdown() }
+            } catch {
+                for close in started.closers { await close() }
+                throw error
+            }
+        }
+        return started
+    }
+
+    /// `mcp_servers`: `[{"name","command","args","env","cwd","startup_timeout_ms","tool_timeout_ms"}]`.
+    static func servers(_ params: inout BridgeParams) throws(JSONRPCError) -> [MCPServerConfiguration] {
+        guard let entries = try params.optionalObjects("mcp_servers", max: maxServers) else { return [] }
+        var servers: [MCPServerConfiguration] = []
+        for var entry in entries {
+            let name = try entry.name("name")
+            guard !servers.contains(where: { $0.name == name }) else {
+                throw .invalidParams(entry.field("name"), "another MCP server is already named \"\(name)\"")
+            }
+            let command = try entry.string("command")
+            guard !command.isEmpty else { throw .invalidParams(entry.field("command"), "must not be empty") }
+            var server = MCPServerConfiguration(name: name, command: command)
+            server.arguments = try entry.optionalStrings("args", max: 1024) ?? []
+            server.environment = try entry.optionalStringMap("env") ?? [:]
+            server.directory = try entry.optionalString("cwd", maxBytes: 4096)
+            if let value = try entry.optionalInt("startup_timeout_ms", in: 1...600_000) { server.startupTimeout = .milliseconds(value) }
+            if let value = try entry.optionalInt("tool_timeout_ms", in: 1...86_400_000) { server.toolTimeout = .milliseconds(value) }
+            try entry.finish()
+            servers.append(server)
+        }
+        return servers
+    }
 
     func configuration(providers: [any AgentToolProvider] = []) -> Agent.Configuration {
         Agent.Configuration(

@@ -190,16 +190,13 @@ public final class Bridge: Sendable {
             "protocol_version": .string(version),
             "server_info": ["name": "afm-bridge", "version": .string(AFMVersion.string)],
             "capabilities": [
-                "external_tools": true, "mcp_servers": .bool(Self.supportsMCP), "schema_turns": true, "npcs": true,
+                "external_tools": true, "mcp_servers": true, "schema_turns": true, "npcs": true,
                 "world": true,
             ],
             "defaults": ["url": .string(configuration.url.description), "model": .string(configuration.model)],
             "methods": .array(Self.methods.map(JSONValue.string)),
         ]
     }
-
-    /// Whether `agent.create` takes `mcp_servers`.
-    static let supportsMCP = false
 
     /// Every method, in the order docs/bridge.md documents them.
     public static let methods = [

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The bridge (docs/bridge.md) driven by Python hosts against a real afmd serving the scripted backend: over stdio
 (``afm bridge`` as a subprocess) and over the C ABI (``libafm-bridge.so`` through ctypes), the same scenario for
-both: an external ``roll_dice`` tool round trip, a cancel, the history, protocol errors with the
+both: an external ``roll_dice`` tool round trip, a schema turn, a cancel, the history, protocol errors with the
 bridge still answering afterwards. Also: NPCs with the world's facts per turn, closing with active runs, and a
 host killed mid-run (the bridge and its MCP server end)."""
 
@@ -41,7 +41,10 @@ MODELS = {
             "else": [{"tool_call": {"name": "roll_dice", "arguments": "{\"sides\":6}", "chunks": 3}}],
         }
     ],
-    "verdict": [{"text": "{\"verdict\":\"lucky\","}, {"text": "\"reasoning\":\"four beats three\"}"}],
+    "verdict": {
+        "capabilities": {"streaming": True, "tools": True, "vision": False, "reasoning": False, "structured_output": True},
+        "steps": [{"json": {"text": "{\"verdict\":\"lucky\",\"reasoning\":\"four beats three\"}", "chunks": 6}}],
+    },
     "stall": [{"text": "Thinking"}, {"hang": True}],
 }
 
@@ -104,6 +107,18 @@ def test_one_scenario_over_stdio_and_over_the_c_abi(gateway, host_factory) -> No
     second = gw.generate_requests()[-1]
     outputs = [item for item in second["input"] if item.get("type") == "function_call_output"]
     assert [(o["call_id"], o["output"]) for o in outputs] == [(call["call_id"], "4")]
+
+    # 2. A schema turn: sent as text.format json_schema; the answer streams as partial JSON and comes back parsed,
+    # its keys in the schema's order (the model wrote them the other way round).
+    judge = host.call("agent.create", {"model": "verdict"})["agent_id"]
+    run = host.call("agent.run", {"agent_id": judge, "prompt": "Lucky?", "schema": {"name": "verdict", "schema": VERDICT}})["run_id"]
+    end = host.wait_end(run)
+    assert end["type"] == "completed", end
+    assert list(end["response"]["json"].items()) == [("reasoning", "four beats three"), ("verdict", "lucky")]
+    kinds = [e["type"] for e in host.events(run)]
+    assert kinds[-1] == "completed" and set(kinds[:-1]) == {"partial"} and len(kinds) > 2
+    assert gw.generate_requests()[-1]["output_format"]["type"] == "json_schema"
+    assert gw.generate_requests()[-1]["output_format"]["name"] == "verdict"
 
     # 3. Cancel: the run ends failed/cancelled and the history is as it was.
     stall = host.call("agent.create", {"model": "stall"})["agent_id"]
@@ -236,3 +251,135 @@ def test_npcs_see_the_world_as_it_is_now_and_act_through_the_host(gateway, tmp_p
         assert error["data"]["field"] == "persona.mood"
     finally:
         assert host.close() == 0
+
+
+MCP_SERVER = ROOT / "Tests" / "Fixtures" / "mcp" / "test_server.py"
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (from /proc)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_mcp_servers_serve_tools_and_fail_with_an_agent_error(gateway, tmp_path: Path) -> None:
+    gw: Gateway = gateway(
+        models={
+            "calc": [
+                {
+                    "if_input_has": "function_call_output",
+                    "then": [{"text": "The sum is five."}],
+                    "else": [{"tool_call": {"name": "add", "arguments": "{\"a\":2,\"b\":3}"}}],
+                }
+            ]
+        }
+    )
+    host = StdioHost(afm_binary(bin_dir()), gw.origin, "calc", tmp_path / "bridge.log")
+    try:
+        server = {"name": "calc", "command": sys.executable, "args": [str(MCP_SERVER)]}
+        agent = host.call("agent.create", {"mcp_servers": [server]})["agent_id"]
+        pids = children(host.process.pid)
+        assert len(pids) == 1 and alive(pids[0])
+        run = host.call("agent.run", {"agent_id": agent, "prompt": "Add 2 and 3."})["run_id"]
+        end = host.wait_end(run)
+        assert end["type"] == "completed", end
+        assert [(c["name"], c["output"]["text"], c["is_external"]) for c in end["response"]["tool_calls"]] == [("add", "5", False)]
+        assert "tool_call_started" in [e["type"] for e in host.events(run)]
+        # agent.close stops the server.
+        assert host.call("agent.close", {"agent_id": agent}) == {}
+        assert wait_until(lambda: not alive(pids[0]), timeout=10)
+        error = expect_error(host.request("agent.run", {"agent_id": agent, "prompt": "again"}), -32602)
+        assert error["data"]["field"] == "agent_id"
+
+        # A server that cannot start: agent.create answers the AgentError tool_failed (−32008, data.code).
+        broken = {"name": "broken", "command": str(tmp_path / "no-such-server")}
+        error = expect_error(host.request("agent.create", {"mcp_servers": [broken]}), -32008)
+        assert error["data"]["code"] == "tool_failed"
+        error = expect_error(host.request("agent.create", {"mcp_servers": [{"name": "x"}]}), -32602)
+        assert error["data"]["field"] == "mcp_servers[0].command"
+    finally:
+        assert host.close() == 0, host.log()
+
+
+HOST_SCRIPT = """
+import json, subprocess, sys
+afm, url, server = sys.argv[1], sys.argv[2], sys.argv[3]
+bridge = subprocess.Popen([afm, "bridge", "--url", url, "--model", "stall"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def send(message):
+    bridge.stdin.write((json.dumps(message) + "\\n").encode())
+    bridge.stdin.flush()
+def until(check):
+    for line in bridge.stdout:
+        message = json.loads(line)
+        if check(message):
+            return message
+mcp = {"name": "calc", "command": sys.executable, "args": [server]}
+send({"jsonrpc": "2.0", "id": 1, "method": "agent.create", "params": {"mcp_servers": [mcp]}})
+until(lambda m: m.get("id") == 1)
+send({"jsonrpc": "2.0", "id": 2, "method": "agent.run", "params": {"agent_id": "agent-1", "prompt": "Wait."}})
+until(lambda m: m.get("method") == "run.event" and m["params"]["event"]["type"] == "text")
+print(json.dumps({"bridge": bridge.pid}), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_killing_the_host_mid_run_ends_the_bridge_and_its_mcp_servers(gateway, tmp_path: Path) -> None:
+    gw: Gateway = gateway(models={"stall": MODELS["stall"]})
+    script = tmp_path / "host.py"
+    script.write_text(HOST_SCRIPT, encoding="utf-8")
+    libc = __import__("ctypes").CDLL(None, use_errno=True)
+    # This test becomes the subreaper of what the killed host leaves, so it can see them end and reap them.
+    PR_SET_CHILD_SUBREAPER = 36
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    try:
+        host = subprocess.Popen(
+            [sys.executable, str(script), str(afm_binary(bin_dir())), gw.origin, str(MCP_SERVER)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+        assert host.stdout is not None
+        line = host.stdout.readline()
+        assert line, "the host did not get its run going"
+        bridge = json.loads(line)["bridge"]
+        servers = children(bridge)
+        assert len(servers) == 1 and alive(servers[0])
+        assert "test_server.py" in Path(f"/proc/{servers[0]}/cmdline").read_text()
+
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+        # The bridge sees its stdin end: it cancels the run, stops the MCP server and exits 0.
+        statuses: dict[int, int] = {}
+
+        def reaped() -> bool:
+            for pid in (bridge, *servers):
+                if pid in statuses:
+                    continue
+                try:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    # Not ours: reaped by its own parent (the bridge reaps its MCP server).
+                    if not alive(pid):
+                        statuses[pid] = -1
+                    continue
+                if done == pid:
+                    statuses[pid] = status
+            return len(statuses) == 1 + len(servers)
+
+        assert wait_until(reaped, timeout=30), f"still running: {[p for p in (bridge, *servers) if alive(p)]}"
+        assert os.waitstatus_to_exitcode(statuses[bridge]) == 0
+        assert not any(alive(pid) for pid in (bridge, *servers))
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)

@@ -44,7 +44,7 @@ import Testing
         let upstream = try LlamaServer()
         let gateway = try CloudDaemon(cloud: cloud(upstream.baseURL, protocol: "chat-completions", model: "smol"))
         let response = try gateway.respond(
-            #"{"model":"private-cloud","input":"Give a word and a digit.","max_output_tokens":64,"temperature":0\#(Self.format)}"#)
+            #"{"model":"private-cloud","input":"Give a word and a digit.","max_output_tokens":200,"temperature":0\#(Self.format)}"#)
         #expect(response.status == 200, "\(response)")
         #expect(response.json?["status"] == "completed", "\(String(describing: response.json))")
         let text = try #require(response.json?["output"]?[0]?["content"]?[0]?["text"]?.stringValue)

@@ -60,9 +60,11 @@ stage: build
 
 run: build
 	@mkdir -p $(STAGE)/root
-	@printf '[Backend.local]\nModel=%s\n\n[Backend.scripted]\nScript=%s\n' "$(MODEL)" "$(CURDIR)/share/afm/demo-script.json" > $(STAGE)/root/afmd.conf
+	@printf '[Server]\n# Ctrl-C stops at once: no load balancer to tell first.\nDrainDelaySeconds=0\n\n[Backend.local]\nModel=%s\n\n[Backend.scripted]\nScript=%s\n' "$(MODEL)" "$(CURDIR)/share/afm/demo-script.json" > $(STAGE)/root/afmd.conf
 	@echo "afmd: serving the local model (SmolLM2-135M on llama.cpp) on http://$(LISTEN) (Ctrl-C stops it)"
 	@echo "try:  curl -N http://$(LISTEN)/v1/responses -H 'Content-Type: application/json' -d '{\"model\":\"on-device\",\"input\":\"What is the capital of France?\",\"stream\":true}'"
+	@echo "      $(BIN)/afmctl status    (from anywhere in this checkout: it finds $(STAGE)/root/run/afm/admin.sock)"
+	@echo "      curl http://$(LISTEN)/metrics    curl http://$(LISTEN)/ready"
 	exec $(BIN)/afmd --listen $(LISTEN) --config-root $(STAGE)/root --backend-dir $(STAGE)/backends
 
 # Tests run one at a time: many of them drive real daemons over blocking sockets, and on a 2-core machine

@@ -178,7 +178,7 @@ let package = Package(
         .testTarget(name: "AFMStoreTests", dependencies: ["AFMStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AFMChatTests",
-            dependencies: ["AFMChat", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMChat", "AFMCore", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -10,7 +10,9 @@ import AFMResponses
 ///
 /// | method | path                      | answer                                        |
 /// |--------|---------------------------|-----------------------------------------------|
-/// | GET    | /health                   | `{"status":"ok"}`                             |
+/// | GET    | /health                   | `{"status":"ok"}` (no key needed)             |
+/// | GET    | /ready                    | 200 when a backend is ready and not draining, else 503 (no key needed) |
+/// | GET    | /metrics                  | Prometheus text 0.0.4                         |
 /// | GET    | /status                   | version, backends, models, budgets            |
 /// | GET    | /v1/models, /models       | OpenAI model list                             |
 /// | POST   | /v1/responses, /responses | Responses API (JSON or SSE)                   |
@@ -18,19 +20,33 @@ import AFMResponses
 ///
 /// Before routing, ``BrowserRequestPolicy`` refuses foreign `Host`s and cross-site `Origin`s (403), and a POST must
 /// be `application/json` (415). A request from an accepted `Origin` gets `Access-Control-Allow-Origin` with it.
+/// Then ``APIGate`` checks the API key (401 `invalid_api_key` in the path's dialect's envelope), and a generation
+/// request passes admission control (503 `busy` with `Retry-After`, or a wait in its backend's queue).
 struct APIHandler: Sendable {
     let registry: BackendRegistry
     let service: ResponsesService
     let status: @Sendable () -> JSONValue
     let browserPolicy: BrowserRequestPolicy.Shared
+    let gate: APIGate
     let logger: Logger
+
+    /// The dialect (API) each generation path speaks: it names the requests in `/metrics` and picks the error
+    /// envelope of refusals made before the dialect's own code runs (401, 403, 503 busy).
+    static let dialects: [String: String] = ["/v1/responses": "responses", "/responses": "responses"]
+
+    /// The error body for a refusal on `path`, in the envelope of the path's dialect. Responses (and every path that
+    /// is no dialect's) use OpenAI's `{"error":{"message","type","param","code"}}`.
+    static func errorBody(_ error: AFMError, path: String) -> [UInt8] {
+        error.envelope.encoded()
+    }
 
     /// The synchronous start of every request (`HTTPStartingHandler`). Everything that needs no waiting is answered
     /// right here, without a task: the small endpoints, refusals, and a non-streaming response whose backend
     /// answered from inside `generate`. A response that has to wait for its backend continues as a task.
     func start(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
+        let context = RequestContext(dialect: Self.dialects[request.path] ?? "none")
         if let refusal = browserPolicy.refusal(for: request) {
-            refuse(request, writer, refusal, origin: nil)
+            refuse(request, writer, refusal, origin: nil, context: context)
             return .answered
         }
         // Present only when accepted: answers then carry the CORS fields a browser needs to read them.
@@ -39,11 +55,26 @@ struct APIHandler: Sendable {
             sendPreflightNow(request, writer, origin: origin)
             return .answered
         }
+        var authenticated = context
+        switch gate.check(request) {
+        case .refused(let error):
+            refuse(request, writer, error, origin: origin, context: context, extra: [("WWW-Authenticate", "Bearer")])
+            return .answered
+        case .allowed(let keyName):
+            authenticated.keyName = keyName
+        }
         switch (request.method, request.path) {
         case ("POST", "/v1/responses"), ("POST", "/responses"):
-            return startResponse(request, writer, origin: origin)
+            return startResponse(request, writer, origin: origin, context: authenticated)
         case ("GET", "/health"), ("HEAD", "/health"):
             sendJSONNow(writer, status: 200, encoded: Self.healthBody, origin: origin)
+        case ("GET", "/ready"), ("HEAD", "/ready"):
+            let (ready, body) = readiness()
+            sendJSONNow(writer, status: ready ? 200 : 503, encoded: body.encoded(), origin: origin)
+        case ("GET", "/metrics"):
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: ServingMetrics.contentType)
+            try? writer.respondNow(HTTPResponseHead(status: 200, headers: headers), body: metricsText())
         case ("GET", "/status"):
             sendJSONNow(writer, status: 200, encoded: status().encoded(), origin: origin)
         case ("GET", "/v1/models"), ("GET", "/models"):
@@ -72,37 +103,76 @@ struct APIHandler: Sendable {
         try? writer.respondNow(HTTPResponseHead(status: 204, headers: headers), body: [])
     }
 
-    private static let endpoints: Set<String> = ["/health", "/status", "/v1/models", "/models", "/v1/responses", "/responses"]
+    private static let endpoints: Set<String> = [
+        "/health", "/ready", "/metrics", "/status", "/v1/models", "/models", "/v1/responses", "/responses",
+    ]
 
     private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
 
-    /// Validates, leases and starts without waiting; answers at once when the generation already ended.
-    private func startResponse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?) -> HTTPHandlerStart {
+    /// Validates, leases, admits and starts without waiting; answers at once when the generation already ended.
+    /// A request that must wait for an admission slot continues as a task.
+    private func startResponse(
+        _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?, context: RequestContext
+    ) -> HTTPHandlerStart {
         if let refusal = BrowserRequestPolicy.mediaTypeRefusal(for: request) {
-            refuse(request, writer, refusal, origin: origin)
+            refuse(request, writer, refusal, origin: origin, context: context)
             return .answered
         }
         let prepared: ResponsesService.Prepared
         do {
-            prepared = try service.prepare(body: request.body)
+            prepared = try service.prepare(body: request.body, context: context)
         } catch {
-            refuse(request, writer, error, origin: origin)
+            refuse(request, writer, error, origin: origin, context: context)
             return .answered
+        }
+        let ticket: AdmissionControl.Ticket
+        switch service.admission.admit(backend: prepared.backendID) {
+        case .admitted(let admitted):
+            ticket = admitted
+        case .refused(let error):
+            // The lease goes back: the request never starts.
+            service.release(prepared)
+            refuse(request, writer, error, origin: origin, context: context, model: prepared.request.model)
+            return .answered
+        case .queued(let waiter):
+            return .continueAsync {
+                await writer.leaveEventLoop()
+                var prepared = prepared
+                guard let admitted = await waiter.wait() else {
+                    self.service.release(prepared)  // the client left while queued
+                    return
+                }
+                prepared.context.queueSeconds = context.elapsedSeconds
+                guard let started = self.start(prepared, request, writer, origin: origin) else {
+                    admitted.release()
+                    return
+                }
+                await self.respond(started, writer, origin: origin)
+                admitted.release()
+            }
         }
         if prepared.startMayBlock {
             // A runner-hosted backend: `generate` waits for the runner's reply, which must not hold up the loop.
             return .continueAsync {
                 await writer.leaveEventLoop()
+                defer { ticket.release() }
                 guard let started = self.start(prepared, request, writer, origin: origin) else { return }
                 await self.respond(started, writer, origin: origin)
             }
         }
-        guard let started = start(prepared, request, writer, origin: origin) else { return .answered }
-        if !started.request.stream, let (status, body, error) = service.completeIfEnded(started) {
-            deliver(started, writer, status: status, body: body, error: error, origin: origin)
+        guard let started = start(prepared, request, writer, origin: origin) else {
+            ticket.release()
             return .answered
         }
-        return .continueAsync { await self.respond(started, writer, origin: origin) }
+        if !started.request.stream, let (status, body, error) = service.completeIfEnded(started) {
+            deliver(started, writer, status: status, body: body, error: error, origin: origin)
+            ticket.release()
+            return .answered
+        }
+        return .continueAsync {
+            await self.respond(started, writer, origin: origin)
+            ticket.release()
+        }
     }
 
     /// Starts the generation, or answers the refusal and returns nil.
@@ -117,9 +187,17 @@ struct APIHandler: Sendable {
         }
     }
 
-    private func refuse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError, origin: String?) {
+    private func refuse(
+        _ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError, origin: String?, context: RequestContext? = nil,
+        extra: [(String, String)] = [], model: String? = nil
+    ) {
         logger.info("request refused", ["code": error.publicCode, "status": String(error.httpStatus), "connection": String(request.connectionID)])
-        sendErrorNow(writer, error, origin: origin)
+        sendErrorNow(writer, error, origin: origin, path: request.path, extra: extra)
+        if let context {
+            service.metrics.recordAnswered(
+                path: request.path, dialect: Self.dialects[request.path], keyName: context.keyName, model: model,
+                status: error.httpStatus, duration: context.elapsedSeconds)
+        }
     }
 
     /// Answers a started request: as Server-Sent Events, or as one JSON body once the generation ended.
@@ -219,11 +297,55 @@ struct APIHandler: Sendable {
         try? writer.respondNow(HTTPResponseHead(status: status, headers: headers), body: body)
     }
 
-    private func sendErrorNow(_ writer: HTTPResponseWriter, _ error: AFMError, origin: String?) {
-        var extra: [(String, String)] = []
+    private func sendErrorNow(
+        _ writer: HTTPResponseWriter, _ error: AFMError, origin: String?, path: String = "", extra: [(String, String)] = []
+    ) {
+        var extra = extra
         if let seconds = error.retryAfterSeconds { extra.append(("Retry-After", String(seconds))) }
         // A cancelled request has no client left to read this; 499 is only for the log.
-        sendJSONNow(writer, status: error.httpStatus, encoded: error.envelope.encoded(), extra: extra, origin: origin)
+        sendJSONNow(writer, status: error.httpStatus, encoded: Self.errorBody(error, path: path), extra: extra, origin: origin)
+    }
+
+    // MARK: - Readiness and metrics
+
+    /// `/ready`: ready when the node is not draining and at least one backend is ready.
+    func readiness() -> (ready: Bool, body: JSONValue) {
+        if gate.isDraining { return (false, ["status": "draining", "reason": "the node is draining: it finishes what it has and takes nothing new"]) }
+        let statuses = registry.statuses()
+        let ready = statuses.filter { $0.state == "ready" }.map { JSONValue.string($0.id) }
+        if ready.isEmpty {
+            return (false, ["status": "unavailable", "reason": "no backend is ready", "backends": .array(statuses.map { ["id": .string($0.id), "state": .string($0.state)] })])
+        }
+        return (true, ["status": "ready", "backends": .array(ready)])
+    }
+
+    /// The `/metrics` exposition: the pipeline's counters and histograms, then gauges read now.
+    func metricsText() -> [UInt8] {
+        let statuses = registry.statuses()
+        let load = service.admission.load
+        var running: [(labels: [(String, String)], value: Double)] = []
+        var waiting: [(labels: [(String, String)], value: Double)] = []
+        for id in Set(statuses.map(\.id)).union(load.keys).sorted() {
+            running.append(([("backend", id)], Double(load[id]?.running ?? 0)))
+            waiting.append(([("backend", id)], Double(load[id]?.waiting ?? 0)))
+        }
+        let gauges: [ServingMetrics.Gauge] = [
+            .init(name: "afm_requests_running", help: "Requests holding an admission slot (generating).", samples: running),
+            .init(name: "afm_requests_waiting", help: "Requests waiting for an admission slot.", samples: waiting),
+            .init(
+                name: "afm_backend_up", help: "1 when the backend is ready to serve, else 0.",
+                samples: statuses.map { ([("backend", $0.id), ("state", $0.state)], $0.state == "ready" ? 1 : 0) }),
+            .init(
+                name: "afm_backend_generation", help: "The backend's active generation (it grows with every reload).",
+                samples: statuses.map { ([("backend", $0.id)], Double($0.generation ?? 0)) }),
+            .init(
+                name: "afm_backend_restarts_total", help: "Restarts of the backend's runner after crashes.", type: "counter",
+                samples: statuses.map { ([("backend", $0.id)], Double($0.restarts)) }),
+            .init(
+                name: "afm_draining", help: "1 while the node drains (/ready answers 503).",
+                samples: [([], gate.isDraining ? 1 : 0)]),
+        ]
+        return service.metrics.render(gauges: gauges)
     }
 
     /// Lets the page of an accepted origin read the answer (and tells caches the answer depends on `Origin`).

@@ -71,8 +71,8 @@ struct StepPlayer {
                 if let stop = stopRequested() { return stop }
                 if let outcome = play(steps) { return outcome }
             }
-        case .conditional(let type, let then, let otherwise):
-            return play(generation.request.inputItemTypes.contains(type) ? then : otherwise)
+        case .conditional(let condition, let then, let otherwise):
+            return play(generation.request.satisfies(condition) ? then : otherwise)
         case .toolCall(let call):
             let index = Int32(clamping: toolCalls)
             toolCalls += 1
@@ -189,8 +189,8 @@ struct StepPlayer {
             case .delay(let milliseconds): generation.sleep(milliseconds: milliseconds)
             case .repeated(let count, let inner):
                 for _ in 0..<count where !generation.isCancelled { playAfterTerminal(inner) }
-            case .conditional(let type, let then, let otherwise):
-                playAfterTerminal(generation.request.inputItemTypes.contains(type) ? then : otherwise)
+            case .conditional(let condition, let then, let otherwise):
+                playAfterTerminal(generation.request.satisfies(condition) ? then : otherwise)
             case .toolCall(let call):
                 sink.emit(AFM_EVENT_TOOL_CALL_BEGIN, index: 0, text: call.callID ?? "", name: call.name)
                 for piece in Self.split(call.arguments, into: call.chunks) {

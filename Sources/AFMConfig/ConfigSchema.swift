@@ -5,8 +5,8 @@ public enum ConfigSchema {
     /// Every key, in the order of `etc/afmd.conf`.
     public static let keys: [ConfigKey] = [
         .serverListen, .serverShutdownTimeout, .serverRequestHeaderTimeout, .serverProcessingDeadline, .serverIOThreads,
-        .serverAllowedHosts, .serverAllowedOrigins, .serverListenSocketMode, .serverAPIKeyFile, .serverAllowUnauthenticated,
-        .serverMetricsRequireKey, .serverDrainDelay, .serverAccessLog,
+        .serverMaxConnections, .serverAllowedHosts, .serverAllowedOrigins, .serverListenSocketMode, .serverAPIKeyFile,
+        .serverAllowUnauthenticated, .serverMetricsRequireKey, .serverDrainDelay, .serverAccessLog,
         .backendsDirectory, .backendsDisabled, .backendsSilenceTimeout, .backendsCancelGrace, .backendsDrainTimeout,
         .responsesCommonPrompt, .responsesMaxOutputBytes,
         .adminSocket, .adminOperatorGroups, .adminSocketGroup,

@@ -191,6 +191,14 @@ public final class Daemon: Sendable {
     /// force. Nothing changes when the key file cannot be used.
     private func applyServing(_ configuration: DaemonConfiguration) throws(APIKeys.FileError) {
         let keys = try configuration.apiKeyFile.map { (path) throws(APIKeys.FileError) in try APIKeys.load(path: path) } ?? .none
+        // A reload must not leave a non-loopback listener without keys either (start checks it at bind).
+        if !keys.isEnabled, !configuration.allowUnauthenticated, case .tcp(let bound)? = state.withLock({ $0.listening }),
+            bound.host != "systemd", !BrowserRequestPolicy.isLoopbackName(Substring(bound.host))
+        {
+            throw APIKeys.FileError(
+                path: "configuration", line: nil,
+                message: "afmd listens on \(bound) and would serve it without API keys; set [Server] APIKeyFile= or AllowUnauthenticated=yes")
+        }
         gate.set(APIGate.Settings(keys: keys, metricsRequireKey: configuration.metricsRequireKey))
         service.metrics.setAccessLog(configuration.accessLog ? logger.named("afmd.access") : nil)
         service.admission.setLimits(configuration.admissionLimits)

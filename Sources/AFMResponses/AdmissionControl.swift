@@ -63,6 +63,7 @@ public final class AdmissionControl: Sendable {
         /// Hands a slot to the first waiter of `backend`; returns its continuation to resume with true.
         mutating func grantFirst(of backend: String) -> CheckedContinuation<Bool, Never>? {
             guard let first = lanes[backend]?.waiting.first else { return nil }
+            // The force unwrap is safe: the lane exists (its first waiter was just read).
             lanes[backend]!.waiting.removeFirst()
             if let continuation = first.continuation { return continuation }
             decidedEarly[first.id] = true
@@ -84,7 +85,7 @@ public final class AdmissionControl: Sendable {
             for id in Set(state.lanes.keys).union(limits.keys) {
                 state.lanes[id, default: Lane()].limits = limits[id] ?? Limits()
                 while let lane = state.lanes[id], !lane.waiting.isEmpty, lane.hasFreeSlot {
-                    state.lanes[id]!.running += 1
+                    state.lanes[id]!.running += 1  // safe: the `while let` just read the lane
                     if let continuation = state.grantFirst(of: id) { woken.append(continuation) }
                 }
             }
@@ -136,7 +137,7 @@ public final class AdmissionControl: Sendable {
         let decided = state.withLock { state -> Bool? in
             if let decided = state.decidedEarly.removeValue(forKey: id) { return decided }
             guard let index = state.lanes[backend]?.waiting.firstIndex(where: { $0.id == id }) else { return false }
-            state.lanes[backend]!.waiting[index].continuation = continuation
+            state.lanes[backend]!.waiting[index].continuation = continuation  // safe: the index came from this lane
             return nil
         }
         if let decided { continuation.resume(returning: decided) }
@@ -146,7 +147,7 @@ public final class AdmissionControl: Sendable {
     fileprivate func cancel(backend: String, id: UInt64) {
         let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
             guard let index = state.lanes[backend]?.waiting.firstIndex(where: { $0.id == id }) else { return nil }
-            let entry = state.lanes[backend]!.waiting.remove(at: index)
+            let entry = state.lanes[backend]!.waiting.remove(at: index)  // safe: the index came from this lane
             if entry.continuation == nil { state.decidedEarly[id] = false }
             return entry.continuation
         }
@@ -161,7 +162,7 @@ public final class AdmissionControl: Sendable {
             if !lane.waiting.isEmpty, lane.limits.maxConcurrent == 0 || lane.running <= lane.limits.maxConcurrent {
                 return state.grantFirst(of: backend)
             }
-            state.lanes[backend]!.running = max(0, lane.running - 1)
+            state.lanes[backend]!.running = max(0, lane.running - 1)  // safe: the lane was read above
             return nil
         }
         next?.resume(returning: true)

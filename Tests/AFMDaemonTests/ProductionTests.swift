@@ -116,6 +116,39 @@ import Testing
         #expect(try post(harness, headers: ["x-api-key": Self.ciKey]).status == 200)
     }
 
+    /// The 401 comes in each dialect's envelope, and every dialect's requests are counted by dialect and by key.
+    @Test func eachDialectGetsItsOwnUnauthorizedEnvelope() throws {
+        let keys = try Self.writeKeyFile(TestPaths.makeTemporaryDirectory("afm-keys"))
+        let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#], config: "[Server]\nAPIKeyFile=\(keys)\n")
+        let chatBody = #"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#
+        let messagesBody = #"{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}"#
+
+        let responses = try harness.client().post("/v1/responses", json: responsesBody(model: "m"))
+        #expect(responses.status == 401)
+        #expect(responses.json?["error"]?["code"] == "invalid_api_key")
+        let chat = try harness.client().post("/v1/chat/completions", json: chatBody, headers: ["Authorization": "Bearer nope"])
+        #expect(chat.status == 401)
+        #expect(chat.json?["error"]?["code"] == "invalid_api_key")
+        #expect(chat.json?["error"]?["type"] == "invalid_request_error")
+        let messages = try harness.client().post("/v1/messages", json: messagesBody, headers: ["x-api-key": "nope", "anthropic-version": "2023-06-01"])
+        #expect(messages.status == 401)
+        #expect(messages.json?["type"] == "error")
+        #expect(messages.json?["error"]?["type"] == "authentication_error")
+        let count = try harness.client().post("/v1/messages/count_tokens", json: messagesBody)
+        #expect(count.status == 401)
+        #expect(count.json?["error"]?["type"] == "authentication_error")
+
+        #expect(try harness.client().post("/v1/chat/completions", json: chatBody, headers: ["Authorization": "Bearer \(Self.aliceKey)"]).status == 200)
+        let anthropic = try harness.client().post(
+            "/v1/messages", json: messagesBody, headers: ["x-api-key": Self.aliceKey, "anthropic-version": "2023-06-01"])
+        #expect(anthropic.status == 200, "\(anthropic)")
+        let metrics = try harness.client().get("/metrics", headers: ["x-api-key": Self.aliceKey]).text
+        for (dialect, code) in [("responses", 401), ("chat_completions", 401), ("chat_completions", 200), ("messages", 401), ("messages", 200)] {
+            #expect(metrics.contains(#"afm_requests_total{dialect="\#(dialect)",code="\#(code)"}"#), "\(dialect) \(code)")
+        }
+        #expect(metrics.contains(#"afm_request_success_total{model="m",backend="scripted",finished_reason="stop"} 2"#))
+    }
+
     @Test func metricsCanBeOpenWhileTheAPIIsGuarded() throws {
         let scratch = TestPaths.makeTemporaryDirectory("afm-keys")
         let keys = try Self.writeKeyFile(scratch)
@@ -148,6 +181,12 @@ import Testing
             backendDirectory: directory.path, config: "[Server]\nAPIKeyFile=\(keys)\n", extraArguments: ["--listen", "0.0.0.0:0"],
             waitFor: "listening on 0.0.0.0:")
         #expect(guarded.log.contains("listening on 0.0.0.0:"))
+        // A reload that would drop the keys while listening there is refused, and the keys stay.
+        try "".write(toFile: guarded.root + "/afmd.conf", atomically: true, encoding: .utf8)
+        let reload = try guarded.afmctl(["reload"])
+        #expect(reload.status != 0)
+        #expect(reload.errors.contains("without API keys"), "\(reload.errors)")
+        #expect(try TestHTTPClient(port: guarded.port).get("/v1/models").status == 401)
         #expect(guarded.stop() == 0)
     }
 

@@ -74,7 +74,7 @@ test: build model-gemma
 	$(MAKE) test-local-backend
 	@scripts/setup-python   # the venv the Swift tests use too (AFMAgentTests start an MCP server from PyPI's mcp)
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) $(SWIFT) test $(SWIFTFLAGS) --no-parallel
-	AFM_BIN_DIR=$(CURDIR)/$(BIN) scripts/test-clients
+	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) scripts/test-clients
 	$(MAKE) test-fleet
 
 # Many nodes behind HAProxy (Debian's, from scripts/bootstrap): share/haproxy/afm.cfg in front of three afmd nodes

@@ -37,6 +37,16 @@ DEFAULT_CAPABILITIES = {"streaming": True, "tools": True, "vision": False, "reas
 LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
 
 
+def stage_dir() -> Path:
+    value = os.environ.get("AFM_STAGE_DIR", "")
+    return Path(value) if value else ROOT / ".build" / "afm"
+
+
+def local_model() -> Path:
+    value = os.environ.get("AFM_MODEL", "")
+    return Path(value) if value else ROOT / ".cache" / "afm" / "models" / "smollm2-135m-instruct-q4_1.gguf"
+
+
 def bin_dir() -> Path:
     value = os.environ.get("AFM_BIN_DIR", "")
     return Path(value) if value else ROOT / ".build" / "debug"
@@ -102,7 +112,9 @@ def model_entry(model_id: str, spec: Any) -> dict[str, Any]:
     return entry
 
 
-def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", api_key: str | None = None) -> Gateway:
+def start_gateway(
+    tmp_path: Path, models: dict[str, Any], config: str = "", local: bool = False, api_key: str | None = None
+) -> Gateway:
     afmd = bin_dir() / "afmd"
     library = bin_dir() / "libafm-backend-scripted.so"
     for path in (afmd, library):
@@ -116,6 +128,15 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", api_
     shutil.copyfile(library, backends / "scripted.so")
     shutil.copyfile(ROOT / "Plugins" / "scripted" / "scripted.json", backends / "scripted.json")
 
+    if local:
+        # The real local backend (llama.cpp) with the real default model, as `make test` stages and fetches them.
+        for path in (stage_dir() / "backends" / "local.so", local_model()):
+            if not path.exists():
+                raise AssertionError(f"{path} is missing: run `make build` first (or set AFM_STAGE_DIR / AFM_MODEL)")
+        shutil.copyfile(stage_dir() / "backends" / "local.so", backends / "local.so")
+        shutil.copyfile(stage_dir() / "backends" / "local.json", backends / "local.json")
+        config = f"[Backend.local]\nModel={local_model()}\nContextTokens=2048\n\n" + config
+
     record = tmp_path / "record.jsonl"
     settings = f"[Backend.scripted]\nRecordFile={record}\n"
     if models:
@@ -123,7 +144,7 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", api_
         script_path = tmp_path / "script.json"
         script_path.write_text(json.dumps(script, indent=1), encoding="utf-8")
         settings += f"Script={script_path}\n"
-    (root / "afmd.conf").write_text(settings + config, encoding="utf-8")
+    (root / "afmd.conf").write_text(config + "\n" + settings if local else settings + config, encoding="utf-8")
     # SIGTERM at the end of every test: no drain delay (a vendor drop-in, so a test's own setting shadows it).
     vendor = root / "usr" / "lib" / "afm" / "afmd.conf.d"
     vendor.mkdir(parents=True)
@@ -141,6 +162,8 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", api_
     try:
         gateway.port = wait_for_port(gateway)
         check_models_served(gateway, list(models), api_key)
+        if local:
+            wait_for_alias(gateway, "on-device")
     except BaseException:
         if process.poll() is None:
             process.kill()
@@ -161,6 +184,17 @@ def wait_for_port(gateway: Gateway) -> int:
     raise AssertionError(f"afmd did not log 'listening on' within {START_TIMEOUT_SECONDS} s:\n{gateway.log()}")
 
 
+def wait_for_alias(gateway: Gateway, alias: str) -> None:
+    """Waits until the alias resolves (the local backend has loaded its model)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{gateway.origin}/v1/models", timeout=10) as answer:
+            if any(model["id"] == alias for model in json.load(answer)["data"]):
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"'{alias}' did not become available within 120 s:\n{gateway.log()}")
+
+
 def check_models_served(gateway: Gateway, model_ids: list[str], api_key: str | None = None) -> None:
     """Fails with afmd's log when the scripted backend did not load the test's script (a script error, an old build)."""
     request = urllib.request.Request(f"{gateway.origin}/v1/models")
@@ -176,12 +210,13 @@ def check_models_served(gateway: Gateway, model_ids: list[str], api_key: str | N
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
-    """``gateway(models={id: steps-or-model}, config="", api_key=None)`` starts afmd (``api_key``: one of the keys
-    its config's APIKeyFile holds, for the start-up check); after the test it is stopped and must exit 0."""
+    """``gateway(models={id: steps-or-model}, config="", local=False, api_key=None)`` starts afmd (with ``local`` also
+    the real local backend and model, as ``on-device``; ``api_key``: one of the keys its config's APIKeyFile holds,
+    for the start-up check); after the test it is stopped and must exit 0."""
     started: list[Gateway] = []
 
-    def start(models: dict[str, Any] | None = None, config: str = "", api_key: str | None = None) -> Gateway:
-        gw = start_gateway(tmp_path / f"gw{len(started)}", models or {}, config, api_key)
+    def start(models: dict[str, Any] | None = None, config: str = "", local: bool = False, api_key: str | None = None) -> Gateway:
+        gw = start_gateway(tmp_path / f"gw{len(started)}", models or {}, config, local, api_key)
         started.append(gw)
         return gw
 

@@ -221,3 +221,71 @@ def gateway(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
             failures.append(f"afmd exited {status} after SIGTERM (expected 0):\n{gw.log()}")
     assert not failures, "\n".join(failures)
 
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A real afmd serving the real local backend (llama.cpp) with a real model, for tests of what a model does.
+# ---------------------------------------------------------------------------------------------------------------
+
+MODELS = {
+    "smollm2": ROOT / ".cache" / "afm" / "models" / "smollm2-135m-instruct-q4_1.gguf",
+    "gemma3": ROOT / ".cache" / "afm" / "models" / "gemma-3-270m-q4_k_m.gguf",
+}
+
+
+def staged_backends() -> Path:
+    value = os.environ.get("AFM_STAGE_DIR", "")
+    return (Path(value) if value else ROOT / ".build" / "afm") / "backends"
+
+
+def start_local_gateway(tmp_path: Path, model: Path, context_tokens: int = 2048) -> Gateway:
+    """afmd with ``local.so`` (staged by ``make build``) serving ``model`` as ``on-device``."""
+    afmd = bin_dir() / "afmd"
+    library = staged_backends() / "local.so"
+    for path in (afmd, library, model):
+        if not path.exists():
+            raise AssertionError(f"{path} is missing: run `make build` (and scripts/fetch-model) first")
+    root = tmp_path / "afmd-root"
+    backends = tmp_path / "backends"
+    root.mkdir(parents=True)
+    backends.mkdir(parents=True)
+    (backends / "local.so").symlink_to(library)
+    shutil.copyfile(staged_backends() / "local.json", backends / "local.json")
+    # A model on two shared cores can take minutes for a long answer: the processing deadline (300 s) must not
+    # cut a non-streaming structured answer off.
+    config = f"[Server]\nProcessingDeadlineSeconds=1800\n[Backend.local]\nModel={model}\nContextTokens={context_tokens}\n"
+    (root / "afmd.conf").write_text(config, encoding="utf-8")
+    log_path = root / "afmd.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(afmd), "--listen", "127.0.0.1:0", "--config-root", str(root), "--backend-dir", str(backends)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    gateway = Gateway(process=process, port=0, root=root, record_path=tmp_path / "none.jsonl", log_path=log_path)
+    try:
+        gateway.port = wait_for_port(gateway)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the model loads after the listener opens
+            with urllib.request.urlopen(f"{gateway.origin}/v1/models", timeout=10) as answer:
+                if any(m.get("capabilities", {}).get("structured_output") for m in json.load(answer)["data"]):
+                    break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"the local backend did not serve a model within 120 s:\n{gateway.log()}")
+    except BaseException:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        raise
+    return gateway
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def local_gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """One afmd per real model (SmolLM2-135M, Gemma 3 270M) for the module's tests; must exit 0 on SIGTERM."""
+    gw = start_local_gateway(tmp_path_factory.mktemp(request.param), MODELS[request.param])
+    yield gw
+    status = gw.stop()
+    assert status == 0, f"afmd exited {status} after SIGTERM:\n{gw.log()}"

@@ -290,7 +290,8 @@ def test_mcp_servers_serve_tools_and_fail_with_an_agent_error(gateway, tmp_path:
     )
     host = StdioHost(afm_binary(bin_dir()), gw.origin, "calc", tmp_path / "bridge.log")
     try:
-        server = {"name": "calc", "command": sys.executable, "args": [str(MCP_SERVER)]}
+        # Python's mcp package takes seconds to import on a loaded machine: a generous start-up time.
+        server = {"name": "calc", "command": sys.executable, "args": [str(MCP_SERVER)], "startup_timeout_ms": 60000}
         agent = host.call("agent.create", {"mcp_servers": [server]})["agent_id"]
         pids = children(host.process.pid)
         assert len(pids) == 1 and alive(pids[0])
@@ -327,7 +328,7 @@ def until(check):
         message = json.loads(line)
         if check(message):
             return message
-mcp = {"name": "calc", "command": sys.executable, "args": [server]}
+mcp = {"name": "calc", "command": sys.executable, "args": [server], "startup_timeout_ms": 60000}
 send({"jsonrpc": "2.0", "id": 1, "method": "agent.create", "params": {"mcp_servers": [mcp]}})
 until(lambda m: m.get("id") == 1)
 send({"jsonrpc": "2.0", "id": 2, "method": "agent.run", "params": {"agent_id": "agent-1", "prompt": "Wait."}})

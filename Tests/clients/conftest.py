@@ -112,7 +112,9 @@ def model_entry(model_id: str, spec: Any) -> dict[str, Any]:
     return entry
 
 
-def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", local: bool = False) -> Gateway:
+def start_gateway(
+    tmp_path: Path, models: dict[str, Any], config: str = "", local: bool = False, api_key: str | None = None
+) -> Gateway:
     afmd = bin_dir() / "afmd"
     library = bin_dir() / "libafm-backend-scripted.so"
     for path in (afmd, library):
@@ -143,6 +145,10 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", loca
         script_path.write_text(json.dumps(script, indent=1), encoding="utf-8")
         settings += f"Script={script_path}\n"
     (root / "afmd.conf").write_text(config + "\n" + settings if local else settings + config, encoding="utf-8")
+    # SIGTERM at the end of every test: no drain delay (a vendor drop-in, so a test's own setting shadows it).
+    vendor = root / "usr" / "lib" / "afm" / "afmd.conf.d"
+    vendor.mkdir(parents=True)
+    (vendor / "00-tests.conf").write_text("[Server]\nDrainDelaySeconds=0\n", encoding="utf-8")
 
     log_path = root / "afmd.log"
     with open(log_path, "wb") as log:
@@ -155,7 +161,7 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", loca
     gateway = Gateway(process=process, port=0, root=root, record_path=record, log_path=log_path)
     try:
         gateway.port = wait_for_port(gateway)
-        check_models_served(gateway, list(models))
+        check_models_served(gateway, list(models), api_key)
         if local:
             wait_for_alias(gateway, "on-device")
     except BaseException:
@@ -189,9 +195,12 @@ def wait_for_alias(gateway: Gateway, alias: str) -> None:
     raise AssertionError(f"'{alias}' did not become available within 120 s:\n{gateway.log()}")
 
 
-def check_models_served(gateway: Gateway, model_ids: list[str]) -> None:
+def check_models_served(gateway: Gateway, model_ids: list[str], api_key: str | None = None) -> None:
     """Fails with afmd's log when the scripted backend did not load the test's script (a script error, an old build)."""
-    with urllib.request.urlopen(f"{gateway.origin}/v1/models", timeout=10) as answer:
+    request = urllib.request.Request(f"{gateway.origin}/v1/models")
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    with urllib.request.urlopen(request, timeout=10) as answer:
         served = {model["id"] for model in json.load(answer)["data"]}
     missing = [model_id for model_id in model_ids if model_id not in served]
     if missing:
@@ -201,11 +210,13 @@ def check_models_served(gateway: Gateway, model_ids: list[str]) -> None:
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
-    """``gateway(models={id: steps-or-model}, config="", local=False)`` starts afmd (with ``local`` also the real local backend and model, as ``on-device``); after the test it is stopped and must exit 0."""
+    """``gateway(models={id: steps-or-model}, config="", local=False, api_key=None)`` starts afmd (with ``local`` also
+    the real local backend and model, as ``on-device``; ``api_key``: one of the keys its config's APIKeyFile holds,
+    for the start-up check); after the test it is stopped and must exit 0."""
     started: list[Gateway] = []
 
-    def start(models: dict[str, Any] | None = None, config: str = "", local: bool = False) -> Gateway:
-        gw = start_gateway(tmp_path / f"gw{len(started)}", models or {}, config, local)
+    def start(models: dict[str, Any] | None = None, config: str = "", local: bool = False, api_key: str | None = None) -> Gateway:
+        gw = start_gateway(tmp_path / f"gw{len(started)}", models or {}, config, local, api_key)
         started.append(gw)
         return gw
 

@@ -51,6 +51,9 @@ public final class Daemon: Sendable {
         var lastReloadError: String?
         /// The address the listener is bound to, or nil when it is not listening.
         var listening: ListenAddress?
+        /// The address the exposure rule judges: `listening`, or for a systemd TCP socket the address it is bound
+        /// to (`listening` says only "systemd"). Nil when not listening.
+        var served: ListenAddress?
         /// A Unix socket file afmd made for the listener (removed when the listener closes).
         var ownSocketFile: String?
         /// A stop through the admin socket lasts until a start through it, or a restart.
@@ -192,8 +195,8 @@ public final class Daemon: Sendable {
     private func applyServing(_ configuration: DaemonConfiguration) throws(APIKeys.FileError) {
         let keys = try configuration.apiKeyFile.map { (path) throws(APIKeys.FileError) in try APIKeys.load(path: path) } ?? .none
         // A reload must not leave a non-loopback listener without keys either (start checks it at bind).
-        if !keys.isEnabled, !configuration.allowUnauthenticated, case .tcp(let bound)? = state.withLock({ $0.listening }),
-            bound.host != "systemd", !BrowserRequestPolicy.isLoopbackName(Substring(bound.host))
+        if !keys.isEnabled, !configuration.allowUnauthenticated, case .tcp(let bound)? = state.withLock({ $0.served }),
+            !BrowserRequestPolicy.isLoopbackName(Substring(bound.host))
         {
             throw APIKeys.FileError(
                 path: "configuration", line: nil,
@@ -223,9 +226,18 @@ public final class Daemon: Sendable {
             // Set first: the listener answers as soon as it is bound.
             browserPolicy.set(configuration.browserPolicy(listenHost: Self.policyHost(address)))
             let bound: ListenAddress
+            var served: ListenAddress?
             var ownSocketFile: String?
             if let socket = activated.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
-                // systemd made and bound it (afmd.socket): serve it whatever Listen says.
+                // systemd made and bound it (afmd.socket): serve it whatever Listen says, under Listen's rule: a
+                // non-loopback TCP address needs API keys (the socket's address counts, not Listen's).
+                if !socket.isUnix, let local = try? socket.descriptor.localAddress() {
+                    let address = ListenAddress.tcp(HostPort(host: local.host, port: local.port))
+                    if let problem = exposureProblem(address) {
+                        throw DaemonStartError(message: "systemd socket \(socket.name): \(problem)")
+                    }
+                    served = address
+                }
                 let port = try server.start(adopting: socket.descriptor, name: "systemd socket \(socket.name)")
                 bound = socket.isUnix ? .unix(path: "(systemd socket \(socket.name))") : .tcp(HostPort(host: "systemd", port: port ?? 0))
                 browserPolicy.set(configuration.browserPolicy(listenHost: "127.0.0.1"))
@@ -242,6 +254,7 @@ public final class Daemon: Sendable {
             }
             state.withLock {
                 $0.listening = bound
+                $0.served = served ?? bound
                 $0.ownSocketFile = ownSocketFile
                 $0.bindFailure = nil
             }
@@ -266,6 +279,7 @@ public final class Daemon: Sendable {
         let path = state.withLock { state -> String? in
             defer { state.ownSocketFile = nil }
             state.listening = nil
+            state.served = nil
             return state.ownSocketFile
         }
         if let path { unlink(path) }

@@ -334,6 +334,81 @@ import Testing
         #expect(activator.terminationStatus == 0)
     }
 
+    /// A socket systemd binds on a non-loopback address is under the same rule as `Listen=`: without API keys afmd
+    /// refuses to serve it (before, the check looked only at `Listen=` and served 0.0.0.0 to anyone).
+    @Test func socketActivationOnAPublicAddressNeedsKeys() throws {
+        let directory = BackendDirectoryBuilder()
+        try directory.addScripted()
+        let port = try Self.freePort()
+        let root = TestPaths.makeTemporaryDirectory("afmd-root")
+        try "[Server]\nDrainDelaySeconds=0\n".write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
+        let log = root + "/afmd.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let activator = Process()
+        activator.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+        activator.arguments = [
+            "-l", "0.0.0.0:\(port)", TestPaths.afmd, "--config-root", root, "--backend-dir", directory.path,
+        ]
+        activator.standardError = FileHandle(forWritingAtPath: log)
+        try activator.run()
+        defer {
+            if activator.isRunning {
+                kill(activator.processIdentifier, SIGKILL)
+                activator.waitUntilExit()
+            }
+        }
+        #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port)) != nil })
+        let client = try TestHTTPClient(port: port)
+        let answer = try? client.get("/v1/models")
+        #expect(answer?.status != 200, "\(String(describing: answer))")
+        #expect(waitUntil(seconds: 20) { !activator.isRunning })
+        #expect(!activator.isRunning)
+        if !activator.isRunning { #expect(activator.terminationStatus != 0) }
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(text.contains("without API keys"), "\(text)")
+    }
+
+    /// The same rule on a reload: afmd serving a systemd socket on 0.0.0.0 with keys keeps them when a new
+    /// configuration drops `APIKeyFile=` (before, the reload check skipped systemd sockets and turned keys off).
+    @Test func socketActivationOnAPublicAddressKeepsKeysOnReload() throws {
+        let directory = BackendDirectoryBuilder()
+        try directory.addScripted()
+        let port = try Self.freePort()
+        let root = TestPaths.makeTemporaryDirectory("afmd-root")
+        let keys = try Self.writeKeyFile(root)
+        try "[Server]\nDrainDelaySeconds=0\nAPIKeyFile=\(keys)\n".write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
+        let log = root + "/afmd.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let activator = Process()
+        activator.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+        activator.arguments = [
+            "-l", "0.0.0.0:\(port)", TestPaths.afmd, "--config-root", root, "--backend-dir", directory.path,
+        ]
+        activator.standardError = FileHandle(forWritingAtPath: log)
+        try activator.run()
+        defer {
+            if activator.isRunning {
+                kill(activator.processIdentifier, SIGKILL)
+                activator.waitUntilExit()
+            }
+        }
+        #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port)) != nil })
+        #expect(try TestHTTPClient(port: port).get("/v1/models").status == 401)
+        #expect(try TestHTTPClient(port: port).get("/v1/models", headers: ["x-api-key": Self.aliceKey]).status == 200)
+        try "[Server]\nDrainDelaySeconds=0\n".write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
+        kill(activator.processIdentifier, SIGHUP)
+        #expect(
+            waitUntil(seconds: 10) {
+                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                return text.contains("configuration reload") && (text.contains("reload failed") || text.contains("configuration reloaded"))
+            })
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(text.contains("without API keys"), "\(text)")
+        #expect(try TestHTTPClient(port: port).get("/v1/models").status == 401)
+        kill(activator.processIdentifier, SIGTERM)
+        activator.waitUntilExit()
+    }
+
     /// `make run` ergonomics: afmctl run anywhere inside a checkout finds the admin socket of the daemon `make run`
     /// started there (`--config-root .build/afm/root`) without flags, when the standard socket is missing.
     @Test func afmctlFindsTheMakeRunDaemonOfItsCheckout() throws {

@@ -54,6 +54,8 @@ public final class Daemon: Sendable {
         /// The address the exposure rule judges: `listening`, or for a systemd TCP socket the address it is bound
         /// to (`listening` says only "systemd"). Nil when not listening.
         var served: ListenAddress?
+        /// Whether the listener is a socket systemd passed (served whatever `Listen` says).
+        var adopted = false
         /// A Unix socket file afmd made for the listener (removed when the listener closes).
         var ownSocketFile: String?
         /// A stop through the admin socket lasts until a start through it, or a restart.
@@ -228,7 +230,10 @@ public final class Daemon: Sendable {
             let bound: ListenAddress
             var served: ListenAddress?
             var ownSocketFile: String?
-            if let socket = activated.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+            var adopted = false
+            // The passed socket stays in `activated`: the listener serves a copy of its descriptor, so after a stop or
+            // a drain `afmctl listener start` serves systemd's socket again (never Listen, which systemd ignores).
+            if let socket = activated.withLock({ $0.first }) {
                 // systemd made and bound it (afmd.socket): serve it whatever Listen says, under Listen's rule: a
                 // non-loopback TCP address needs API keys (the socket's address counts, not Listen's).
                 if !socket.isUnix, let local = try? socket.descriptor.localAddress() {
@@ -238,7 +243,8 @@ public final class Daemon: Sendable {
                     }
                     served = address
                 }
-                let port = try server.start(adopting: socket.descriptor, name: "systemd socket \(socket.name)")
+                let port = try server.start(adopting: try socket.descriptor.duplicate(), name: "systemd socket \(socket.name)")
+                adopted = true
                 bound = socket.isUnix ? .unix(path: "(systemd socket \(socket.name))") : .tcp(HostPort(host: "systemd", port: port ?? 0))
                 browserPolicy.set(configuration.browserPolicy(listenHost: "127.0.0.1"))
             } else {
@@ -255,6 +261,7 @@ public final class Daemon: Sendable {
             state.withLock {
                 $0.listening = bound
                 $0.served = served ?? bound
+                $0.adopted = adopted
                 $0.ownSocketFile = ownSocketFile
                 $0.bindFailure = nil
             }
@@ -280,6 +287,7 @@ public final class Daemon: Sendable {
             defer { state.ownSocketFile = nil }
             state.listening = nil
             state.served = nil
+            state.adopted = false
             return state.ownSocketFile
         }
         if let path { unlink(path) }
@@ -377,6 +385,12 @@ public final class Daemon: Sendable {
     func rebindIfNeeded(to address: ListenAddress) {
         let current = state.withLock { state -> (ListenAddress?, Bool) in (state.listening, state.stoppedByOperator) }
         guard !current.1 else { return }
+        // systemd's socket is served whatever Listen says: a reload or a saved address must not close it (before,
+        // every reload did, and afmd then listened on Listen while afmd.socket's connections waited unanswered).
+        if current.0 != nil, state.withLock({ $0.adopted }) {
+            logger.info("serving the socket systemd passed; Listen applies when afmd starts without one", ["listen": address.description])
+            return
+        }
         if let listening = current.0 {
             switch (listening, address) {
             case (.tcp(let now), .tcp(let wanted)):

@@ -51,6 +51,11 @@ public final class Daemon: Sendable {
         var lastReloadError: String?
         /// The address the listener is bound to, or nil when it is not listening.
         var listening: ListenAddress?
+        /// The address the exposure rule judges: `listening`, or for a systemd TCP socket the address it is bound
+        /// to (`listening` says only "systemd"). Nil when not listening.
+        var served: ListenAddress?
+        /// Whether the listener is a socket systemd passed (served whatever `Listen` says).
+        var adopted = false
         /// A Unix socket file afmd made for the listener (removed when the listener closes).
         var ownSocketFile: String?
         /// A stop through the admin socket lasts until a start through it, or a restart.
@@ -192,8 +197,8 @@ public final class Daemon: Sendable {
     private func applyServing(_ configuration: DaemonConfiguration) throws(APIKeys.FileError) {
         let keys = try configuration.apiKeyFile.map { (path) throws(APIKeys.FileError) in try APIKeys.load(path: path) } ?? .none
         // A reload must not leave a non-loopback listener without keys either (start checks it at bind).
-        if !keys.isEnabled, !configuration.allowUnauthenticated, case .tcp(let bound)? = state.withLock({ $0.listening }),
-            bound.host != "systemd", !BrowserRequestPolicy.isLoopbackName(Substring(bound.host))
+        if !keys.isEnabled, !configuration.allowUnauthenticated, case .tcp(let bound)? = state.withLock({ $0.served }),
+            !BrowserRequestPolicy.isLoopbackName(Substring(bound.host))
         {
             throw APIKeys.FileError(
                 path: "configuration", line: nil,
@@ -223,10 +228,23 @@ public final class Daemon: Sendable {
             // Set first: the listener answers as soon as it is bound.
             browserPolicy.set(configuration.browserPolicy(listenHost: Self.policyHost(address)))
             let bound: ListenAddress
+            var served: ListenAddress?
             var ownSocketFile: String?
-            if let socket = activated.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
-                // systemd made and bound it (afmd.socket): serve it whatever Listen says.
-                let port = try server.start(adopting: socket.descriptor, name: "systemd socket \(socket.name)")
+            var adopted = false
+            // The passed socket stays in `activated`: the listener serves a copy of its descriptor, so after a stop or
+            // a drain `afmctl listener start` serves systemd's socket again (never Listen, which systemd ignores).
+            if let socket = activated.withLock({ $0.first }) {
+                // systemd made and bound it (afmd.socket): serve it whatever Listen says, under Listen's rule: a
+                // non-loopback TCP address needs API keys (the socket's address counts, not Listen's).
+                if !socket.isUnix, let local = try? socket.descriptor.localAddress() {
+                    let address = ListenAddress.tcp(HostPort(host: local.host, port: local.port))
+                    if let problem = exposureProblem(address) {
+                        throw DaemonStartError(message: "systemd socket \(socket.name): \(problem)")
+                    }
+                    served = address
+                }
+                let port = try server.start(adopting: try socket.descriptor.duplicate(), name: "systemd socket \(socket.name)")
+                adopted = true
                 bound = socket.isUnix ? .unix(path: "(systemd socket \(socket.name))") : .tcp(HostPort(host: "systemd", port: port ?? 0))
                 browserPolicy.set(configuration.browserPolicy(listenHost: "127.0.0.1"))
             } else {
@@ -242,6 +260,8 @@ public final class Daemon: Sendable {
             }
             state.withLock {
                 $0.listening = bound
+                $0.served = served ?? bound
+                $0.adopted = adopted
                 $0.ownSocketFile = ownSocketFile
                 $0.bindFailure = nil
             }
@@ -266,6 +286,8 @@ public final class Daemon: Sendable {
         let path = state.withLock { state -> String? in
             defer { state.ownSocketFile = nil }
             state.listening = nil
+            state.served = nil
+            state.adopted = false
             return state.ownSocketFile
         }
         if let path { unlink(path) }
@@ -363,6 +385,12 @@ public final class Daemon: Sendable {
     func rebindIfNeeded(to address: ListenAddress) {
         let current = state.withLock { state -> (ListenAddress?, Bool) in (state.listening, state.stoppedByOperator) }
         guard !current.1 else { return }
+        // systemd's socket is served whatever Listen says: a reload or a saved address must not close it (before,
+        // every reload did, and afmd then listened on Listen while afmd.socket's connections waited unanswered).
+        if current.0 != nil, state.withLock({ $0.adopted }) {
+            logger.info("serving the socket systemd passed; Listen applies when afmd starts without one", ["listen": address.description])
+            return
+        }
         if let listening = current.0 {
             switch (listening, address) {
             case (.tcp(let now), .tcp(let wanted)):

@@ -60,6 +60,8 @@ public final class Daemon: Sendable {
         var ownSocketFile: String?
         /// A stop through the admin socket lasts until a start through it, or a restart.
         var stoppedByOperator = false
+        /// How many `afmctl listener start`s there were: a drain that sees it change was undone while it ran.
+        var listenerStarts = 0
         var bindFailure: String?
     }
 
@@ -342,11 +344,23 @@ public final class Daemon: Sendable {
     /// `afmctl drain`: what SIGTERM does, without exiting. `/ready` answers 503 at once; after `DrainDelaySeconds`
     /// the listener closes and in-flight responses finish. `afmctl listener start` undoes it.
     public func drain() async -> JSONValue {
+        let starts = state.withLock { $0.listenerStarts }
         await drainDelay()
+        // A start during the delay ended the drain (it found the listener open and left it so): nothing to close.
+        guard state.withLock({ $0.listenerStarts }) == starts else { return listenerJSON }
         await server.shutdown(deadline: configuration.shutdownTimeout)
         removeOwnSocketFile()
-        state.withLock { $0.stoppedByOperator = true }
-        logger.info("drained: the listener is closed until afmctl listener start")
+        let startedMeanwhile = state.withLock { state -> Bool in
+            guard state.listenerStarts == starts else { return true }
+            state.stoppedByOperator = true
+            return false
+        }
+        if startedMeanwhile {
+            // A start while in-flight responses finished found the listener still open: open it again now.
+            _ = try? setListener(running: true)
+        } else {
+            logger.info("drained: the listener is closed until afmctl listener start")
+        }
         return listenerJSON
     }
 
@@ -356,6 +370,7 @@ public final class Daemon: Sendable {
         if running {
             let address = state.withLock { state -> ListenAddress? in
                 state.stoppedByOperator = false
+                state.listenerStarts += 1
                 return state.listening == nil ? state.configuration.listen : nil
             }
             if let address { _ = try bind(address) }

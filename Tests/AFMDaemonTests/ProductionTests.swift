@@ -243,6 +243,26 @@ import Testing
         #expect(try TestHTTPClient(port: newPort).get("/ready").status == 200)
     }
 
+    /// `afmctl listener start` while a drain waits out its delay ends the drain: the listener stays open and the node
+    /// ready. Before, the drain went on after its delay and closed the listener `listener start` had just reported
+    /// running (status "stopped", connections refused, until a second start).
+    @Test func listenerStartDuringADrainKeepsTheListener() throws {
+        let harness = try DaemonHarness(
+            models: ["m": #"[{"text":"ok"}]"#], environment: ["AFM_SERVER_DRAIN_DELAY_SECONDS": "2"])
+        let socket = harness.daemon.adminSocket
+        let drain = Thread.detachNewThreadWithResult {
+            try? CommandOutput.run(TestPaths.binDirectory + "/afmctl", ["--socket", socket, "drain"])
+        }
+        #expect(waitUntil(seconds: 5) { (try? harness.client().get("/ready").status) == 503 })
+        let started = try harness.daemon.afmctl(["listener", "start"])
+        #expect(started.status == 0, "\(started.output)")
+        let drained = drain.value
+        #expect(drained?.status == 0, "\(drained?.output ?? "")")
+        #expect(try harness.client().get("/ready").status == 200)
+        let status = try JSONParser.parse(try harness.daemon.afmctl(["--json", "status"]).output)
+        #expect(status["listener"]?["state"] == "running", "\(status)")
+    }
+
     /// 50 requests at once against MaxConcurrent=2, MaxQueued=4: six are served (two at a time), the rest are
     /// refused at once with 503 busy and Retry-After; the gauges show the bound while it holds.
     @Test func admissionControlBoundsRunningAndQueuedRequests() throws {

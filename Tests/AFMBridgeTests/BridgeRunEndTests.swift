@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMAgent
 import AFMClient
 import AFMJSON
 import AFMTestSupport
@@ -171,5 +172,71 @@ struct BridgeRunEndTests {
         }
         done.wait()
         outbox.finish()
+    }
+
+    /// `Agent.run(accept:)` itself: an answer the check refuses fails the turn with the check's error and leaves the
+    /// history as it was; the same answer unchecked is remembered. (The gateway's own structured-output check now
+    /// refuses a choice outside the schema's `enum` before the bridge sees it, so the NPC test above also passes
+    /// without this check; a gateway that does not validate reaches it.) Failed before the fix: the turn completed.
+    @Test func anAnswerTheAcceptanceCheckRefusesFailsTheTurnAndIsNotRemembered() async throws {
+        let daemon = try Self.gateway([("plain", #"[{"text":"Burn it."}]"#)])
+        defer { daemon.stop() }
+        let agent = Agent(configuration: .init(url: ServerURL(host: "127.0.0.1", port: daemon.port, pathPrefix: ""), model: "plain"))
+        let refused = agent.run("What now?", accept: { response throws(AgentError) in
+            throw AgentError(.invalidSchema, "refused: \(response.text)")
+        })
+        do {
+            let response = try await refused.response()
+            Issue.record("a refused answer completed the turn: \(response.text)")
+        } catch {
+            #expect(error.code == .invalidSchema && error.message == "refused: Burn it.", "\(error)")
+        }
+        #expect(agent.history.isEmpty, "\(agent.history)")
+        let accepted = try await agent.run("What now?", accept: { _ throws(AgentError) in }).response()
+        #expect(accepted.text == "Burn it.")
+        #expect(agent.history.count == 2)
+    }
+
+    /// The close race made deterministic: a run whose agent was looked up before `agent.close` removed it reaches
+    /// `startRun` after the close; it must be refused (-32602 naming agent_id), not registered to outlive the agent.
+    /// Failed before the fix: the run was registered (and answered a run_id).
+    @Test func aRunRegisteredAfterItsAgentClosedIsRefused() throws {
+        let daemon = try Self.gateway([("stall", #"[{"text":"Thinking"},{"hang":true}]"#)])
+        defer { daemon.stop() }
+        let received = Received()
+        let outbox = try BridgeOutbox { bytes in
+            received.add(bytes)
+            return true
+        }
+        let bridge = Bridge(
+            configuration: BridgeConfiguration(url: ServerURL(host: "127.0.0.1", port: daemon.port, pathPrefix: ""), model: "stall"),
+            outbox: outbox)
+        defer {
+            let done = DispatchSemaphore(value: 0)
+            Task {
+                await bridge.shutdown()
+                done.signal()
+            }
+            done.wait()
+            outbox.finish()
+        }
+        bridge.receive(#"{"jsonrpc":"2.0","id":1,"method":"agent.create","params":{}}"#)
+        #expect(waitUntil { received.result(id: 1) != nil })
+        // What agent.run looked up before the close ran.
+        let entry = try #require(bridge.state.withLock { $0.agents["agent-1"] })
+        bridge.receive(#"{"jsonrpc":"2.0","id":2,"method":"agent.close","params":{"agent_id":"agent-1"}}"#)
+        #expect(waitUntil { received.result(id: 2) != nil })
+        let request = try JSONRPCRequest(
+            message: Array(#"{"jsonrpc":"2.0","id":3,"method":"agent.run","params":{"agent_id":"agent-1","prompt":"Hi"}}"#.utf8)[...])
+        var refusal: JSONRPCError?
+        do throws(JSONRPCError) {
+            try bridge.startRun(request, agentID: entry.id) { entry.agent.run("Hi") }
+        } catch {
+            refusal = error
+        }
+        #expect(refusal?.code == -32602, "\(String(describing: refusal))")
+        #expect(refusal?.json["data"]?["field"] == "agent_id", "\(String(describing: refusal?.json))")
+        #expect(bridge.state.withLock { $0.runs.isEmpty }, "a run was registered for a closed agent")
+        #expect(received.result(id: 3) == nil)
     }
 }

@@ -430,6 +430,72 @@ import Testing
         activator.waitUntilExit()
     }
 
+    /// systemd's socket replaces `Listen`, so it is the socket that is judged: a config whose `Listen` is 0.0.0.0
+    /// (for runs without systemd) does not stop afmd from serving a loopback socket without keys. Before, afmd
+    /// refused to start ("refusing to listen on 0.0.0.0:0 without API keys") though it would never listen there.
+    @Test func socketActivationIsJudgedByItsSocketNotByListen() throws {
+        let (activator, port, log) = try Self.activate(on: "127.0.0.1", config: "Listen=0.0.0.0:0\n")
+        defer { Self.end(activator) }
+        #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port)) != nil })
+        #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port, timeoutSeconds: 5).get("/ready").status) == 200 }, "\(Self.text(log))")
+        kill(activator.processIdentifier, SIGTERM)
+        activator.waitUntilExit()
+        #expect(activator.terminationStatus == 0)
+    }
+
+    /// A systemd socket on 0.0.0.0 answers requests that name the machine by an IP address, as `Listen=0.0.0.0`
+    /// does (a client or balancer reaching `http://10.1.2.3:PORT/`), also after a reload. Before, the browser
+    /// checks took the socket for a loopback one and refused them 403 `forbidden_host`.
+    @Test func socketActivationOnAPublicAddressAcceptsRequestsByIPAddress() throws {
+        let root = TestPaths.makeTemporaryDirectory("afmd-keys")
+        let keys = try Self.writeKeyFile(root)
+        let (activator, port, log) = try Self.activate(on: "0.0.0.0", config: "APIKeyFile=\(keys)\n")
+        defer { Self.end(activator) }
+        #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port)) != nil })
+        func byAddress() throws -> TestHTTPClient.Response {
+            let client = try TestHTTPClient(port: port, timeoutSeconds: 10)
+            try client.send("GET /v1/models HTTP/1.1\r\nHost: 10.1.2.3:\(port)\r\nx-api-key: \(Self.aliceKey)\r\n\r\n")
+            return try client.readResponse()
+        }
+        let before = try byAddress()
+        #expect(before.status == 200, "\(before.text.prefix(300))")
+        kill(activator.processIdentifier, SIGHUP)
+        #expect(waitUntil(seconds: 10) { Self.text(log).contains("configuration reloaded") }, "\(Self.text(log))")
+        let after = try byAddress()
+        #expect(after.status == 200, "\(after.text.prefix(300))")
+        // A name is still refused (DNS rebinding).
+        let client = try TestHTTPClient(port: port, timeoutSeconds: 10)
+        try client.send("GET /v1/models HTTP/1.1\r\nHost: evil.example:\(port)\r\nx-api-key: \(Self.aliceKey)\r\n\r\n")
+        #expect(try client.readResponse().status == 403)
+    }
+
+    /// afmd under `systemd-socket-activate -l HOST:PORT` (scripted backend, `DrainDelaySeconds=0` plus `config`
+    /// lines in [Server]): the activator (which becomes afmd on the first connection), the port and the log file.
+    static func activate(on host: String, config: String) throws -> (Process, Int, String) {
+        let directory = BackendDirectoryBuilder()
+        try directory.addScripted()
+        let port = try freePort()
+        let root = TestPaths.makeTemporaryDirectory("afmd-root")
+        try "[Server]\nDrainDelaySeconds=0\n\(config)".write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
+        let log = root + "/afmd.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let activator = Process()
+        activator.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+        activator.arguments = ["-l", "\(host):\(port)", TestPaths.afmd, "--config-root", root, "--backend-dir", directory.path]
+        activator.standardError = FileHandle(forWritingAtPath: log)
+        try activator.run()
+        return (activator, port, log)
+    }
+
+    static func end(_ activator: Process) {
+        if activator.isRunning {
+            kill(activator.processIdentifier, SIGKILL)
+            activator.waitUntilExit()
+        }
+    }
+
+    static func text(_ log: String) -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
     /// systemd keeps afmd.socket open and listening while afmd reloads, drains, stops and starts again; here the test
     /// plays systemd (it makes the socket and passes it to each afmd as descriptor 3). A reload keeps serving it, a
     /// drain and `afmctl listener start` serve it again, and a connection made while no afmd runs waits in its queue

@@ -601,6 +601,39 @@ import Testing
         #expect(daemon.stop() == 0)
     }
 
+    /// The same under a umask of 002 (Debian's user-private-group scheme): the checkout's directories are writable by
+    /// the owner's own group, which no one else is in, so the socket is still the caller's. Before, any group write
+    /// bit made afmctl ignore the checkout's socket since the check against planted sockets (SharedRuntimeDirectoryTests).
+    @Test func afmctlFindsTheMakeRunDaemonOfAGroupWritableCheckout() throws {
+        let checkout = TestPaths.makeTemporaryDirectory("afm-checkout")
+        let root = checkout + "/.build/afm/root"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let directory = BackendDirectoryBuilder()
+        try directory.addScripted()
+        let daemon = try DaemonProcess(backendDirectory: directory.path, root: root)
+        // The test runs as root, whose group root has no other member: its private group.
+        for path in [checkout + "/.build", checkout + "/.build/afm", root, root + "/run"] {
+            #expect(chown(path, geteuid(), getegid()) == 0 && chmod(path, 0o775) == 0, "\(path)")
+        }
+        let ctl = Process()
+        ctl.executableURL = URL(fileURLWithPath: TestPaths.binDirectory + "/afmctl")
+        ctl.arguments = ["--json", "status"]
+        ctl.currentDirectoryURL = URL(fileURLWithPath: checkout)
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "AFM_ADMIN_SOCKET")
+        environment.removeValue(forKey: "RUNTIME_DIRECTORY")
+        environment["XDG_RUNTIME_DIR"] = TestPaths.makeTemporaryDirectory("afm-xdg")
+        ctl.environment = environment
+        let pipe = Pipe()
+        ctl.standardOutput = pipe
+        try ctl.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        ctl.waitUntilExit()
+        #expect(ctl.terminationStatus == 0, "\(String(decoding: output, as: UTF8.self))")
+        #expect((try? JSONParser.parse(Array(output)))?["pid"]?.numberValue?.intValue == Int(daemon.process.processIdentifier))
+        #expect(daemon.stop() == 0)
+    }
+
     static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }

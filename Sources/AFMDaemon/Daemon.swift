@@ -226,9 +226,6 @@ public final class Daemon: Sendable {
 
     private func bind(_ address: ListenAddress) throws -> ListenAddress {
         do {
-            if let problem = exposureProblem(address) { throw DaemonStartError(message: problem) }
-            // Set first: the listener answers as soon as it is bound.
-            browserPolicy.set(configuration.browserPolicy(listenHost: Self.policyHost(address)))
             let bound: ListenAddress
             var served: ListenAddress?
             var ownSocketFile: String?
@@ -238,18 +235,27 @@ public final class Daemon: Sendable {
             if let socket = activated.withLock({ $0.first }) {
                 // systemd made and bound it (afmd.socket): serve it whatever Listen says, under Listen's rule: a
                 // non-loopback TCP address needs API keys (the socket's address counts, not Listen's).
-                if !socket.isUnix, let local = try? socket.descriptor.localAddress() {
+                if !socket.isUnix {
+                    // An address that cannot be read cannot be judged: refused rather than served unchecked.
+                    guard let local = try? socket.descriptor.localAddress() else {
+                        throw DaemonStartError(message: "systemd socket \(socket.name): cannot read the address it is bound to")
+                    }
                     let address = ListenAddress.tcp(HostPort(host: local.host, port: local.port))
                     if let problem = exposureProblem(address) {
                         throw DaemonStartError(message: "systemd socket \(socket.name): \(problem)")
                     }
                     served = address
                 }
+                // Set first: the listener answers as soon as it is bound. The socket's address, not Listen's: on
+                // 0.0.0.0 a request naming the machine by an IP address is one of ours.
+                browserPolicy.set(configuration.browserPolicy(listenHost: served.map(Self.policyHost) ?? "127.0.0.1"))
                 let port = try server.start(adopting: try socket.descriptor.duplicate(), name: "systemd socket \(socket.name)")
                 adopted = true
                 bound = socket.isUnix ? .unix(path: "(systemd socket \(socket.name))") : .tcp(HostPort(host: "systemd", port: port ?? 0))
-                browserPolicy.set(configuration.browserPolicy(listenHost: "127.0.0.1"))
             } else {
+                // Listen is judged only when it is what afmd binds (systemd's socket replaces it).
+                if let problem = exposureProblem(address) { throw DaemonStartError(message: problem) }
+                browserPolicy.set(configuration.browserPolicy(listenHost: Self.policyHost(address)))
                 switch address {
                 case .tcp(let hostPort):
                     let port = try server.start(host: hostPort.host, port: hostPort.port)
@@ -475,7 +481,8 @@ public final class Daemon: Sendable {
         let registryConfiguration = Self.registryConfiguration(configuration, backendDirectory: backendDirectory)
         registry.updateConfiguration { $0 = registryConfiguration }
         service.setCommonPrompt(configuration.commonPrompt)
-        let listenHost = Self.policyHost(state.withLock { $0.listening } ?? configuration.listen)
+        // `served`: a systemd socket's own address (`listening` says only "systemd").
+        let listenHost = Self.policyHost(state.withLock { $0.served } ?? configuration.listen)
         browserPolicy.set(configuration.browserPolicy(listenHost: listenHost))
         service.setMaxOutputBytes(configuration.maxOutputBytes)
         rebindIfNeeded(to: configuration.listen)

@@ -430,6 +430,72 @@ import Testing
         activator.waitUntilExit()
     }
 
+    /// systemd's socket replaces `Listen`, so it is the socket that is judged: a config whose `Listen` is 0.0.0.0
+    /// (for runs without systemd) does not stop afmd from serving a loopback socket without keys. Before, afmd
+    /// refused to start ("refusing to listen on 0.0.0.0:0 without API keys") though it would never listen there.
+    @Test func socketActivationIsJudgedByItsSocketNotByListen() throws {
+        let (activator, port, log) = try Self.activate(on: "127.0.0.1", config: "Listen=0.0.0.0:0\n")
+        defer { Self.end(activator) }
+        #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port)) != nil })
+        #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port, timeoutSeconds: 5).get("/ready").status) == 200 }, "\(Self.text(log))")
+        kill(activator.processIdentifier, SIGTERM)
+        activator.waitUntilExit()
+        #expect(activator.terminationStatus == 0)
+    }
+
+    /// A systemd socket on 0.0.0.0 answers requests that name the machine by an IP address, as `Listen=0.0.0.0`
+    /// does (a client or balancer reaching `http://10.1.2.3:PORT/`), also after a reload. Before, the browser
+    /// checks took the socket for a loopback one and refused them 403 `forbidden_host`.
+    @Test func socketActivationOnAPublicAddressAcceptsRequestsByIPAddress() throws {
+        let root = TestPaths.makeTemporaryDirectory("afmd-keys")
+        let keys = try Self.writeKeyFile(root)
+        let (activator, port, log) = try Self.activate(on: "0.0.0.0", config: "APIKeyFile=\(keys)\n")
+        defer { Self.end(activator) }
+        #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port)) != nil })
+        func byAddress() throws -> TestHTTPClient.Response {
+            let client = try TestHTTPClient(port: port, timeoutSeconds: 10)
+            try client.send("GET /v1/models HTTP/1.1\r\nHost: 10.1.2.3:\(port)\r\nx-api-key: \(Self.aliceKey)\r\n\r\n")
+            return try client.readResponse()
+        }
+        let before = try byAddress()
+        #expect(before.status == 200, "\(before.text.prefix(300))")
+        kill(activator.processIdentifier, SIGHUP)
+        #expect(waitUntil(seconds: 10) { Self.text(log).contains("configuration reloaded") }, "\(Self.text(log))")
+        let after = try byAddress()
+        #expect(after.status == 200, "\(after.text.prefix(300))")
+        // A name is still refused (DNS rebinding).
+        let client = try TestHTTPClient(port: port, timeoutSeconds: 10)
+        try client.send("GET /v1/models HTTP/1.1\r\nHost: evil.example:\(port)\r\nx-api-key: \(Self.aliceKey)\r\n\r\n")
+        #expect(try client.readResponse().status == 403)
+    }
+
+    /// afmd under `systemd-socket-activate -l HOST:PORT` (scripted backend, `DrainDelaySeconds=0` plus `config`
+    /// lines in [Server]): the activator (which becomes afmd on the first connection), the port and the log file.
+    static func activate(on host: String, config: String) throws -> (Process, Int, String) {
+        let directory = BackendDirectoryBuilder()
+        try directory.addScripted()
+        let port = try freePort()
+        let root = TestPaths.makeTemporaryDirectory("afmd-root")
+        try "[Server]\nDrainDelaySeconds=0\n\(config)".write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
+        let log = root + "/afmd.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let activator = Process()
+        activator.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+        activator.arguments = ["-l", "\(host):\(port)", TestPaths.afmd, "--config-root", root, "--backend-dir", directory.path]
+        activator.standardError = FileHandle(forWritingAtPath: log)
+        try activator.run()
+        return (activator, port, log)
+    }
+
+    static func end(_ activator: Process) {
+        if activator.isRunning {
+            kill(activator.processIdentifier, SIGKILL)
+            activator.waitUntilExit()
+        }
+    }
+
+    static func text(_ log: String) -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
     /// systemd keeps afmd.socket open and listening while afmd reloads, drains, stops and starts again; here the test
     /// plays systemd (it makes the socket and passes it to each afmd as descriptor 3). A reload keeps serving it, a
     /// drain and `afmctl listener start` serve it again, and a connection made while no afmd runs waits in its queue
@@ -532,6 +598,39 @@ import Testing
         ctl.waitUntilExit()
         #expect(ctl.terminationStatus == 0)
         #expect(try JSONParser.parse(Array(output))["pid"]?.numberValue?.intValue == Int(daemon.process.processIdentifier))
+        #expect(daemon.stop() == 0)
+    }
+
+    /// The same under a umask of 002 (Debian's user-private-group scheme): the checkout's directories are writable by
+    /// the owner's own group, which no one else is in, so the socket is still the caller's. Before, any group write
+    /// bit made afmctl ignore the checkout's socket since the check against planted sockets (SharedRuntimeDirectoryTests).
+    @Test func afmctlFindsTheMakeRunDaemonOfAGroupWritableCheckout() throws {
+        let checkout = TestPaths.makeTemporaryDirectory("afm-checkout")
+        let root = checkout + "/.build/afm/root"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let directory = BackendDirectoryBuilder()
+        try directory.addScripted()
+        let daemon = try DaemonProcess(backendDirectory: directory.path, root: root)
+        // The test runs as root, whose group root has no other member: its private group.
+        for path in [checkout + "/.build", checkout + "/.build/afm", root, root + "/run"] {
+            #expect(chown(path, geteuid(), getegid()) == 0 && chmod(path, 0o775) == 0, "\(path)")
+        }
+        let ctl = Process()
+        ctl.executableURL = URL(fileURLWithPath: TestPaths.binDirectory + "/afmctl")
+        ctl.arguments = ["--json", "status"]
+        ctl.currentDirectoryURL = URL(fileURLWithPath: checkout)
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "AFM_ADMIN_SOCKET")
+        environment.removeValue(forKey: "RUNTIME_DIRECTORY")
+        environment["XDG_RUNTIME_DIR"] = TestPaths.makeTemporaryDirectory("afm-xdg")
+        ctl.environment = environment
+        let pipe = Pipe()
+        ctl.standardOutput = pipe
+        try ctl.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        ctl.waitUntilExit()
+        #expect(ctl.terminationStatus == 0, "\(String(decoding: output, as: UTF8.self))")
+        #expect((try? JSONParser.parse(Array(output)))?["pid"]?.numberValue?.intValue == Int(daemon.process.processIdentifier))
         #expect(daemon.stop() == 0)
     }
 

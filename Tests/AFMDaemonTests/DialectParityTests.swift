@@ -44,6 +44,25 @@ import Testing
         #expect(Set(snapshot["requests"]?.arrayValue?.compactMap { $0["dialect"]?.stringValue } ?? []) == ["responses", "chat_completions", "messages"])
     }
 
+    /// Chat Completions' `seed` and Messages' `top_k` reach the backend; absent, the document has neither.
+    @Test func seedAndTopKReachTheBackendOnlyWhenGiven() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"a"},{"text":"b"},{"text":"c"}]"#])
+        let bodies = [
+            ("/v1/chat/completions", #"{"model":"demo","seed":42,"messages":[{"role":"user","content":"x"}]}"#),
+            ("/v1/messages", #"{"model":"demo","max_tokens":8,"top_k":5,"messages":[{"role":"user","content":"x"}]}"#),
+            ("/v1/responses", #"{"model":"demo","input":"x"}"#),
+        ]
+        for (path, body) in bodies {
+            let response = try harness.client().post(path, json: body)
+            #expect(response.status == 200, "\(path): \(response.text)")
+        }
+        let requests = harness.records().filter { $0["event"] == "generate" }.compactMap { $0["request"] }
+        #expect(requests.count == 3)
+        #expect(requests.first?["seed"] == 42 && requests.first?["top_k"] == nil)
+        #expect(requests.dropFirst().first?["top_k"] == 5 && requests.dropFirst().first?["seed"] == nil)
+        #expect(requests.last?["seed"] == nil && requests.last?["top_k"] == nil)
+    }
+
     /// Bodies that are wrong in one field each, with the field's name: (body, field).
     static func hostile(valid: JSONObject, fields: [(String, [JSONValue])]) -> [(String, String)] {
         var cases: [(String, String)] = []

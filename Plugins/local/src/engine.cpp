@@ -544,6 +544,8 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     sp.min_p = defaults_.min_p;
     sp.temp = request.temperature.value_or(defaults_.temp);
     sp.no_perf = true;
+    if (request.seed) sp.seed = *request.seed;
+    if (request.top_k) sp.top_k = *request.top_k;
     if (sp.temp <= 0.0f) {
         // Greedy: the most likely token (among those the grammar allows).
         sp.samplers = {COMMON_SAMPLER_TYPE_TOP_K};

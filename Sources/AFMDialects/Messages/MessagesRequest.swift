@@ -22,7 +22,7 @@ public struct MessagesRequest: Sendable {
         .init("tools", .supported, "custom tools with input_schema in the enforceable subset; server tools dropped"),
         .init("tool_choice", .supported, "auto, any, tool (by name), none; disable_parallel_tool_use"),
         .init("thinking", .supported, "enabled/adaptive: reasoning on models that have it, else 400; disabled"),
-        .init("top_k", .ignored, "an integer of at least 1; no backend takes top_k through the ABI yet"),
+        .init("top_k", .supported, "an integer of at least 1, passed to the backend (the local backend samples among the top k)"),
         .init("metadata", .ignored, "user_id"),
         .init("service_tier", .ignored, "answered as standard"),
         .init("cache_control", .ignored, "prompt caching is the backend's own"),
@@ -55,7 +55,7 @@ public struct MessagesRequest: Sendable {
         let stream = try RequestFields.optionalBool(object, "stream") ?? false
         let temperature = try RequestFields.optionalNumber(object, "temperature", in: 0...1)
         let topP = try RequestFields.optionalNumber(object, "top_p", in: 0...1)
-        _ = try RequestFields.optionalInteger(object, "top_k", minimum: 1)
+        let topK = try RequestFields.optionalInteger(object, "top_k", minimum: 1)
         if let metadata = object["metadata"], !metadata.isNull {
             guard let fields = metadata.objectValue else { throw RequestFields.typeError("metadata", expected: "an object", got: metadata) }
             _ = try RequestFields.optionalString(fields, "user_id", param: "metadata.user_id")
@@ -125,6 +125,7 @@ public struct MessagesRequest: Sendable {
             dialect: .messages, model: model, system: system, items: items, stream: stream && !counting, temperature: temperature, topP: topP,
             maxOutputTokens: maxTokens, toolSet: toolSet, parallelToolCalls: parallelToolCalls, reasoningEffort: reasoningEffort,
             imageCount: images, stopSequences: stop, outputFormat: outputFormat)
+        pipeline.topK = topK
     }
 
     /// `output_config.format` (or the older top-level `output_format`): `{"type": "json_schema", "schema": …}`

@@ -168,6 +168,8 @@ struct AgentCommand {
                     agent.clearHistory()
                     console.write(console.dim("(a new conversation)") + "\n")
                 } else if !text.isEmpty {
+                    // Up and Ctrl-R recall the lines entered in this session (as in `afm chat`, minus the store).
+                    if terminal != nil, editor.history.last != line { editor.history.append(line) }
                     last = ask(agent, line, terminal != nil, typeAhead: &pending)
                 }
                 prompt()

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
 import AFMClient
+import AFMConfig
 import AFMWebChat
 
 /// The parsed command line of `afm`.
@@ -99,20 +100,9 @@ struct AfmOptions {
     /// Where `afm chat --web` listens unless `--listen` says otherwise: loopback only.
     static let defaultWebListen = "127.0.0.1:11536"
 
-    /// `HOST:PORT` or `[V6]:PORT` (port 0: any free port).
+    /// `HOST:PORT` or `[V6]:PORT` (port 0: any free port); `localhost` is 127.0.0.1.
     static func parseListen(_ text: String) -> (host: String, port: Int)? {
-        let host: Substring
-        let portText: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
-            host = text[text.index(after: text.startIndex)..<close]
-            portText = text[text.index(close, offsetBy: 2)...]
-        } else {
-            guard let colon = text.lastIndex(of: ":") else { return nil }
-            host = text[..<colon]
-            portText = text[text.index(after: colon)...]
-        }
-        guard !host.isEmpty, let port = Int(portText), (0...65535).contains(port) else { return nil }
-        return (host == "localhost" ? "127.0.0.1" : String(host), port)
+        guard let parsed = HostPort(text) else { return nil }
+        return (parsed.host == "localhost" ? "127.0.0.1" : parsed.host, parsed.port)
     }
 }

@@ -65,6 +65,26 @@ public enum PrivateDirectory {
         return info.st_mode & S_IWOTH != 0
     }
 
+    /// Whether `base/components…` belongs to `owner` alone: every entry from `base`'s child down to the last is
+    /// owned by `owner` and is no symbolic link, and no directory among them is writable by other users; `base`
+    /// itself may be anyone's but, when every user may write to it, must be sticky (as `/tmp` is: nobody else can
+    /// then rename or replace what `owner` made in it). A path that fails could be, or become, another user's.
+    /// The corresponding C function is `lstat`.
+    public static func isOwned(base: String, components: [String], owner: UInt32) -> Bool {
+        var info = stat()
+        guard stat(base, &info) == 0, info.st_mode & S_IWOTH == 0 || info.st_mode & S_ISVTX != 0 else { return false }
+        var path = base == "/" ? "" : base
+        for (index, component) in components.enumerated() {
+            path += "/" + component
+            guard lstat(path, &info) == 0, info.st_uid == owner, info.st_mode & S_IFMT != S_IFLNK else { return false }
+            // The last entry (a socket) may be connectable by all; only directories must be closed to others.
+            if index < components.count - 1, info.st_mode & S_IFMT != S_IFDIR || info.st_mode & (S_IWOTH | S_IWGRP) != 0 {
+                return false
+            }
+        }
+        return true
+    }
+
     /// `O_PATH` (<asm-generic/fcntl.h>, the same on x86_64 and aarch64), which Glibc exports only with _GNU_SOURCE.
     private static let pathOnly: Int32 = 0o10_000_000
 }

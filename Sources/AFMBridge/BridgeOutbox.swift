@@ -28,7 +28,11 @@ public final class BridgeOutbox: Sendable {
         var hostGone = false
         /// The bytes of the messages queued and not yet taken for delivery.
         var queuedBytes = 0
+        /// The delivery thread, kept until it has been joined (``isDeliveryThread`` must hold while it delivers
+        /// the last messages after ``finish()``).
         var thread: IOThread?
+        /// A ``finish()`` took the thread to join it.
+        var joining = false
     }
 
     private let state = Mutex(State())
@@ -77,13 +81,19 @@ public final class BridgeOutbox: Sendable {
     /// Delivers what is queued, then stops the thread and waits for it; ``send(_:)`` is ignored from now on.
     /// Idempotent. Must not be called on the delivery thread (it would wait for itself).
     public func finish() {
-        let thread = state.withLock { state in
+        let thread = state.withLock { state -> IOThread? in
             state.finished = true
-            defer { state.thread = nil }
+            guard !state.joining else { return nil }
+            state.joining = true
             return state.thread
         }
         wake.signal()
-        thread?.join()
+        guard let thread else { return }
+        thread.join()
+        // Only now: until the thread ended, a callback running on it must still be known as the delivery thread
+        // (libafm-bridge.so's close-cycle check asks while a close waits here; before, it was forgotten at once and
+        // two callbacks closing each other's handles could deadlock).
+        state.withLock { $0.thread = nil }
     }
 
     private func run() {

@@ -17,10 +17,13 @@ final class HistoryThread: Sendable {
     private final class Queue: Sendable {
         struct State {
             var jobs: [Job] = []
-            var closing: DispatchSemaphore?
+            var closing = false
         }
         let state = Mutex(State())
         let wake = DispatchSemaphore(value: 0)
+        /// Entered at open, left by the thread once the store is released: every ``close()`` waits on it (a
+        /// semaphore would answer the first close only, and a second would wait forever).
+        let ended = DispatchGroup()
     }
 
     private let queue = Queue()
@@ -35,6 +38,7 @@ final class HistoryThread: Sendable {
         let opened = Mutex<Result<ImageFileStore, any Error>?>(nil)
         let ready = DispatchSemaphore(value: 0)
         let queue = self.queue
+        queue.ended.enter()
         try IOThread.spawn(name: "afm-web-history") {
             var store: HistoryStore?
             do {
@@ -54,11 +58,9 @@ final class HistoryThread: Sendable {
                     return (taken, state.closing)
                 }
                 for job in batch { job(store) }
-                if let done = closing {
-                    store = nil  // released here, on its thread: it removes its lease file
-                    done.signal()
-                }
+                if closing { store = nil }  // released here, on its thread: it removes its lease file
             }
+            queue.ended.leave()
         }.detach()
         ready.wait()
         let result = opened.withLock { $0 } ?? .failure(HistoryError("the history thread did not start"))
@@ -67,15 +69,14 @@ final class HistoryThread: Sendable {
 
     /// Closes the store (after the jobs queued so far); later jobs fail.
     func close() {
-        let done = DispatchSemaphore(value: 0)
-        queue.state.withLock { $0.closing = done }
+        queue.state.withLock { $0.closing = true }
         queue.wake.signal()
-        done.wait()
+        queue.ended.wait()
     }
 
     private func enqueue(_ job: @escaping Job) {
         let queued = queue.state.withLock { state in
-            guard state.closing == nil else { return false }
+            guard !state.closing else { return false }
             state.jobs.append(job)
             return true
         }

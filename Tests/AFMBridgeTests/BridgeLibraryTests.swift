@@ -110,10 +110,13 @@ struct BridgeLibraryTests {
 
     /// Two handles whose callbacks close each other at the same moment: one close is refused with
     /// AFM_BRIDGE_ERR_WRONG_THREAD (it would wait for its own caller), the other ends its handle; before, both
-    /// delivery threads waited for each other for ever (the fixture's 30 s alarm ended it with SIGALRM).
-    @Test func handlesClosingEachOtherFromTheirCallbacksNeverDeadlock() throws {
+    /// delivery threads waited for each other for ever (the fixture's 30 s alarm ended it with SIGALRM). With the
+    /// second close 200 ms later, the first close is already joining the second handle's delivery thread: that
+    /// thread must still be known as a delivery thread (it once was forgotten then, and the pair deadlocked).
+    @Test(arguments: ["0", "200"])
+    func handlesClosingEachOtherFromTheirCallbacksNeverDeadlock(delayMilliseconds: String) throws {
         let program = try Self.compile(TestPaths.root + "/Tests/Fixtures/bridge/bridge_misuse.c")
-        let result = try CommandOutput.run(program, ["cross"])
+        let result = try CommandOutput.run(program, ["cross", delayMilliseconds])
         #expect(result.status == 0, "exit status (or signal) \(result.status): \(result.output)")
         let values = Self.report(result.output)
         print("cross close: \(result.output)")

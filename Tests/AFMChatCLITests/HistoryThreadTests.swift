@@ -38,4 +38,17 @@ import Testing
         // After the close a job fails at once.
         #expect(throws: (any Error).self) { try history.performBlocking { try $0.conversationCount() } }
     }
+
+    /// A second close (``WebChatServer/stop()`` called twice) returns at once. Before, it waited forever for a thread
+    /// that had already ended.
+    @Test func closingTwiceReturns() throws {
+        let history = try HistoryThread(directory: TestPaths.makeTemporaryDirectory("afm-history-thread"))
+        history.close()
+        let closed = DispatchSemaphore(value: 0)
+        Thread {
+            history.close()
+            closed.signal()
+        }.start()
+        #expect(closed.wait(timeout: .now() + 5) == .success, "the second close never returned")
+    }
 }

@@ -212,6 +212,20 @@ import Testing
         #expect(Date().timeIntervalSince(started) >= 2)
     }
 
+    /// `afmctl listener start` while afmd stops (SIGTERM's drain delay) is refused: the node stays unready and
+    /// exits. Before, the start turned /ready back to 200 for a balancer just before the listener closed for good.
+    @Test func listenerStartIsRefusedWhileStopping() throws {
+        let harness = try DaemonHarness(
+            models: ["m": #"[{"text":"ok"}]"#], environment: ["AFM_SERVER_DRAIN_DELAY_SECONDS": "3"])
+        kill(harness.daemon.process.processIdentifier, SIGTERM)
+        #expect(waitUntil(seconds: 5) { (try? harness.client().get("/ready").status) == 503 })
+        let started = try harness.daemon.afmctl(["listener", "start"])
+        #expect(started.status != 0 && started.errors.contains("afmd is stopping"), "\(started.status) \(started.errors)")
+        #expect(try harness.client().get("/ready").status == 503)
+        harness.daemon.process.waitUntilExit()
+        #expect(harness.daemon.process.terminationStatus == 0)
+    }
+
     /// `afmctl drain` fails readiness, then closes the listener; `afmctl listener start` serves again. A reload
     /// during load keeps the node ready.
     @Test func afmctlDrainAndListenerStart() throws {
@@ -598,6 +612,39 @@ import Testing
         ctl.waitUntilExit()
         #expect(ctl.terminationStatus == 0)
         #expect(try JSONParser.parse(Array(output))["pid"]?.numberValue?.intValue == Int(daemon.process.processIdentifier))
+        #expect(daemon.stop() == 0)
+    }
+
+    /// The same under a umask of 002 (Debian's user-private-group scheme): the checkout's directories are writable by
+    /// the owner's own group, which no one else is in, so the socket is still the caller's. Before, any group write
+    /// bit made afmctl ignore the checkout's socket since the check against planted sockets (SharedRuntimeDirectoryTests).
+    @Test func afmctlFindsTheMakeRunDaemonOfAGroupWritableCheckout() throws {
+        let checkout = TestPaths.makeTemporaryDirectory("afm-checkout")
+        let root = checkout + "/.build/afm/root"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let directory = BackendDirectoryBuilder()
+        try directory.addScripted()
+        let daemon = try DaemonProcess(backendDirectory: directory.path, root: root)
+        // The test runs as root, whose group root has no other member: its private group.
+        for path in [checkout + "/.build", checkout + "/.build/afm", root, root + "/run"] {
+            #expect(chown(path, geteuid(), getegid()) == 0 && chmod(path, 0o775) == 0, "\(path)")
+        }
+        let ctl = Process()
+        ctl.executableURL = URL(fileURLWithPath: TestPaths.binDirectory + "/afmctl")
+        ctl.arguments = ["--json", "status"]
+        ctl.currentDirectoryURL = URL(fileURLWithPath: checkout)
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "AFM_ADMIN_SOCKET")
+        environment.removeValue(forKey: "RUNTIME_DIRECTORY")
+        environment["XDG_RUNTIME_DIR"] = TestPaths.makeTemporaryDirectory("afm-xdg")
+        ctl.environment = environment
+        let pipe = Pipe()
+        ctl.standardOutput = pipe
+        try ctl.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        ctl.waitUntilExit()
+        #expect(ctl.terminationStatus == 0, "\(String(decoding: output, as: UTF8.self))")
+        #expect((try? JSONParser.parse(Array(output)))?["pid"]?.numberValue?.intValue == Int(daemon.process.processIdentifier))
         #expect(daemon.stop() == 0)
     }
 

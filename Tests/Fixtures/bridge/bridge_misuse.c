@@ -4,8 +4,10 @@
  *
  *   bridge_misuse stale    close twice, send after close, a pointer that was never a handle, a close racing
  *                          another close and sends from another thread: every status is printed
- *   bridge_misuse cross    two handles whose callbacks close each other at the same moment: one close is
- *                          refused (AFM_BRIDGE_ERR_WRONG_THREAD), the other ends its handle, nothing deadlocks
+ *   bridge_misuse cross MS two handles whose callbacks close each other, the second MS ms after the first (0: at
+ *                          the same moment; 200: while the first close already stops the second handle's delivery
+ *                          thread): one close is refused (AFM_BRIDGE_ERR_WRONG_THREAD), the other ends its
+ *                          handle, nothing deadlocks
  *
  * Prints one line of key=value pairs. An alarm ends the process (SIGALRM) if anything hangs for 30 s.
  */
@@ -141,6 +143,7 @@ struct peer {
     afm_bridge *self;
     afm_bridge *other;
     pthread_barrier_t *both_inside;
+    long delay_ms; /* before closing the other handle */
     afm_bridge_status status; /* of closing the other handle from this one's callback */
     int done;
 };
@@ -159,6 +162,8 @@ static void on_cross(void *user_data, const char *json, uint64_t size) {
     if (!first) return;
     /* Both delivery threads are inside a callback before either closes the other. */
     pthread_barrier_wait(peer->both_inside);
+    if (peer->delay_ms > 0)
+        nanosleep(&(struct timespec){.tv_sec = peer->delay_ms / 1000, .tv_nsec = (peer->delay_ms % 1000) * 1000000}, NULL);
     afm_bridge_status status = afm_bridge_close(peer->other);
     pthread_mutex_lock(&cross_lock);
     peer->status = status;
@@ -167,10 +172,11 @@ static void on_cross(void *user_data, const char *json, uint64_t size) {
     pthread_mutex_unlock(&cross_lock);
 }
 
-static int cross(void) {
+static int cross(long delay_ms) {
     pthread_barrier_t both_inside;
     pthread_barrier_init(&both_inside, NULL, 2);
-    struct peer a = {.both_inside = &both_inside, .status = -1}, b = {.both_inside = &both_inside, .status = -1};
+    struct peer a = {.both_inside = &both_inside, .status = -1};
+    struct peer b = {.both_inside = &both_inside, .status = -1, .delay_ms = delay_ms};
     a.self = open_or_die(on_cross, &a);
     b.self = open_or_die(on_cross, &b);
     a.other = b.self;
@@ -195,7 +201,7 @@ static int cross(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bridge_misuse stale | cross\n");
+        fprintf(stderr, "usage: bridge_misuse stale | cross [DELAY_MS]\n");
         return 64;
     }
     /* A deadlock ends the process with SIGALRM instead of hanging the test (the test runner's threads block
@@ -207,7 +213,7 @@ int main(int argc, char **argv) {
     alarm(30);
     setvbuf(stdout, NULL, _IONBF, 0);
     if (strcmp(argv[1], "stale") == 0) return stale();
-    if (strcmp(argv[1], "cross") == 0) return cross();
+    if (strcmp(argv[1], "cross") == 0) return cross(argc > 2 ? atol(argv[2]) : 0);
     fprintf(stderr, "bridge_misuse: unknown mode %s\n", argv[1]);
     return 64;
 }

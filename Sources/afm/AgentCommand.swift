@@ -27,16 +27,11 @@ struct AgentCommand {
         }
         let configurations = options.mcpServers
         let started = BlockingTask.run { () -> Result<[MCPServer], AgentError> in
-            var servers: [MCPServer] = []
-            for configuration in configurations {
-                do {
-                    servers.append(try await MCPServer.start(configuration))
-                } catch {
-                    for server in servers { await server.shutdown() }
-                    return .failure(error as? AgentError ?? AgentError(.toolFailed, "\(error)"))
-                }
+            do throws(AgentError) {
+                return .success(try await MCPServer.startAll(configurations))
+            } catch {
+                return .failure(error)
             }
-            return .success(servers)
         }
         let servers: [MCPServer]
         switch started {

@@ -84,12 +84,15 @@ final class MCPConnection: Sendable {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<JSONValue, any Error>) in
                     let refusal: String? = state.withLock { state in
                         if let reason = state.closedReason { return reason }
+                        // Cancelled before the request was registered: the cancellation handler has run (or is
+                        // about to, finding nothing), so the request is refused here rather than sent and waited on.
+                        if Task.isCancelled { return "" }
                         state.pending[id] = continuation
                         state.outbox.append(bytes)
                         return nil
                     }
                     if let refusal {
-                        continuation.resume(throwing: AgentError(.toolFailed, refusal))
+                        continuation.resume(throwing: refusal.isEmpty ? AgentError.cancelled : AgentError(.toolFailed, refusal))
                         return
                     }
                     writerWake.signal()

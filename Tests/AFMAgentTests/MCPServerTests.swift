@@ -51,6 +51,25 @@ struct MCPServerTests {
         }
     }
 
+    @Test func aCallFromATaskCancelledBeforeItStartsFailsAsCancelled() async throws {
+        let server = try await MCPServer.start(try Self.configuration())
+        // The task is cancelled before the call is made: the cancellation handler runs before the request is
+        // registered, so it must not be lost (before, the request went out and waited for its answer: "3").
+        let call = Task { () async throws(AgentError) -> AgentToolOutput in
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await server.callTool("add", arguments: ["a": 1, "b": 2])
+        }
+        do {
+            let output = try await call.value
+            Issue.record("a cancelled call was answered: \(output)")
+        } catch {
+            #expect(error.code == .cancelled, "\(error)")
+        }
+        // The connection still serves later calls.
+        #expect(try await server.callTool("add", arguments: ["a": 1, "b": 2]) == .text("3"))
+        await server.shutdown()
+    }
+
     @Test func toolsListFollowsNextCursorAcrossPages() async throws {
         let server = try await MCPServer.start(try Self.configuration(["paged"]))
         #expect(server.tools.map(\.name) == ["t0", "t1", "t2", "t3", "t4"])

@@ -167,8 +167,10 @@ public final class Bridge: Sendable {
         outbox.send(["jsonrpc": "2.0", "id": id, "error": error.json])
     }
 
-    func notify(_ method: String, _ params: JSONValue) {
-        outbox.send(["jsonrpc": "2.0", "method": .string(method), "params": params])
+    /// False when the outbox refused a `droppable` notification (the host is not reading; see ``BridgeOutbox``).
+    @discardableResult
+    func notify(_ method: String, _ params: JSONValue, droppable: Bool = false) -> Bool {
+        outbox.send(["jsonrpc": "2.0", "method": .string(method), "params": params], droppable: droppable)
     }
 
     // MARK: - Lifecycle

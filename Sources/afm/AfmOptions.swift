@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
 import AFMClient
+import AFMWebChat
 
 /// The parsed command line of `afm`.
 struct AfmOptions {
     enum Command {
         case chat
         /// `afm chat --web`: serve the web chat on this address.
-        case web(host: String, port: Int)
+        case web(host: String, port: Int, allowRemote: Bool)
         case importArchive(String)
         case respond(String?)
         case agent(AgentOptions)
@@ -33,6 +34,7 @@ struct AfmOptions {
         var importDirectory: String?
         var web = false
         var listen: String?
+        var allowRemote = false
         switch first {
         case "chat": command = .chat
         case "respond": command = .respond(nil)
@@ -65,6 +67,7 @@ struct AfmOptions {
             case "--import": importDirectory = try value(argument)
             case "--web": web = true
             case "--listen": listen = try value(argument)
+            case "--allow-remote": allowRemote = true
             case "--help", "-h": command = .help; return
             case "--": words += rest; rest = []
             default:
@@ -75,7 +78,7 @@ struct AfmOptions {
         switch command {
         case .chat:
             if !words.isEmpty { throw UsageError(message: "afm chat takes no arguments (got '\(words[0])')") }
-            if listen != nil && !web { throw UsageError(message: "--listen belongs to afm chat --web") }
+            if (listen != nil || allowRemote) && !web { throw UsageError(message: "--listen and --allow-remote belong to afm chat --web") }
             if web && importDirectory != nil { throw UsageError(message: "--web and --import cannot be combined") }
             if let importDirectory { command = .importArchive(importDirectory) }
             if web {
@@ -83,15 +86,20 @@ struct AfmOptions {
                 guard let parsed = Self.parseListen(address) else {
                     throw UsageError(message: "--listen must look like 127.0.0.1:11536 or [::1]:11536 (got '\(address)')")
                 }
-                command = .web(host: parsed.host, port: parsed.port)
+                // The web chat has no login: whoever reaches the address reads the whole history and spends the gateway.
+                if !allowRemote && !WebChatServer.isLoopback(host: parsed.host) {
+                    throw UsageError(
+                        message: "--listen \(address) is reachable from other machines and the web chat has no login; add --allow-remote to mean it")
+                }
+                command = .web(host: parsed.host, port: parsed.port, allowRemote: allowRemote)
             }
         case .bridge:
             if importDirectory != nil { throw UsageError(message: "--import belongs to afm chat") }
-            if web || listen != nil { throw UsageError(message: "--web and --listen belong to afm chat") }
+            if web || listen != nil || allowRemote { throw UsageError(message: "--web, --listen and --allow-remote belong to afm chat") }
             if !words.isEmpty { throw UsageError(message: "afm bridge takes no arguments (got '\(words[0])')") }
         case .respond:
             if importDirectory != nil { throw UsageError(message: "--import belongs to afm chat") }
-            if web || listen != nil { throw UsageError(message: "--web and --listen belong to afm chat") }
+            if web || listen != nil || allowRemote { throw UsageError(message: "--web, --listen and --allow-remote belong to afm chat") }
             command = .respond(words.isEmpty || words == ["-"] ? nil : words.joined(separator: " "))
         default: break
         }

@@ -421,5 +421,7 @@ def test_npc_decisions_are_schema_turns_with_reasoning_before_one_of_the_options
         run = host.call("npc.decide", {"npc_id": rogue, "options": options})["run_id"]
         end = host.wait_end(run)
         assert end["type"] == "failed" and end["error"]["code"] == "invalid_schema", end
+        # A failed turn rolls back (agents.md §1.7): the rogue NPC remembers nothing of it.
+        assert host.call("agent.history", {"agent_id": rogue}) == {"items": [], "turns": 0}
     finally:
         assert host.close() == 0

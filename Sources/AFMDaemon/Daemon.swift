@@ -62,6 +62,8 @@ public final class Daemon: Sendable {
         var stoppedByOperator = false
         /// How many `afmctl listener start`s there were: a drain that sees it change was undone while it ran.
         var listenerStarts = 0
+        /// Set when ``stop()`` begins: from then on the listener is not started again.
+        var stopping = false
         var bindFailure: String?
     }
 
@@ -324,6 +326,7 @@ public final class Daemon: Sendable {
     /// finish (up to the shutdown timeout), backends drain.
     public func stop() async {
         let timeout = configuration.shutdownTimeout
+        state.withLock { $0.stopping = true }
         notifier.notify("STOPPING=1")
         await drainDelay()
         logger.info("stopping: draining in-flight requests", ["timeout_s": String(timeout.components.seconds)])
@@ -374,6 +377,8 @@ public final class Daemon: Sendable {
     /// the next start through the admin socket or a restart (a reload does not undo it). Starting also ends a drain.
     public func setListener(running: Bool) throws -> JSONValue {
         if running {
+            // Stopping (SIGTERM): a start would make /ready 200 again, or reopen the listener, just before the exit.
+            if state.withLock({ $0.stopping }) { throw DaemonStartError(message: "afmd is stopping") }
             let address = state.withLock { state -> ListenAddress? in
                 state.stoppedByOperator = false
                 state.listenerStarts += 1

@@ -7,7 +7,7 @@ public import AFMJSON
 /// It enforces exactly what the subset enforces: `type` (with `["<type>", "null"]`), `enum`, `const`, `anyOf`,
 /// `$ref` (to `#`, `#/$defs/<name>`, `#/definitions/<name>`), `properties`, `required`,
 /// `additionalProperties: false` (made explicit on every object by normalization), `items`,
-/// `minItems`/`maxItems` and the numeric bounds. Keywords the subset keeps only as description text (`pattern`,
+/// `minItems`/`maxItems`, `minLength`/`maxLength` and the numeric bounds. Keywords the subset keeps only as description text (`pattern`,
 /// `format`, …) are not checked here either: they were never promised.
 ///
 /// The cost is one walk of the value; references are looked up in a table built once per schema, and the
@@ -84,6 +84,8 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
             return checkArray(elements, schema, path: path)
         case .number(let number):
             return checkNumber(number, schema, path: path)
+        case .string(let text):
+            return checkString(text, schema, path: path)
         default:
             return nil
         }
@@ -124,6 +126,21 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
         guard case .object(let items)? = schema["items"] else { return nil }
         for (index, element) in elements.enumerated() {
             if let problem = check(element, items, path: SchemaPath.index(path, index), chain: 0) { return problem }
+        }
+        return nil
+    }
+
+    /// Lengths count Unicode code points, as JSON Schema does (and as a grammar's character class matches them).
+    private func checkString(_ text: String, _ schema: JSONObject, path: String) -> SchemaViolation? {
+        let minimum = schema["minLength"]?.numberValue?.intValue
+        let maximum = schema["maxLength"]?.numberValue?.intValue
+        guard minimum != nil || maximum != nil else { return nil }
+        let length = text.unicodeScalars.count
+        if let minimum, length < minimum {
+            return SchemaViolation(path: path, message: "length \(length) is below minLength \(minimum)")
+        }
+        if let maximum, length > maximum {
+            return SchemaViolation(path: path, message: "length \(length) is above maxLength \(maximum)")
         }
         return nil
     }

@@ -140,7 +140,7 @@ struct SchemaWalker {
                         path: keyPath, message: "tuple items are not supported; items must be one schema")
                 }
                 output[key] = try node(value, path: keyPath, depth: depth + 1)
-            case "minItems", "maxItems":
+            case "minItems", "maxItems", "minLength", "maxLength":
                 _ = try count(value, keyPath)
                 output[key] = value
             case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
@@ -161,6 +161,8 @@ struct SchemaWalker {
                     path: path, message: "arrays must declare items; an array of any values is open-ended")
             }
             try checkRange(schema, lower: "minItems", upper: "maxItems", path: path)
+        } else if effective == .string {
+            try checkRange(schema, lower: "minLength", upper: "maxLength", path: path)
         } else if effective == .number || effective == .integer {
             try checkNumericRange(schema, path: path)
         }
@@ -416,7 +418,7 @@ struct SchemaWalker {
         switch key {
         case "pattern", "format", "contentEncoding", "contentMediaType":
             try expectString(value, path)
-        case "minLength", "maxLength", "minProperties", "maxProperties":
+        case "minProperties", "maxProperties":
             _ = try count(value, path)
         case "multipleOf":
             guard case .number(let number) = value, number.doubleValue > 0 else {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
 import AFMClient
+import AFMConfig
 import AFMWebChat
 
 /// The parsed command line of `afm`.
@@ -28,8 +29,8 @@ struct AfmOptions {
     }
 
     init(arguments: [String]) throws {
-        var rest = arguments[...]
-        guard let first = rest.popFirst() else { return }
+        var rest = ArgumentCursor(arguments[...])
+        guard let first = rest.next() else { return }
         var words: [String] = []
         var importDirectory: String?
         var web = false
@@ -40,36 +41,27 @@ struct AfmOptions {
         case "respond": command = .respond(nil)
         case "bridge": command = .bridge
         case "agent":
-            if rest.contains("--help") || rest.contains("-h") {
+            if rest.rest.contains("--help") || rest.rest.contains("-h") {
                 command = .help
             } else {
-                command = .agent(try AgentOptions(arguments: rest))
+                command = .agent(try AgentOptions(arguments: rest.rest))
             }
             return
         case "--help", "-h", "help": command = .help; return
         case "--version", "version": command = .version; return
         default: throw UsageError(message: "unknown command '\(first)' (try: afm --help)")
         }
-        func value(_ option: String) throws -> String {
-            guard let next = rest.popFirst() else { throw UsageError(message: "\(option) needs a value") }
-            return next
-        }
-        while let argument = rest.popFirst() {
+        while let argument = rest.next() {
             switch argument {
-            case "--model", "-m": model = try value(argument)
-            case "--url":
-                let text = try value(argument)
-                guard let parsed = ServerURL(string: text) else {
-                    throw UsageError(message: "--url must look like http://127.0.0.1:11535 (got '\(text)')")
-                }
-                url = parsed
-            case "--data-dir": dataDirectory = try value(argument)
-            case "--import": importDirectory = try value(argument)
+            case "--model", "-m": model = try rest.value(argument)
+            case "--url": url = try rest.url(argument)
+            case "--data-dir": dataDirectory = try rest.value(argument)
+            case "--import": importDirectory = try rest.value(argument)
             case "--web": web = true
-            case "--listen": listen = try value(argument)
+            case "--listen": listen = try rest.value(argument)
             case "--allow-remote": allowRemote = true
             case "--help", "-h": command = .help; return
-            case "--": words += rest; rest = []
+            case "--": words += rest.remaining()
             default:
                 if argument.hasPrefix("-") && argument != "-" { throw UsageError(message: "unknown option '\(argument)'") }
                 words.append(argument)
@@ -108,20 +100,9 @@ struct AfmOptions {
     /// Where `afm chat --web` listens unless `--listen` says otherwise: loopback only.
     static let defaultWebListen = "127.0.0.1:11536"
 
-    /// `HOST:PORT` or `[V6]:PORT` (port 0: any free port).
+    /// `HOST:PORT` or `[V6]:PORT` (port 0: any free port); `localhost` is 127.0.0.1.
     static func parseListen(_ text: String) -> (host: String, port: Int)? {
-        let host: Substring
-        let portText: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
-            host = text[text.index(after: text.startIndex)..<close]
-            portText = text[text.index(close, offsetBy: 2)...]
-        } else {
-            guard let colon = text.lastIndex(of: ":") else { return nil }
-            host = text[..<colon]
-            portText = text[text.index(after: colon)...]
-        }
-        guard !host.isEmpty, let port = Int(portText), (0...65535).contains(port) else { return nil }
-        return (host == "localhost" ? "127.0.0.1" : String(host), port)
+        guard let parsed = HostPort(text) else { return nil }
+        return (parsed.host == "localhost" ? "127.0.0.1" : parsed.host, parsed.port)
     }
 }

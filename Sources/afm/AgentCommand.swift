@@ -22,20 +22,8 @@ struct AgentCommand {
             return 64
         }
         let url = options.url ?? .default
-        let model: String
-        if let chosen = options.model {
-            model = chosen
-        } else {
-            do {
-                guard let first = try ResponsesClient(url: url).listModels().first else {
-                    console.error("afm: the gateway at \(url) serves no models")
-                    return AgentErrorCode.modelUnavailable.exitStatus
-                }
-                model = first
-            } catch {
-                console.error("afm: cannot reach the gateway at \(url): \(error)")
-                return AgentErrorCode.modelUnavailable.exitStatus
-            }
+        guard let model = GatewayModel.resolve(options.model, client: ResponsesClient(url: url), console: console) else {
+            return AgentErrorCode.modelUnavailable.exitStatus
         }
         let configurations = options.mcpServers
         let started = BlockingTask.run { () -> Result<[MCPServer], AgentError> in

@@ -120,7 +120,8 @@ import Testing
                 ("tool_choice", [1, "auto", [:], ["type": "sometimes"], ["type": "tool"], ["type": "tool", "name": "nope"], ["type": "auto", "disable_parallel_tool_use": 1]]),
                 ("thinking", [1, "on", [:], ["type": "enabled"], ["type": "enabled", "budget_tokens": 0], ["type": "maybe"], ["type": "enabled", "budget_tokens": "x"], ["type": "enabled", "budget_tokens": 2048]]),
                 ("metadata", [1, "s", ["user_id": 1]]), ("container", ["c"]), ("mcp_servers", [[["url": "x"]]]),
-                ("output_config", [["effort": "high"]]), ("output_format", [["type": "json_schema"]]),
+                ("output_config", [1, ["effort": "extreme"], ["format": 1], ["format": ["type": "text"]], ["format": ["type": "json_schema"]], ["colour": 1]]),
+                ("output_format", [["type": "json_schema"], ["type": "json_schema", "schema": ["type": "object", "properties": ["a": ["type": "array"]]]]]),
                 ("unknown_field", [1, "s"]), ("max_token", [1]), ("stop", ["x"]), ("n", [1]),
             ])
         for body in ["", "[]", "{", #"{"model":"demo""#, "null",

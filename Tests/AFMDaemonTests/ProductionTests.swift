@@ -212,6 +212,20 @@ import Testing
         #expect(Date().timeIntervalSince(started) >= 2)
     }
 
+    /// `afmctl listener start` while afmd stops (SIGTERM's drain delay) is refused: the node stays unready and
+    /// exits. Before, the start turned /ready back to 200 for a balancer just before the listener closed for good.
+    @Test func listenerStartIsRefusedWhileStopping() throws {
+        let harness = try DaemonHarness(
+            models: ["m": #"[{"text":"ok"}]"#], environment: ["AFM_SERVER_DRAIN_DELAY_SECONDS": "3"])
+        kill(harness.daemon.process.processIdentifier, SIGTERM)
+        #expect(waitUntil(seconds: 5) { (try? harness.client().get("/ready").status) == 503 })
+        let started = try harness.daemon.afmctl(["listener", "start"])
+        #expect(started.status != 0 && started.errors.contains("afmd is stopping"), "\(started.status) \(started.errors)")
+        #expect(try harness.client().get("/ready").status == 503)
+        harness.daemon.process.waitUntilExit()
+        #expect(harness.daemon.process.terminationStatus == 0)
+    }
+
     /// `afmctl drain` fails readiness, then closes the listener; `afmctl listener start` serves again. A reload
     /// during load keeps the node ready.
     @Test func afmctlDrainAndListenerStart() throws {

@@ -104,7 +104,17 @@ import Testing
 
     /// Keywords the subset keeps only as description text are not checked: they were never promised.
     @Test func unenforcedKeywordsAreNotChecked() throws {
-        let schema = #"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]+$","maxLength":2}},"required":["code"]}"#
+        let schema = #"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]+$","format":"email"}},"required":["code"]}"#
         #expect(try violation(#"{"code":"lowercase and long"}"#, schema) == nil)
+    }
+
+    /// String lengths are enforced and count code points (an escaped surrogate pair is one character).
+    @Test func stringLengthsCountCodePoints() throws {
+        let schema = #"{"type":"object","properties":{"code":{"type":"string","minLength":2,"maxLength":3}},"required":["code"]}"#
+        #expect(try violation(#"{"code":"ab"}"#, schema) == nil)
+        #expect(try violation(#"{"code":"äöü"}"#, schema) == nil)
+        #expect(try violation(#"{"code":"a\ud83d\ude00"}"#, schema) == nil)
+        #expect(try violation(#"{"code":"\ud83d\ude00"}"#, schema)?.message == "length 1 is below minLength 2")
+        #expect(try violation(#"{"code":"abcd"}"#, schema)?.message == "length 4 is above maxLength 3")
     }
 }

@@ -129,8 +129,16 @@ struct ToolSchemaValidatorTests {
             ##"{"$defs":{"Node":{"type":"object","properties":{"value":{"type":"string"},"children":{"type":"array","items":{"$ref":"#/$defs/Node"}}},"required":["value"]}},"type":"object","properties":{"root":{"$ref":"#/$defs/Node"}}}"##
         ),
         AcceptedCase(
-            "recursion to the root via ##",
-            ##"{"type":"object","properties":{"name":{"type":"string"},"sub":{"anyOf":[{"$ref":"#"},{"type":"null"}]}}}"##
+            "recursion to the root via ## is lifted into $defs",
+            ##"{"type":"object","properties":{"name":{"type":"string"},"sub":{"anyOf":[{"$ref":"#"},{"type":"null"}]}}}"##,
+            normalized:
+                ##"{"type":"object","properties":{"name":{"type":"string"},"sub":{"anyOf":[{"$ref":"#/$defs/root"},{"type":"null"}]}},"additionalProperties":false,"$defs":{"root":{"type":"object","properties":{"name":{"type":"string"},"sub":{"anyOf":[{"$ref":"#/$defs/root"},{"type":"null"}]}},"additionalProperties":false}}}"##
+        ),
+        AcceptedCase(
+            "a lifted root gets a free name and data that looks like a reference is kept",
+            ##"{"$defs":{"root":{"type":"string"}},"type":"object","properties":{"r":{"$ref":"#/$defs/root"},"kids":{"type":"array","items":{"$ref":"#"}},"k":{"type":"object","properties":{},"const":{"$ref":"#"}}}}"##,
+            normalized:
+                ##"{"$defs":{"root":{"type":"string"},"root_2":{"type":"object","properties":{"r":{"$ref":"#/$defs/root"},"kids":{"type":"array","items":{"$ref":"#/$defs/root_2"}},"k":{"type":"object","properties":{},"const":{"$ref":"#"},"additionalProperties":false}},"additionalProperties":false}},"type":"object","properties":{"r":{"$ref":"#/$defs/root"},"kids":{"type":"array","items":{"$ref":"#/$defs/root_2"}},"k":{"type":"object","properties":{},"const":{"$ref":"#"},"additionalProperties":false}},"additionalProperties":false}"##
         ),
         AcceptedCase(
             "mutual recursion through objects",
@@ -159,11 +167,11 @@ struct ToolSchemaValidatorTests {
                 ##"{"type":"object","properties":{"city":{"type":"string","description":"(pattern: ^[a-z]+$)"}},"additionalProperties":false}"##,
             warnings: 1),
         AcceptedCase(
-            "format and lengths appended to a description",
+            "format appended to a description, lengths enforced",
             ##"{"type":"object","properties":{"email":{"description":"Address","type":"string","format":"email","minLength":3,"maxLength":254}}}"##,
             normalized:
-                ##"{"type":"object","properties":{"email":{"description":"Address (format: email; minLength: 3; maxLength: 254)","type":"string"}},"additionalProperties":false}"##,
-            warnings: 3),
+                ##"{"type":"object","properties":{"email":{"description":"Address (format: email)","type":"string","minLength":3,"maxLength":254}},"additionalProperties":false}"##,
+            warnings: 1),
         AcceptedCase(
             "multipleOf", ##"{"type":"object","properties":{"n":{"type":"number","multipleOf":0.5}}}"##, warnings: 1),
         AcceptedCase(
@@ -466,6 +474,13 @@ struct ToolSchemaValidatorTests {
         RejectedCase(
             "minLength is negative", ##"{"type":"object","properties":{"a":{"type":"string","minLength":-2}}}"##,
             at: "properties.a.minLength"),
+        RejectedCase(
+            "maxLength below minLength",
+            ##"{"type":"object","properties":{"a":{"type":"string","minLength":4,"maxLength":3}}}"##,
+            at: "properties.a.maxLength", "less than minLength"),
+        RejectedCase(
+            "maxLength on an integer", ##"{"type":"object","properties":{"a":{"type":"integer","maxLength":3}}}"##,
+            at: "properties.a.maxLength", "does not apply"),
         RejectedCase(
             "uniqueItems is a string",
             ##"{"type":"object","properties":{"t":{"type":"array","items":{"type":"string"},"uniqueItems":"yes"}}}"##,

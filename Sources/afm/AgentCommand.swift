@@ -27,16 +27,11 @@ struct AgentCommand {
         }
         let configurations = options.mcpServers
         let started = BlockingTask.run { () -> Result<[MCPServer], AgentError> in
-            var servers: [MCPServer] = []
-            for configuration in configurations {
-                do {
-                    servers.append(try await MCPServer.start(configuration))
-                } catch {
-                    for server in servers { await server.shutdown() }
-                    return .failure(error as? AgentError ?? AgentError(.toolFailed, "\(error)"))
-                }
+            do throws(AgentError) {
+                return .success(try await MCPServer.startAll(configurations))
+            } catch {
+                return .failure(error)
             }
-            return .success(servers)
         }
         let servers: [MCPServer]
         switch started {
@@ -156,6 +151,8 @@ struct AgentCommand {
                     agent.clearHistory()
                     console.write(console.dim("(a new conversation)") + "\n")
                 } else if !text.isEmpty {
+                    // Up and Ctrl-R recall the lines entered in this session (as in `afm chat`, minus the store).
+                    if terminal != nil, editor.history.last != line { editor.history.append(line) }
                     last = ask(agent, line, terminal != nil, typeAhead: &pending)
                 }
                 prompt()

@@ -161,6 +161,76 @@ import Testing
         #expect(try post(harness, headers: [:]).status == 401)
     }
 
+    /// `/ready` fails with 503 `unavailable` while no backend is ready (here the only backend failed to load: its
+    /// script is missing; and a node with no backend at all), naming each backend's state; `/health` still answers.
+    @Test func readinessFailsWhenNoBackendIsReady() throws {
+        let directory = BackendDirectoryBuilder()
+        try directory.addScripted()
+        let missing = TestPaths.makeTemporaryDirectory("afm-script") + "/missing.json"
+        let broken = try DaemonProcess(backendDirectory: directory.path, config: "[Backend.scripted]\nScript=\(missing)\n")
+        let client = { try TestHTTPClient(port: broken.port) }
+        // Loading may still be under way at first; the backend ends up failed and stays so.
+        #expect(waitUntil(seconds: 10) { (try? client().get("/ready").json?["backends"]?[0]?["state"]) == "failed" }, "\(broken.log)")
+        let ready = try client().get("/ready")
+        #expect(ready.status == 503)
+        #expect(ready.json?["status"] == "unavailable")
+        #expect(ready.json?["reason"] == "no backend is ready")
+        #expect(ready.json?["backends"] == [["id": "scripted", "state": "failed"]])
+        let health = try client().get("/health")
+        #expect(health.status == 200)
+        #expect(health.json?["status"] == "ok")
+        #expect(broken.stop() == 0)
+
+        let none = try DaemonProcess(backendDirectory: BackendDirectoryBuilder().path)
+        let empty = try TestHTTPClient(port: none.port).get("/ready")
+        #expect(empty.status == 503)
+        #expect(empty.json?["status"] == "unavailable")
+        #expect(empty.json?["reason"] == "no backend is ready")
+        #expect(empty.json?["backends"] == [])
+        #expect(try TestHTTPClient(port: none.port).get("/health").status == 200)
+        #expect(none.stop() == 0)
+    }
+
+    /// The access log is off by default; `AccessLog=yes` (here turned on by a reload) writes one line per API request
+    /// with its token counts, time to first token and duration, and never the request's body.
+    @Test func accessLogCarriesTokensAndTimesButNoBody() throws {
+        let steps = #"[{"delay_ms":60},{"text":"one two three"}]"#
+        let harness = try DaemonHarness(models: ["before": steps, "after": steps])
+        let canary = "zebra-canary-7f3a91"
+        #expect(try harness.client().post("/v1/responses", json: responsesBody(model: "before", input: canary)).status == 200)
+
+        let conf = harness.daemon.root + "/afmd.conf"
+        let settings = try String(contentsOfFile: conf, encoding: .utf8)
+        try (settings + "\n[Server]\nAccessLog=yes\n").write(toFile: conf, atomically: true, encoding: .utf8)
+        #expect(try harness.daemon.afmctl(["reload"]).status == 0)
+        let response = try harness.client().post("/v1/responses", json: responsesBody(model: "after", input: canary))
+        #expect(response.status == 200)
+        let usage = response.json?["usage"]
+        func accessLines() -> [Substring] { harness.daemon.log.split(separator: "\n").filter { $0.contains("afmd.access: request") } }
+        #expect(waitUntil(seconds: 10) { !accessLines().isEmpty }, "\(harness.daemon.log)")
+
+        // Only the request made after the reload: the one before it, with the default, logged nothing.
+        let lines = accessLines()
+        #expect(lines.count == 1, "\(lines)")
+        let fields = Dictionary(
+            (lines.first ?? "").split(separator: " ").compactMap { field -> (String, String)? in
+                let parts = field.split(separator: "=", maxSplits: 1)
+                return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
+            }, uniquingKeysWith: { first, _ in first })
+        #expect(fields["model"] == "after")
+        #expect(fields["status"] == "200")
+        #expect(fields["dialect"] == "responses")
+        #expect(fields["prompt_tokens"].flatMap { Int($0) } == usage?["input_tokens"]?.numberValue?.intValue)
+        #expect(fields["generation_tokens"].flatMap { Int($0) } == usage?["output_tokens"]?.numberValue?.intValue)
+        #expect((fields["generation_tokens"].flatMap { Int($0) } ?? 0) > 0)
+        let ttft = try #require(fields["ttft_ms"].flatMap { Double($0) }, "\(fields)")
+        let duration = try #require(fields["duration_ms"].flatMap { Double($0) }, "\(fields)")
+        // The script waits 60 ms before its first token.
+        #expect(ttft >= 60)
+        #expect(duration >= ttft)
+        #expect(!harness.daemon.log.contains(canary))
+    }
+
     /// Secure by default: a non-loopback address needs keys, or an explicit AllowUnauthenticated=yes.
     @Test func aNonLoopbackAddressNeedsKeys() throws {
         let directory = BackendDirectoryBuilder()

@@ -486,6 +486,24 @@ struct ToolSchemaValidatorTests {
             ##"{"type":"object","properties":{"t":{"type":"array","items":{"type":"string"},"uniqueItems":"yes"}}}"##,
             at: "properties.t.uniqueItems"),
         RejectedCase("$schema is a number", ##"{"$schema":7}"##, at: "$schema"),
+        // Bounds llama.cpp's converter would read wrongly: it takes counts as a C int (4294967296 became 0, so a
+        // minLength the host checks was never generated) and integer bounds as an int64_t (2^64-1 became -1).
+        RejectedCase(
+            "minLength beyond a C int",
+            ##"{"type":"object","properties":{"a":{"type":"string","minLength":4294967296}}}"##,
+            at: "properties.a.minLength", "no larger than 2147483647"),
+        RejectedCase(
+            "minItems beyond a C int",
+            ##"{"type":"object","properties":{"t":{"type":"array","items":{"type":"string"},"minItems":2147483648}}}"##,
+            at: "properties.t.minItems", "no larger than 2147483647"),
+        RejectedCase(
+            "integer minimum beyond 2^53",
+            ##"{"type":"object","properties":{"n":{"type":"integer","minimum":18446744073709551615}}}"##,
+            at: "properties.n.minimum", "9007199254740991"),
+        RejectedCase(
+            "integer exclusiveMaximum beyond -2^53",
+            ##"{"type":"object","properties":{"n":{"type":["integer","null"],"exclusiveMaximum":-1e300}}}"##,
+            at: "properties.n.exclusiveMaximum", "9007199254740991"),
         // Paths name unusual property names unambiguously.
         RejectedCase(
             "quoted property name in the path", ##"{"type":"object","properties":{"first name":{"type":"text"}}}"##,
@@ -628,6 +646,16 @@ struct ToolSchemaValidatorTests {
         let error = try #require(schemaError(.object(schema)))
         #expect(error.path == root + ".$defs.d0.anyOf[1]")
         #expect(error.message.contains("two union branches"))
+    }
+
+    @Test("two bounds on one side keep the tighter one, which says the same (llama.cpp reads only minimum/maximum)")
+    func oneBoundPerSide() throws {
+        let schema = json(
+            ##"{"type":"object","properties":{"i":{"type":"integer","minimum":0,"exclusiveMinimum":5,"maximum":10,"exclusiveMaximum":20},"n":{"type":"number","exclusiveMinimum":1,"minimum":2,"exclusiveMaximum":3,"maximum":3}}}"##)
+        let normalized = try ToolSchemaValidator.validate(schema, path: root).normalized
+        #expect(
+            normalized.objectValue?["properties"]
+                == json(##"{"i":{"type":"integer","exclusiveMinimum":5,"maximum":10},"n":{"type":"number","minimum":2,"exclusiveMaximum":3}}"##))
     }
 
     @Test("errors are reported in document order within a node")

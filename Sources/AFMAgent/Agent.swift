@@ -88,20 +88,23 @@ public final class Agent: Sendable {
         let control = TurnControl()
         let outcome = TurnOutcome()
         let policy = policy ?? configuration.policy
+        // The turn's place in line is taken here, in call order, not when its task first runs.
+        let ticket = queue.take()
         let task = Task {
             await self.execute(
-                prompt: prompt, policy: policy, accept: accept, control: control, continuation: continuation, outcome: outcome)
+                prompt: prompt, policy: policy, accept: accept, ticket: ticket, control: control, continuation: continuation,
+                outcome: outcome)
         }
         control.setTask(task)
         return AgentRun(events: events, control: control, outcome: outcome)
     }
 
     private func execute(
-        prompt: String, policy: TurnPolicy, accept: Acceptance?, control: TurnControl, continuation: AsyncStream<AgentEvent>.Continuation,
-        outcome: TurnOutcome
+        prompt: String, policy: TurnPolicy, accept: Acceptance?, ticket: UInt64, control: TurnControl,
+        continuation: AsyncStream<AgentEvent>.Continuation, outcome: TurnOutcome
     ) async {
         let emit: @Sendable (AgentEvent) -> Void = { continuation.yield($0) }
-        guard await queue.acquire() else {
+        guard await queue.acquire(ticket) else {
             finish(.failure(.cancelled), continuation: continuation, outcome: outcome)
             return
         }

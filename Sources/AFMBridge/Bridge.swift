@@ -139,6 +139,8 @@ public final class Bridge: Sendable {
             case "world.get": reply(request, try getWorld(&params))
             case "shutdown":
                 try params.finish()
+                // Refuse what follows at once (the next line may already be read); the task does the rest.
+                state.withLock { $0.shutDown = true }
                 Task {
                     await shutdown()
                     reply(request, [:])

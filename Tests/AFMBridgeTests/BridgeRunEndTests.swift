@@ -132,6 +132,29 @@ struct BridgeRunEndTests {
         #expect(events.count < 400)
     }
 
+    /// `shutdown` refuses what follows it at once: a request right behind it (the next line on stdin) is answered
+    /// `shut_down` instead of being served while the shutdown task has yet to start.
+    @Test func aRequestRightAfterShutdownIsRefused() throws {
+        var served = 0
+        for _ in 1...200 {
+            let received = Received()
+            let outbox = try BridgeOutbox { bytes in
+                received.add(bytes)
+                return true
+            }
+            let bridge = Bridge(
+                configuration: BridgeConfiguration(url: ServerURL(host: "127.0.0.1", port: 9, pathPrefix: ""), model: "m"),
+                outbox: outbox)
+            bridge.receive(#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#)
+            bridge.receive(#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
+            #expect(waitUntil { received.result(id: 1) != nil && received.messages.withLock { $0.count } >= 2 })
+            let answer = received.messages.withLock { $0.first { $0["id"] == 2 } }
+            if answer?["error"]?["data"]?["code"] != "shut_down" { served += 1 }
+            outbox.finish()
+        }
+        #expect(served == 0, "\(served) of 200 requests sent right after shutdown were served")
+    }
+
     @Test func aRunStartedWhileItsAgentClosesNeverOutlivesTheClose() throws {
         let daemon = try Self.gateway([("stall", #"[{"text":"Thinking"},{"hang":true}]"#)])
         defer { daemon.stop() }

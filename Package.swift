@@ -23,6 +23,7 @@ let package = Package(
         .executable(name: "afmd", targets: ["afmd"]),
         .executable(name: "afmctl", targets: ["afmctl"]),
         .executable(name: "afm-backend-runner", targets: ["afm-backend-runner"]),
+        .executable(name: "afm-backend-check", targets: ["afm-backend-check"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
         .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
         .executable(name: "afm", targets: ["afm"]),
@@ -72,6 +73,14 @@ let package = Package(
         .executableTarget(
             name: "afm-backend-runner",
             dependencies: ["AFMBackends", "AFMLogging", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+        // afm-backend-check: the ABI conformance battery for any backend library (afm-dev). The bare ABI in-process,
+        // each check in a child process of its own; runner hosting through AFMBackends' registry.
+        .executableTarget(
+            name: "afm-backend-check",
+            dependencies: ["AFMBackends", "AFMSchema", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "CAFMBackendABI"],
+            resources: [.embedInCode("describe.schema.json")],
             swiftSettings: swiftSettings
         ),
         // Operations plane: layered configuration and versioned settings (the control layer).

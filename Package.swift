@@ -30,7 +30,9 @@ let package = Package(
         // The C ABI between host and backends (header-only contract plus layout checks).
         .target(name: "CAFMBackendABI", path: "Sources/CAFMBackendABI"),
 
-        .target(name: "AFMLogging", swiftSettings: swiftSettings),
+        // The lock ThreadSanitizer can see: `Mutex` in ThreadSanitizer builds only (`-D AFM_TSAN_LOCKS`).
+        .target(name: "AFMLocks", swiftSettings: swiftSettings),
+        .target(name: "AFMLogging", dependencies: ["AFMLocks"], swiftSettings: swiftSettings),
         .target(name: "AFMJSON", swiftSettings: swiftSettings),
         .target(name: "AFMSystem", swiftSettings: swiftSettings),
         .target(name: "AFMCore", dependencies: ["AFMJSON", "AFMLogging"], swiftSettings: swiftSettings),
@@ -41,17 +43,17 @@ let package = Package(
         .target(name: "AFMSealing", dependencies: ["CLibCrypto"], swiftSettings: swiftSettings),
         .target(
             name: "AFMHTTP",
-            dependencies: ["AFMSystem", "AFMLogging"],
+            dependencies: ["AFMLocks", "AFMSystem", "AFMLogging"],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "AFMBackends",
-            dependencies: ["CAFMBackendABI", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMLocks", "CAFMBackendABI", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "AFMResponses",
-            dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMSchema", "AFMImages", "AFMSealing"],
+            dependencies: ["AFMLocks", "AFMBackends", "AFMCore", "AFMJSON", "AFMSchema", "AFMImages", "AFMSealing"],
             swiftSettings: swiftSettings
         ),
         // The Chat Completions and Anthropic Messages dialects: decoders into the pipeline's request, encoders of
@@ -60,7 +62,7 @@ let package = Package(
         .target(
             name: "AFMDaemon",
             dependencies: [
-                "AFMDialects", "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
+                "AFMLocks", "AFMDialects", "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
             ],
             swiftSettings: swiftSettings
         ),
@@ -74,13 +76,13 @@ let package = Package(
         // Operations plane: layered configuration and versioned settings (the control layer).
         .target(
             name: "AFMConfig",
-            dependencies: ["AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // The admin socket (varlink, org.afm.Admin): server, client, levels; and its command-line client.
         .target(
             name: "AFMAdmin",
-            dependencies: ["AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -101,7 +103,7 @@ let package = Package(
         // gateway's HTTP API only (through AFMClient); AFMCore for the shared error table.
         .target(
             name: "AFMAgent",
-            dependencies: ["AFMClient", "AFMCore", "AFMJSON", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMClient", "AFMCore", "AFMJSON", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // The chat client: history store, inference window, Markdown, import; and `afm`.
@@ -119,7 +121,7 @@ let package = Package(
         // Backend plugins.
         .target(
             name: "AFMScriptedBackend",
-            dependencies: ["CAFMBackendABI"],
+            dependencies: ["AFMLocks", "CAFMBackendABI"],
             path: "Plugins/scripted",
             exclude: ["scripted.json"],
             swiftSettings: swiftSettings
@@ -132,7 +134,7 @@ let package = Package(
         ),
         .target(
             name: "AFMPrivateCloudBackend",
-            dependencies: ["CAFMBackendABI", "CPrivateCloudSupport"],
+            dependencies: ["AFMLocks", "CAFMBackendABI", "CPrivateCloudSupport"],
             path: "Plugins/private-cloud",
             exclude: ["private-cloud.json", "README.md", "CSupport"],
             swiftSettings: swiftSettings
@@ -152,12 +154,12 @@ let package = Package(
         .testTarget(name: "AFMSealingTests", dependencies: ["AFMSealing"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AFMHTTPTests",
-            dependencies: ["AFMHTTP", "AFMSystem", "AFMLogging", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMHTTP", "AFMSystem", "AFMLogging", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "AFMBackendsTests",
-            dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMBackends", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -167,7 +169,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMDaemonTests",
-            dependencies: ["AFMDaemon", "AFMDialects", "AFMResponses", "AFMJSON", "AFMTestSupport", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMDaemon", "AFMDialects", "AFMResponses", "AFMJSON", "AFMTestSupport", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // Rewrites the settings file in a loop until killed (the crash-safety test of SettingsStore).
@@ -184,7 +186,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMAdminTests",
-            dependencies: ["AFMAdmin", "AFMJSON", "AFMSystem", "AFMLogging", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMAdmin", "AFMJSON", "AFMSystem", "AFMLogging", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "AFMStoreTests", dependencies: ["AFMStore"], swiftSettings: swiftSettings),
@@ -200,7 +202,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMPrivateCloudTests",
-            dependencies: ["CAFMBackendABI", "AFMJSON", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "CAFMBackendABI", "AFMJSON", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         // afm chat in a pseudo-terminal (tmux) against a real afmd; crash safety of the history.
@@ -212,12 +214,22 @@ let package = Package(
         // The agent runtime against real daemons (scripted backend, local model) and real MCP servers; `afm agent`.
         .testTarget(
             name: "AFMAgentTests",
-            dependencies: ["AFMAgent", "AFMClient", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMAgent", "AFMClient", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The fuzz targets' properties (also compiled into the libFuzzer binaries by scripts/fuzz) and the test
+        // that runs every seed and regression input of Fuzz/ through them.
+        .testTarget(
+            name: "AFMFuzzTests",
+            dependencies: [
+                "AFMHTTP", "AFMJSON", "AFMSchema", "AFMResponses", "AFMDialects", "AFMCore", "AFMImages", "AFMConfig",
+                "AFMAdmin", "AFMBackends", "AFMClient", "AFMChat", "AFMTestSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "AFMCtlTests",
-            dependencies: ["AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

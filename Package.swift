@@ -112,9 +112,22 @@ let package = Package(
             dependencies: ["AFMClient", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
+        // The web chat of `afm chat --web`: a page compiled in, a JSON/SSE API over the same history (AFMHTTP's server).
+        .target(
+            name: "AFMWebChat",
+            dependencies: ["AFMChat", "AFMClient", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
+            resources: [
+                .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
+                .embedInCode("Assets/icon.svg"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "afm",
-            dependencies: ["AFMChat", "AFMClient", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: [
+                "AFMAgent", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON",
+                "AFMLogging", "AFMSystem",
+            ],
             swiftSettings: swiftSettings
         ),
 

@@ -10,6 +10,10 @@ indirect enum ScriptStep: Sendable, Hashable {
     case text(String)
     /// `{"echo":true}`: the last user message's text, one word (with its leading whitespace) per `TEXT_DELTA`.
     case echo
+    /// `{"json":{"text":"{\"city\":\"Paris\"}","chunks":3}}`: a structured answer, as `chunks` `TEXT_DELTA`s (each
+    /// one output token). The text is played as written — valid or not — so tests can check what the host does
+    /// with a backend's invalid JSON.
+    case json(text: String, chunks: Int)
     /// `{"delay_ms":50}`: waits, waking at once on cancel.
     case delay(milliseconds: Int)
     /// `{"repeat":N,"steps":[…]}`: plays `steps` N times.
@@ -165,6 +169,13 @@ indirect enum ScriptStep: Sendable, Hashable {
             self = .delay(milliseconds: milliseconds)
         case "tool_call":
             self = .toolCall(try Self.toolCall(argument, at: here))
+        case "json":
+            guard let json = JSON.object(argument) else {
+                throw ParseError(path: here, problem: "must be an object {\"text\":…,\"chunks\":N}")
+            }
+            try Self.checkKeys(json, allowed: ["text", "chunks"], at: here)
+            let text = try Self.string(json["text"], at: here + ".text")
+            self = .json(text: text, chunks: try Self.chunks(json["chunks"], at: here + ".chunks"))
         case "reasoning_text":
             self = .reasoningText(try Self.string(argument, at: here))
         case "reasoning_state":
@@ -232,15 +243,17 @@ indirect enum ScriptStep: Sendable, Hashable {
             JSON.isNullOrMissing(object["call_id"]) ? nil : try string(object["call_id"], at: path + ".call_id")
         let arguments =
             JSON.isNullOrMissing(object["arguments"]) ? "{}" : try string(object["arguments"], at: path + ".arguments")
-        var chunks = 1
-        if !JSON.isNullOrMissing(object["chunks"]) {
-            guard let value = JSON.int(object["chunks"]), (1...Limits.maximumChunks).contains(value) else {
-                throw ParseError(
-                    path: path + ".chunks", problem: "must be an integer from 1 to \(Limits.maximumChunks)")
-            }
-            chunks = value
+        return ToolCall(
+            name: name, callID: callID, arguments: arguments, chunks: try chunks(object["chunks"], at: path + ".chunks"))
+    }
+
+    /// A `chunks` count: absent/null → 1, else an integer from 1 to `Limits.maximumChunks`.
+    private static func chunks(_ value: Any?, at path: String) throws(ParseError) -> Int {
+        if JSON.isNullOrMissing(value) { return 1 }
+        guard let count = JSON.int(value), (1...Limits.maximumChunks).contains(count) else {
+            throw ParseError(path: path, problem: "must be an integer from 1 to \(Limits.maximumChunks)")
         }
-        return ToolCall(name: name, callID: callID, arguments: arguments, chunks: chunks)
+        return count
     }
 
     private static func usage(_ value: Any?, at path: String) throws(ParseError) -> Usage {

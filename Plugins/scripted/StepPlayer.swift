@@ -64,6 +64,11 @@ struct StepPlayer {
                 if let stop = stopRequested() { return stop }
                 if let outcome = sendText(word) { return outcome }
             }
+        case .json(let text, let chunks):
+            for piece in Self.split(text, into: chunks) {
+                if let stop = stopRequested() { return stop }
+                if let outcome = sendText(piece) { return outcome }
+            }
         case .delay(let milliseconds):
             generation.sleep(milliseconds: milliseconds)
         case .repeated(let count, let steps):
@@ -186,6 +191,8 @@ struct StepPlayer {
                 for word in Self.words(of: generation.request.lastUserText) {
                     sink.emit(AFM_EVENT_TEXT_DELTA, text: word)
                 }
+            case .json(let text, let chunks):
+                for piece in Self.split(text, into: chunks) { sink.emit(AFM_EVENT_TEXT_DELTA, text: piece) }
             case .delay(let milliseconds): generation.sleep(milliseconds: milliseconds)
             case .repeated(let count, let inner):
                 for _ in 0..<count where !generation.isCancelled { playAfterTerminal(inner) }

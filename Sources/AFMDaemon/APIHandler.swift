@@ -36,7 +36,7 @@ struct APIHandler: Sendable {
     func start(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
         let dialect = APIDialect(path: request.path)
         if let refusal = browserPolicy.refusal(for: request) {
-            refuse(request, writer, refusal, origin: nil, dialect: dialect)
+            refuse(request, writer, AFMError(refusal), origin: nil, dialect: dialect)
             return .answered
         }
         // Present only when accepted: answers then carry the CORS fields a browser needs to read them.
@@ -116,7 +116,7 @@ struct APIHandler: Sendable {
         decode: () throws(AFMError) -> (PipelineRequest, ResponseBuilder.Echo, Encoder)
     ) -> HTTPHandlerStart {
         if let refusal = BrowserRequestPolicy.mediaTypeRefusal(for: request) {
-            refuse(request, writer, refusal, origin: origin, dialect: dialect)
+            refuse(request, writer, AFMError(refusal), origin: origin, dialect: dialect)
             return .answered
         }
         let prepared: ResponsesService.Prepared
@@ -148,7 +148,7 @@ struct APIHandler: Sendable {
     /// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, counted as the backend would see the request.
     private func countTokens(_ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?) -> HTTPHandlerStart {
         if let refusal = BrowserRequestPolicy.mediaTypeRefusal(for: request) {
-            refuse(request, writer, refusal, origin: origin, dialect: .messages)
+            refuse(request, writer, AFMError(refusal), origin: origin, dialect: .messages)
             return .answered
         }
         let prepared: ResponsesService.Prepared

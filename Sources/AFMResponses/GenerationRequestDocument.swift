@@ -30,6 +30,7 @@ public enum GenerationRequestDocument {
             "top_p": request.topP.map { .number(JSONNumber($0)) } ?? nil,
             "reasoning_effort": request.reasoningEffort.map(JSONValue.string) ?? nil,
             "stream": .bool(request.stream),
+            "output_format": request.outputFormat.documentValue,
         ]
     }
 
@@ -74,6 +75,12 @@ public enum GenerationRequestDocument {
         if let effort = request.reasoningEffort { JSONEncoding.appendEscapedString(effort, to: &out) } else { out.append(literal: "null") }
         out.append(literal: #","stream":"#)
         out.append(literal: request.stream ? "true" : "false")
+        out.append(literal: #","output_format":"#)
+        switch request.outputFormat.kind {
+        case .text: out.append(literal: #"{"type":"text"}"#)
+        case .jsonObject: out.append(literal: #"{"type":"json_object"}"#)
+        case .jsonSchema: request.outputFormat.documentValue.encode(into: &out)
+        }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -45,15 +45,19 @@ public struct PipelineRequest: Sendable {
     /// Stop sequences: the answer ends before the first one the model writes (enforced by the host, so every
     /// backend honours them).
     public var stopSequences: [String]
+    /// The form the answer must take: text, any JSON object, or JSON matching a schema (``OutputFormat``; each
+    /// dialect decodes its own field into it: Responses `text.format`, Chat Completions `response_format`).
+    public var outputFormat: OutputFormat
     /// Warnings for the `x-afm-warning` response headers (dialect-specific ones added to the tool set's).
     public var extraWarnings: [String] = []
 
-    public var warnings: [String] { toolSet.warnings + extraWarnings }
+    public var warnings: [String] { toolSet.warnings + outputFormat.warnings + extraWarnings }
 
     public init(
         dialect: APIDialect, model: String, system: [String], items: [Item], stream: Bool, temperature: Double? = nil,
         topP: Double? = nil, maxOutputTokens: Int? = nil, toolSet: ToolSet = ToolSet(), parallelToolCalls: Bool = true,
-        reasoningEffort: String? = nil, truncationAuto: Bool = false, imageCount: Int = 0, stopSequences: [String] = []
+        reasoningEffort: String? = nil, truncationAuto: Bool = false, imageCount: Int = 0, stopSequences: [String] = [],
+        outputFormat: OutputFormat = .text
     ) {
         self.dialect = dialect
         self.model = model
@@ -69,6 +73,7 @@ public struct PipelineRequest: Sendable {
         self.truncationAuto = truncationAuto
         self.imageCount = imageCount
         self.stopSequences = stopSequences
+        self.outputFormat = outputFormat
     }
 }
 

@@ -297,9 +297,32 @@ public struct ResponseBuilder: Sendable {
         return out
     }
 
+    /// What is wrong with a finished structured answer (`text.format` json_schema or json_object), or nil when it
+    /// is valid or none was asked for. The answer is the text of the message items; a turn that only calls tools
+    /// has no answer to check.
+    private func structuredOutputProblem() -> String? {
+        guard request.outputFormat.isStructured else { return nil }
+        let messages = items.filter { $0.kind == .message }
+        if messages.isEmpty && items.contains(where: { $0.kind == .functionCall || $0.kind == .customToolCall }) {
+            return nil
+        }
+        return request.outputFormat.check(messages.map(\.text).joined())
+    }
+
     /// Ends the answer as completed.
     private mutating func complete(_ reason: StopReason, into out: inout [JSONValue]) {
         closeOpenItems(into: &out, incomplete: false)
+        if let problem = structuredOutputProblem() {
+            // Never `completed` with an answer the client's parser would choke on (docs/responses-api.md,
+            // "Structured outputs"). The answer was the backend's to get right, so it is logged like a backend
+            // failure.
+            backendFailure = (.invalidStructuredOutput, problem)
+            out += fail(
+                AFMError(
+                    .invalidStructuredOutput, "The model's answer does not satisfy \(request.outputFormat.param): \(problem).",
+                    param: request.outputFormat.param))
+            return
+        }
         outcome = .completed
         stopReason = reason
         out.append(event(nextSequence(), "response.completed", ["response": responseSnapshot()]))

@@ -35,6 +35,8 @@ public struct ResponsesRequest: Sendable {
     public var truncationAuto: Bool { pipeline.truncationAuto }
     /// How many `input_image` parts the whole history carries.
     public var imageCount: Int { pipeline.imageCount }
+    /// The form the answer must take (`text.format`): text, any JSON object, or JSON matching a schema.
+    public var outputFormat: OutputFormat { pipeline.outputFormat }
     /// Warnings for the `x-afm-warning` response headers.
     public var warnings: [String] { pipeline.warnings }
 
@@ -65,13 +67,10 @@ public struct ResponsesRequest: Sendable {
         if let topLogprobs = object["top_logprobs"], !topLogprobs.isNull, topLogprobs.numberValue?.int64Value != 0 {
             throw AFMError(.invalidRequest, "top_logprobs is not supported; send 0 or omit it.", param: "top_logprobs", publicCode: "unsupported_parameter")
         }
+        var outputFormat = OutputFormat.text
         if let text = object["text"], !text.isNull {
             guard let textObject = text.objectValue else { throw RequestFields.typeError("text", expected: "an object", got: text) }
-            if let format = textObject["format"], !format.isNull, format["type"]?.stringValue != "text" {
-                throw AFMError(
-                    .invalidRequest, "Structured output (text.format other than {\"type\":\"text\"}) is not supported.",
-                    param: "text.format", publicCode: "unsupported_parameter")
-            }
+            outputFormat = try OutputFormat.responses(textObject["format"])
         }
 
         var system: [String] = []
@@ -138,7 +137,7 @@ public struct ResponsesRequest: Sendable {
         pipeline = PipelineRequest(
             dialect: .responses, model: model, system: system, items: items, stream: stream, temperature: temperature, topP: topP,
             maxOutputTokens: maxOutputTokens, toolSet: toolSet, parallelToolCalls: parallelToolCalls, reasoningEffort: reasoningEffort,
-            truncationAuto: truncationAuto, imageCount: imageCount)
+            truncationAuto: truncationAuto, imageCount: imageCount, outputFormat: outputFormat)
     }
 
     private static func parseItem(_ element: JSONValue, param: String, system: inout [String], images: inout Int) throws(AFMError) -> Item? {

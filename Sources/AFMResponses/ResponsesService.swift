@@ -228,6 +228,13 @@ public final class ResponsesService: Sendable {
             throw AFMError(
                 .unsupportedCapability, "The model '\(model.id)' does not support tools.", param: "tools", publicCode: "unsupported_capability")
         }
+        if request.outputFormat.isStructured && !capabilities.structuredOutput {
+            throw AFMError(
+                .unsupportedCapability,
+                "The model '\(model.id)' does not support structured output (\(request.outputFormat.param) "
+                    + "json_schema or json_object); its backend cannot constrain its answer to JSON.",
+                param: request.outputFormat.param, publicCode: "unsupported_capability")
+        }
         if let effort = request.reasoningEffort {
             let field = request.dialect.reasoningField
             guard capabilities.reasoning else {

@@ -115,7 +115,7 @@ let package = Package(
         // The web chat of `afm chat --web`: a page compiled in, a JSON/SSE API over the same history (AFMHTTP's server).
         .target(
             name: "AFMWebChat",
-            dependencies: ["AFMChat", "AFMClient", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMChat", "AFMClient", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
             resources: [
                 .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
                 .embedInCode("Assets/icon.svg"),
@@ -125,8 +125,8 @@ let package = Package(
         .executableTarget(
             name: "afm",
             dependencies: [
-                "AFMAgent", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON",
-                "AFMLogging", "AFMSystem",
+                "AFMLocks", "AFMAgent", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore",
+                "AFMJSON", "AFMLogging", "AFMSystem",
             ],
             swiftSettings: swiftSettings
         ),

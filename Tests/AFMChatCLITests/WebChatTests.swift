@@ -157,4 +157,20 @@ import Testing
         #expect(try CommandOutput.run(ChatHarness.afm, ["chat", "--web", "--listen", "nowhere"]).status == 64)
         #expect(web.stop() == 0)
     }
+
+    /// An unreachable gateway is the gateway's problem: 503 `model_unavailable`, and the history still answers.
+    @Test func anUnreachableGatewayIsReportedAsUnavailable() throws {
+        let data = TestPaths.makeTemporaryDirectory("afm-web-dead")
+        let web = try WebChat(gateway: "http://127.0.0.1:9", dataDirectory: data)
+        let models = try TestHTTPClient(port: web.port).get("/api/models")
+        #expect(models.status == 503 && models.text.contains("model_unavailable"), "\(models)")
+        let created = try TestHTTPClient(port: web.port).post("/api/conversations", json: "{}")
+        #expect(created.status == 201, "\(created)")
+        let id = try #require(created.json?["id"]?.stringValue)
+        let send = try TestHTTPClient(port: web.port).post("/api/conversations/\(id)/messages", json: #"{"text":"hello"}"#)
+        #expect(send.status == 503 && send.text.contains("model_unavailable"), "\(send)")
+        let list = try TestHTTPClient(port: web.port).get("/api/conversations")
+        #expect(list.status == 200 && list.text.contains(id), "\(list)")
+        #expect(web.stop() == 0)
+    }
 }

@@ -96,6 +96,7 @@ try:
     load()
     # Nothing from elsewhere: every resource the page loaded came from its own origin.
     origin = driver.execute_script("return location.origin")
+    driver.execute_cdp_cmd("Browser.grantPermissions", {"origin": origin, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
     resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     check(all(name.startswith(origin + "/") for name in resources) and len(resources) >= 2,
           f"the page loads only from {origin}: {resources}")
@@ -124,6 +125,11 @@ try:
     code.find_element(By.CSS_SELECTOR, "button.copy").click()
     wait(lambda: code.find_element(By.CSS_SELECTOR, "button.copy").text == "Copied", "the copy button to copy")
     check(len(answer.find_elements(By.CSS_SELECTOR, "table tr")) == 2, "the table is a table")
+    answer.find_element(By.CSS_SELECTOR, "button.copy-answer").click()
+    wait(lambda: answer.find_element(By.CSS_SELECTOR, "button.copy-answer").text == "Copied", "the answer's copy button to copy")
+    copied = driver.execute_async_script("navigator.clipboard.readText().then(arguments[0], () => arguments[0](null))")
+    check(copied is not None and copied.startswith("Answer: hello zebra <b>bold</b>") and "| a | b |" in copied,
+          f"the whole answer is copied as text: {copied!r}")
     usage = answer.find_element(By.CSS_SELECTOR, ".usage").text
     check("input" in usage and "output tokens" in usage, f"the answer shows its token usage: {usage}")
     check(by_id("title").text.startswith("hello zebra"), "the new conversation is titled after the question")

@@ -4,6 +4,7 @@ import AFMCore
 import AFMGame
 import AFMJSON
 import AFMLogging
+import Dispatch
 import Synchronization
 
 /// The bridge's one dispatcher: JSON-RPC 2.0 messages in, responses and `run.event` notifications out, for
@@ -139,6 +140,8 @@ public final class Bridge: Sendable {
             case "world.get": reply(request, try getWorld(&params))
             case "shutdown":
                 try params.finish()
+                // Refuse what follows at once (the next line may already be read); the task does the rest.
+                state.withLock { $0.shutDown = true }
                 Task {
                     await shutdown()
                     reply(request, [:])
@@ -167,8 +170,10 @@ public final class Bridge: Sendable {
         outbox.send(["jsonrpc": "2.0", "id": id, "error": error.json])
     }
 
-    func notify(_ method: String, _ params: JSONValue) {
-        outbox.send(["jsonrpc": "2.0", "method": .string(method), "params": params])
+    /// False when the outbox refused a `droppable` notification (the host is not reading; see ``BridgeOutbox``).
+    @discardableResult
+    func notify(_ method: String, _ params: JSONValue, droppable: Bool = false) -> Bool {
+        outbox.send(["jsonrpc": "2.0", "method": .string(method), "params": params], droppable: droppable)
     }
 
     // MARK: - Lifecycle
@@ -222,6 +227,19 @@ public final class Bridge: Sendable {
             entry.run.cancel()
             await entry.task.value
         }
+    }
+
+    /// ``shutdown()`` for a host thread (never one of Swift's cooperative pool, which it blocks): returns when every
+    /// run and agent has ended and the outbox has delivered what was queued and stopped its thread. What the stdio
+    /// bridge does at the end of its input and `afm_bridge_close` does.
+    public func close() {
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            await shutdown()
+            done.signal()
+        }
+        done.wait()
+        outbox.finish()
     }
 
     /// Runs `body` as a method task that ``shutdown()`` waits for.

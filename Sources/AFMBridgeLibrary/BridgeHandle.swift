@@ -4,7 +4,8 @@ import CAFMBridge
 import Dispatch
 
 /// What an `afm_bridge *` points to: the dispatcher and its outbox, whose delivery thread calls the host's
-/// callback. Passed to C as a retained `Unmanaged` pointer, released by `afm_bridge_close`.
+/// callback. C sees only its id in ``BridgeRegistry``, which holds it from `afm_bridge_open` to the end of
+/// `afm_bridge_close`.
 final class BridgeHandle: Sendable {
     let bridge: Bridge
     let outbox: BridgeOutbox
@@ -40,13 +41,6 @@ final class BridgeHandle: Sendable {
     /// Ends every run and agent, delivers what is queued and stops the delivery thread; blocks the calling thread
     /// (a host thread, never one of Swift's cooperative pool) until all of it is done.
     func close() {
-        let done = DispatchSemaphore(value: 0)
-        let bridge = self.bridge
-        Task {
-            await bridge.shutdown()
-            done.signal()
-        }
-        done.wait()
-        outbox.finish()
+        bridge.close()
     }
 }

@@ -22,33 +22,16 @@ struct AgentCommand {
             return 64
         }
         let url = options.url ?? .default
-        let model: String
-        if let chosen = options.model {
-            model = chosen
-        } else {
-            do {
-                guard let first = try ResponsesClient(url: url).listModels().first else {
-                    console.error("afm: the gateway at \(url) serves no models")
-                    return AgentErrorCode.modelUnavailable.exitStatus
-                }
-                model = first
-            } catch {
-                console.error("afm: cannot reach the gateway at \(url): \(error)")
-                return AgentErrorCode.modelUnavailable.exitStatus
-            }
+        guard let model = GatewayModel.resolve(options.model, client: ResponsesClient(url: url), console: console) else {
+            return AgentErrorCode.modelUnavailable.exitStatus
         }
         let configurations = options.mcpServers
         let started = BlockingTask.run { () -> Result<[MCPServer], AgentError> in
-            var servers: [MCPServer] = []
-            for configuration in configurations {
-                do {
-                    servers.append(try await MCPServer.start(configuration))
-                } catch {
-                    for server in servers { await server.shutdown() }
-                    return .failure(error as? AgentError ?? AgentError(.toolFailed, "\(error)"))
-                }
+            do throws(AgentError) {
+                return .success(try await MCPServer.startAll(configurations))
+            } catch {
+                return .failure(error)
             }
-            return .success(servers)
         }
         let servers: [MCPServer]
         switch started {
@@ -69,7 +52,8 @@ struct AgentCommand {
                 console.error("afm: nothing to ask (give PROMPT, or - to read it from standard input)")
                 return 64
             }
-            return turn(agent: agent, prompt: prompt, keyboard: nil)
+            var unused: [UInt8] = []
+            return turn(agent: agent, prompt: prompt, keyboard: nil, typeAhead: &unused)
         }
         return interactive(agent: agent)
     }
@@ -88,8 +72,9 @@ struct AgentCommand {
         return AgentSchema(name: "answer", schema: value)
     }
 
-    /// One turn, its events printed as they come; Ctrl-C on `keyboard` (a terminal in key mode) cancels it.
-    private func turn(agent: Agent, prompt: String, keyboard: FileDescriptor?) -> Int32 {
+    /// One turn, its events printed as they come; Ctrl-C on `keyboard` (a terminal in key mode) cancels it, and
+    /// other keys typed meanwhile are kept in `typeAhead` for the next prompt.
+    private func turn(agent: Agent, prompt: String, keyboard: FileDescriptor?, typeAhead: inout [UInt8]) -> Int32 {
         let run = agent.run(prompt)
         let json = options.json
         let status = Mutex<Int32?>(nil)
@@ -109,7 +94,9 @@ struct AgentCommand {
                 let ready = (try? PollSet.waitReadable([keyboard], timeoutMilliseconds: 100)) ?? []
                 guard ready.contains(keyboard) else { continue }
                 let result = try? withUnsafeMutableBytes(of: &byte) { try keyboard.read(into: $0) }
-                if case .processed(1)? = result, byte == 0x03 { run.cancel() }
+                if case .processed(1)? = result {
+                    if byte == 0x03 { run.cancel() } else { typeAhead.append(byte) }
+                }
                 if case .processed(0)? = result { break }
             }
         }
@@ -141,7 +128,7 @@ struct AgentCommand {
                 if case .wouldBlock? = result { continue }
                 guard case .processed(let count)? = result, count > 0 else {
                     if terminal != nil { console.write("\n") }
-                    if !editor.text.isEmpty { last = ask(agent, editor.text, terminal != nil) }
+                    if !editor.text.isEmpty { last = ask(agent, editor.text, terminal != nil, typeAhead: &pending) }
                     return terminal != nil ? 0 : last
                 }
                 pending = Array(buffer[0..<count])
@@ -164,7 +151,9 @@ struct AgentCommand {
                     agent.clearHistory()
                     console.write(console.dim("(a new conversation)") + "\n")
                 } else if !text.isEmpty {
-                    last = ask(agent, line, terminal != nil)
+                    // Up and Ctrl-R recall the lines entered in this session (as in `afm chat`, minus the store).
+                    if terminal != nil, editor.history.last != line { editor.history.append(line) }
+                    last = ask(agent, line, terminal != nil, typeAhead: &pending)
                 }
                 prompt()
             case .interrupt?:
@@ -178,7 +167,7 @@ struct AgentCommand {
         }
     }
 
-    private func ask(_ agent: Agent, _ line: String, _ interactive: Bool) -> Int32 {
-        turn(agent: agent, prompt: line, keyboard: interactive ? FileDescriptor(rawValue: 0) : nil)
+    private func ask(_ agent: Agent, _ line: String, _ interactive: Bool, typeAhead: inout [UInt8]) -> Int32 {
+        turn(agent: agent, prompt: line, keyboard: interactive ? FileDescriptor(rawValue: 0) : nil, typeAhead: &typeAhead)
     }
 }

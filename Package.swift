@@ -120,7 +120,7 @@ let package = Package(
         .target(name: "CAFMBridge", path: "Sources/CAFMBridge"),
         .target(
             name: "AFMBridgeLibrary",
-            dependencies: ["AFMBridge", "CAFMBridge", "AFMCore"],
+            dependencies: ["AFMLocks", "AFMBridge", "CAFMBridge", "AFMCore"],
             swiftSettings: swiftSettings
         ),
         // The chat client: history store, inference window, Markdown, import; and `afm`.
@@ -238,7 +238,7 @@ let package = Package(
         // afm chat in a pseudo-terminal (tmux) against a real afmd; crash safety of the history.
         .testTarget(
             name: "AFMChatCLITests",
-            dependencies: ["AFMChat", "AFMStore", "AFMTestSupport", "AFMWebChat"],
+            dependencies: ["AFMLocks", "AFMChat", "AFMStore", "AFMTestSupport", "AFMWebChat"],
             swiftSettings: swiftSettings
         ),
         // The agent runtime against real daemons (scripted backend, local model) and real MCP servers; `afm agent`.
@@ -260,7 +260,7 @@ let package = Package(
         // The game layer and the bridge: the dispatcher, `afm bridge`, libafm-bridge.so from C, NPCs on the local model.
         .testTarget(
             name: "AFMBridgeTests",
-            dependencies: ["AFMBridge", "AFMGame", "AFMAgent", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMBridge", "AFMGame", "AFMAgent", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -4,6 +4,7 @@
 // AFM: a plugin-hosted inference gateway. One package; every target explicit; dependencies point down:
 //
 //   afmd ─► AFMDaemon ─► AFMResponses ─► AFMBackends ─► CAFMBackendABI (the C contract)
+//   Swift backend plugins ─► AFMBackendKit ─► CAFMBackendABI
 //                     └► AFMHTTP ─► AFMSystem (the only Glibc socket/epoll wrapper)
 //   everything ─► AFMCore ─► AFMJSON, AFMLogging (which also holds TerminalSafeText, used by afmctl and afm)
 //
@@ -148,10 +149,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // Backend plugins.
+        // Backend plugins. AFMBackendKit holds what every Swift backend needs around the ABI (the negotiation, the
+        // vtable, the event sink, the host's log, errors, JSON, the describe document) behind one protocol,
+        // AFMBackend; it is linked into each backend's library, whose dynamic symbols its exports.map reduces to
+        // afm_backend_negotiate.
+        .target(
+            name: "AFMBackendKit",
+            dependencies: ["AFMLocks", "CAFMBackendABI"],
+            exclude: ["exports.map"],
+            swiftSettings: swiftSettings,
+            linkerSettings: [
+                .unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/AFMBackendKit/exports.map"])
+            ]
+        ),
         .target(
             name: "AFMScriptedBackend",
-            dependencies: ["AFMLocks", "CAFMBackendABI"],
+            dependencies: ["AFMLocks", "AFMBackendKit"],
             path: "Plugins/scripted",
             exclude: ["scripted.json"],
             swiftSettings: swiftSettings
@@ -164,7 +177,7 @@ let package = Package(
         ),
         .target(
             name: "AFMPrivateCloudBackend",
-            dependencies: ["AFMLocks", "CAFMBackendABI", "CPrivateCloudSupport"],
+            dependencies: ["AFMLocks", "AFMBackendKit", "CPrivateCloudSupport"],
             path: "Plugins/private-cloud",
             exclude: ["private-cloud.json", "README.md", "CSupport"],
             swiftSettings: swiftSettings

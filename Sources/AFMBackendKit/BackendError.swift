@@ -1,27 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 import CAFMBackendABI
 
-/// A failure the scripted backend reports across the ABI: an `AFM_ERR_*` code and a human-readable message.
+/// A failure a backend reports across the ABI: an `AFM_ERR_*` code and a human-readable message.
 ///
-/// Every C entry point catches these (there are no others: the backend never traps on input) and turns them into
-/// a status code plus a filled `afm_error`, or into a terminal `AFM_EVENT_ERROR`.
-struct BackendError: Error, Sendable, Hashable {
+/// Every C entry point of the kit catches these (there are no others: a backend never traps on input) and turns
+/// them into a status code plus a filled `afm_error`; a generation sends one as a terminal `AFM_EVENT_ERROR`.
+public struct BackendError: Error, Sendable, Hashable {
     /// One of the `AFM_ERR_*` constants.
-    var code: afm_status
+    public var code: afm_status
     /// What went wrong, for the host's log and (for request errors) the client. No secrets.
-    var message: String
+    public var message: String
 
-    init(_ code: afm_status, _ message: String) {
+    public init(_ code: afm_status, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    static func invalidRequest(_ message: String) -> BackendError { BackendError(AFM_ERR_INVALID_REQUEST, message) }
-    static func modelUnavailable(_ message: String) -> BackendError {
+    public static func invalidRequest(_ message: String) -> BackendError { BackendError(AFM_ERR_INVALID_REQUEST, message) }
+    public static func modelUnavailable(_ message: String) -> BackendError {
         BackendError(AFM_ERR_MODEL_UNAVAILABLE, message)
     }
-    static func incompatible(_ message: String) -> BackendError { BackendError(AFM_ERR_INCOMPATIBLE, message) }
-    static func `internal`(_ message: String) -> BackendError { BackendError(AFM_ERR_INTERNAL, message) }
+    public static func incompatible(_ message: String) -> BackendError { BackendError(AFM_ERR_INCOMPATIBLE, message) }
+    public static func `internal`(_ message: String) -> BackendError { BackendError(AFM_ERR_INTERNAL, message) }
 
     /// Writes this error into a caller-allocated `afm_error`, respecting its `struct_size`.
     ///
@@ -30,13 +30,13 @@ struct BackendError: Error, Sendable, Hashable {
     ///
     /// - Returns: `code`, so callers can `return error.report(into: pointer)`.
     @discardableResult
-    func report(into error: UnsafeMutablePointer<afm_error>?) -> afm_status {
+    public func report(into error: UnsafeMutablePointer<afm_error>?) -> afm_status {
         BackendError.write(code: code, message: message, into: error)
         return code
     }
 
     /// Fills `error` with `code` and `message` (see `report(into:)`).
-    static func write(code: afm_status, message: String, into error: UnsafeMutablePointer<afm_error>?) {
+    public static func write(code: afm_status, message: String, into error: UnsafeMutablePointer<afm_error>?) {
         guard let error else { return }
         let size = Int(error.pointee.struct_size)
         // The 1.0 layout: struct_size (4), code (4), message[512]. Only touch what the caller says it has.

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// Nothing here traps on input: NULL pointers, oversized spans and malformed documents all become
 /// `AFM_ERR_INVALID_REQUEST` (or another `AFM_ERR_*`) with a message.
-extension ScriptedBackend {
+enum EntryPoints {
     // MARK: - The C signatures of the slots (afm_backend.h)
 
     typealias CreateFunction =
@@ -32,15 +32,18 @@ extension ScriptedBackend {
 
     // MARK: - The slots
 
-    /// `create`: parses the config, loads the script, opens the record file.
+    /// `create`: an instance of the registered backend type from the config document.
     static let create: CreateFunction = { host, config, out, errorOut in
         guard let out else { return BackendError.invalidRequest("create: out is NULL").report(into: errorOut) }
-        guard let bytes = data(config) else {
+        guard let registration = BackendKit.registration else {
+            return BackendError.internal("create: called before afm_backend_negotiate").report(into: errorOut)
+        }
+        guard let bytes = borrowed(config) else {
             return BackendError.invalidRequest("create: the config span is invalid").report(into: errorOut)
         }
         do throws(BackendError) {
-            let instance = try ScriptedInstance(host: HostAPI(host), configJSON: bytes)
-            out.pointee = OpaquePointer(Unmanaged.passRetained(instance).toOpaque())
+            let backend = try registration.type.init(host: HostAPI(host), configJSON: Data(buffer: bytes))
+            out.pointee = OpaquePointer(Unmanaged.passRetained(InstanceBox(backend)).toOpaque())
             return AFM_OK
         } catch {
             return error.report(into: errorOut)
@@ -49,7 +52,7 @@ extension ScriptedBackend {
 
     /// `describe`: writes the describe document.
     static let describe: DescribeFunction = { pointer, writer, errorOut in
-        guard let instance = instance(pointer) else {
+        guard let box = box(pointer) else {
             return BackendError.invalidRequest("describe: instance is NULL").report(into: errorOut)
         }
         guard let writer, Int(writer.pointee.struct_size) >= MemoryLayout<afm_writer>.size,
@@ -58,7 +61,7 @@ extension ScriptedBackend {
             return BackendError.invalidRequest("describe: the writer is NULL, too small or has no write function")
                 .report(into: errorOut)
         }
-        var document = instance.describeDocument()
+        var document = box.backend.describeDocument()
         document.withUTF8 { bytes in
             let data = bytes.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }
             write(writer.pointee.ctx, afm_str(data: data, size: UInt64(bytes.count)))
@@ -66,17 +69,20 @@ extension ScriptedBackend {
         return AFM_OK
     }
 
-    /// `generate`: validates the request and starts its thread; returns at once.
-    static let generate: GenerateFunction = { pointer, requestID, request, sink, errorOut in
-        guard let instance = instance(pointer) else {
+    /// `generate`: checks the pointers, then hands the request (borrowed) and a sink to the backend.
+    static let generate: GenerateFunction = { pointer, requestID, request, rawSink, errorOut in
+        guard let box = box(pointer) else {
             return BackendError.invalidRequest("generate: instance is NULL").report(into: errorOut)
         }
         guard let bytes = borrowed(request) else {
             return BackendError.invalidRequest("generate: the request span is invalid").report(into: errorOut)
         }
+        guard let sink = EventSink(rawSink) else {
+            return BackendError.invalidRequest("generate: the event sink is NULL, too small or has no emit function")
+                .report(into: errorOut)
+        }
         do throws(BackendError) {
-            // Borrowed for this call only (the ABI's rule), which is as long as the parse and the record need it.
-            try instance.generate(requestID: requestID, requestJSON: bytes, sink: sink)
+            try box.backend.generate(requestID: requestID, requestJSON: bytes, sink: sink)
             return AFM_OK
         } catch {
             return error.report(into: errorOut)
@@ -85,35 +91,35 @@ extension ScriptedBackend {
 
     /// `cancel`: asks a running generation to stop; harmless for unknown ids.
     static let cancel: CancelFunction = { pointer, requestID in
-        instance(pointer)?.cancel(requestID: requestID)
+        box(pointer)?.backend.cancel(requestID: requestID)
     }
 
-    /// `destroy`: joins every generation thread and releases the instance.
+    /// `destroy`: lets the backend join its threads, then releases the instance.
     static let destroy: DestroyFunction = { pointer in
         guard let pointer else { return }
-        let unmanaged = Unmanaged<ScriptedInstance>.fromOpaque(UnsafeRawPointer(pointer))
-        unmanaged.takeUnretainedValue().destroy()
+        let unmanaged = Unmanaged<InstanceBox>.fromOpaque(UnsafeRawPointer(pointer))
+        unmanaged.takeUnretainedValue().backend.destroy()
         unmanaged.release()
     }
 
-    /// `get_extension`: `afm.tokenize/1`, else NULL.
-    static let getExtension: GetExtensionFunction = { _, id in
-        guard let id, String(cString: id) == AFM_EXT_TOKENIZE else { return nil }
+    /// `get_extension`: `afm.tokenize/1` for a `TokenCountingBackend`, else NULL.
+    static let getExtension: GetExtensionFunction = { pointer, id in
+        guard let id, box(pointer)?.tokenCounter != nil, String(cString: id) == AFM_EXT_TOKENIZE else { return nil }
         return UnsafeRawPointer(StaticTables.shared.tokenize)
     }
 
     /// `afm.tokenize/1` `count_input_tokens`.
     static let countInputTokens: CountInputTokensFunction = { pointer, request, tokens, errorOut in
-        guard let instance = instance(pointer), let tokens else {
+        guard let counter = box(pointer)?.tokenCounter, let tokens else {
             return BackendError.invalidRequest("count_input_tokens: instance or out_tokens is NULL")
                 .report(into: errorOut)
         }
-        guard let bytes = data(request) else {
+        guard let bytes = borrowed(request) else {
             return BackendError.invalidRequest("count_input_tokens: the request span is invalid").report(
                 into: errorOut)
         }
         do throws(BackendError) {
-            tokens.pointee = Int64(try instance.countInputTokens(requestJSON: bytes))
+            tokens.pointee = Int64(try counter.countInputTokens(requestJSON: Data(buffer: bytes)))
             return AFM_OK
         } catch {
             return error.report(into: errorOut)
@@ -122,23 +128,16 @@ extension ScriptedBackend {
 
     // MARK: - Helpers
 
-    /// The instance behind an `afm_instance *`, without changing its retain count.
-    private static func instance(_ pointer: OpaquePointer?) -> ScriptedInstance? {
+    /// The box behind an `afm_instance *`, without changing its retain count.
+    private static func box(_ pointer: OpaquePointer?) -> InstanceBox? {
         guard let pointer else { return nil }
-        return Unmanaged<ScriptedInstance>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue()
+        return Unmanaged<InstanceBox>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue()
     }
 
-    /// A copy of the bytes of a borrowed span, or nil when the span is impossible (NULL data with a size).
-    /// The bytes of `span` without copying them, or nil for a span with no data but a size.
+    /// The bytes of a borrowed span without copying them, or nil for a span with no data but a size.
     private static func borrowed(_ span: afm_str) -> UnsafeBufferPointer<UInt8>? {
         guard span.size > 0 else { return UnsafeBufferPointer(start: nil, count: 0) }
         guard let base = span.data, let count = Int(exactly: span.size) else { return nil }
         return UnsafeBufferPointer(start: UnsafeRawPointer(base).assumingMemoryBound(to: UInt8.self), count: count)
-    }
-
-    private static func data(_ span: afm_str) -> Data? {
-        guard span.size > 0 else { return Data() }
-        guard let base = span.data, let count = Int(exactly: span.size) else { return nil }
-        return Data(bytes: base, count: count)
     }
 }

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 import CAFMBackendABI
 
-/// The lower-snake-case names of the `AFM_ERR_*` codes and `AFM_FINISH_*` reasons, as scripts and records spell them.
-enum ErrorCodeName {
+/// The lower-snake-case names of the `AFM_ERR_*` codes and `AFM_FINISH_*` reasons, as scripts, records, logs and the
+/// admin socket spell them (docs/backend-abi.md §6).
+public enum ErrorCodeName {
     /// `invalid_request` … `internal`: the codes a script may use in an `error` step, in ABI order.
-    static let errorCodes: [(name: String, code: afm_status)] = [
+    public static let errorCodes: [(name: String, code: afm_status)] = [
         ("invalid_request", AFM_ERR_INVALID_REQUEST),
         ("model_unavailable", AFM_ERR_MODEL_UNAVAILABLE),
         ("context_length_exceeded", AFM_ERR_CONTEXT_LENGTH_EXCEEDED),
@@ -21,30 +22,30 @@ enum ErrorCodeName {
     ]
 
     /// The finish reasons a script may name in a `finish` step.
-    static let finishReasons: [(name: String, reason: afm_finish_reason)] = [
+    public static let finishReasons: [(name: String, reason: afm_finish_reason)] = [
         ("stop", AFM_FINISH_STOP),
         ("length", AFM_FINISH_LENGTH),
         ("tool_calls", AFM_FINISH_TOOL_CALLS),
     ]
 
     /// The `AFM_ERR_*` value for a name, or nil.
-    static func errorCode(named name: String) -> afm_status? {
+    public static func errorCode(named name: String) -> afm_status? {
         errorCodes.first(where: { $0.name == name })?.code
     }
 
     /// The name of an `AFM_ERR_*` value (`incompatible` included); unknown values read `error_<n>`.
-    static func name(ofError code: afm_status) -> String {
+    public static func name(ofError code: afm_status) -> String {
         if code == AFM_ERR_INCOMPATIBLE { return "incompatible" }
         return errorCodes.first(where: { $0.code == code })?.name ?? "error_\(code)"
     }
 
     /// The `AFM_FINISH_*` value for a script name, or nil.
-    static func finishReason(named name: String) -> afm_finish_reason? {
+    public static func finishReason(named name: String) -> afm_finish_reason? {
         finishReasons.first(where: { $0.name == name })?.reason
     }
 
     /// The name of an `AFM_FINISH_*` value (`cancelled` included).
-    static func name(ofFinish reason: afm_finish_reason) -> String {
+    public static func name(ofFinish reason: afm_finish_reason) -> String {
         if reason == AFM_FINISH_CANCELLED { return "cancelled" }
         return finishReasons.first(where: { $0.reason == reason })?.name ?? "finish_\(reason)"
     }

@@ -81,7 +81,9 @@ let package = Package(
         // each check in a child process of its own; runner hosting through AFMBackends' registry.
         .executableTarget(
             name: "afm-backend-check",
-            dependencies: ["AFMBackends", "AFMSchema", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "CAFMBackendABI"],
+            dependencies: [
+                "AFMLocks", "AFMBackends", "AFMSchema", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "CAFMBackendABI",
+            ],
             resources: [.embedInCode("describe.schema.json")],
             swiftSettings: swiftSettings
         ),

@@ -7,6 +7,10 @@ Tests/clients/requirements.txt).
     test_server.py stubborn  serves, but ignores SIGTERM and keeps running after its input closes
     test_server.py paged     a low-level server listing tools t0…t4 two per page (nextCursor)
     test_server.py deaf      answers initialize and tools/list (plain JSON-RPC lines), then never reads again
+    test_server.py extras    serves picture (text and a PNG image), whereami (its cwd and AFM_MCP_TEST_VALUE),
+                             sleep (seconds; notes when the client cancels it) and received (every message the
+                             server read so far: its method, id and params.requestId), so that tests can see what
+                             the client sent, including notifications the SDK handles silently
 """
 import os
 import signal
@@ -67,6 +71,74 @@ if len(sys.argv) > 1 and sys.argv[1] == "paged":
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+
+if len(sys.argv) > 1 and sys.argv[1] == "extras":
+    import json
+    import struct
+    import threading
+    import zlib
+
+    import anyio
+    from mcp.server.mcpserver import Image
+
+    # Every line the client writes passes through a pipe that this thread fills, noting each message first: the
+    # SDK reads the pipe as its standard input and never shows a client's notifications to the tools.
+    seen = []
+    wire = os.dup(0)
+    pipe_read, pipe_write = os.pipe()
+    os.dup2(pipe_read, 0)
+    os.close(pipe_read)
+
+    def copy_input():
+        with os.fdopen(wire, "rb") as source, os.fdopen(pipe_write, "wb", buffering=0) as sink:
+            for line in source:
+                try:
+                    message = json.loads(line)
+                    seen.append({"method": message.get("method"), "id": message.get("id"),
+                                 "requestId": (message.get("params") or {}).get("requestId")})
+                except ValueError:
+                    seen.append({"unparsed": line.decode(errors="replace")})
+                sink.write(line)
+
+    threading.Thread(target=copy_input, daemon=True).start()
+
+    def png(width, height, rgb):
+        def chunk(kind, data):
+            return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        rows = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+        header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+        return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+    extras = MCPServer("afm-extras-server")
+    cancellations = []
+
+    @extras.tool()
+    def picture() -> list:
+        """A red square: a text part and a 4x4 PNG image part."""
+        return ["a red square", Image(data=png(4, 4, (255, 0, 0)), format="png")]
+
+    @extras.tool()
+    def whereami() -> str:
+        """The server's working directory and its AFM_MCP_TEST_VALUE variable, as JSON."""
+        return json.dumps({"cwd": os.getcwd(), "value": os.environ.get("AFM_MCP_TEST_VALUE")})
+
+    @extras.tool()
+    async def sleep(seconds: float) -> str:
+        """Sleeps, then says so."""
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            cancellations.append(seconds)
+            raise
+        return f"slept {seconds}"
+
+    @extras.tool()
+    def received() -> str:
+        """Every message read so far (method, id, params.requestId) and the sleeps the client cancelled, as JSON."""
+        return json.dumps({"messages": seen, "cancelled_sleeps": cancellations})
+
+    extras.run()
+    sys.exit(0)
 
 server = MCPServer("afm-test-server", instructions="Tools for AFM's tests.")
 

@@ -250,4 +250,38 @@ struct AgentCLITests {
         #expect(flat.contains("--tool-timeout limits each tool call, MCP calls included"), "\(help.output)")
         #expect(manual.contains("MCP calls included"))
     }
+
+    /// `--max-tool-calls N` caps a turn's calls: the model that calls whenever it may gets one call, then a step
+    /// without tools; `-` reads the prompt from standard input; `--config FILE` names the configuration file.
+    @Test func maxToolCallsThePromptFromStandardInputAndAConfigFile() throws {
+        let callsWheneverOffered =
+            #"[{"if_tools_offered":true,"then":[{"tool_call":{"name":"add","arguments":"{\"a\":1,\"b\":1}"}}],"else":[{"text":"enough"}]}]"#
+        let gateway = try ScriptedGateway(models: [("m", callsWheneverOffered)])
+        let python = try PythonEnvironment.python()
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        let config = home + "/elsewhere.conf"
+        try """
+            [Agent]
+            URL=\(gateway.url)
+            Model=m
+
+            [MCP.calc]
+            Command=\(python)
+            Args=\(PythonEnvironment.mcpTestServer)
+            StartupTimeout=60
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let result = try CommandOutput.run(
+            "/bin/sh", ["-c", "printf 'Add one and one, again and again' | '\(Self.afm)' agent --config '\(config)' --max-tool-calls 1 --json -"],
+            environment: Self.environment(home))
+        #expect(result.status == 0, "\(result.output)")
+        let events = result.output.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+        #expect(events.filter { $0["type"] == "tool_call_completed" }.count == 1, "\(result.output)")
+        #expect(events.last?["response"]?["text"] == "enough")
+        let requests = gateway.requests()
+        #expect(requests.map(\.offeredTools) == [["add", "refuse", "crash", "grow"], []])
+        #expect(requests.first?.userTexts == ["Add one and one, again and again"])
+        let missing = try CommandOutput.run(Self.afm, ["agent", "--config", home + "/absent.conf", "Hi"], environment: Self.environment(home))
+        #expect(missing.status == 64)
+        #expect(missing.output.contains("cannot read the configuration file"), "\(missing.output)")
+    }
 }

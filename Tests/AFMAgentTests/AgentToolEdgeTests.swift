@@ -2,6 +2,7 @@
 import AFMAgent
 import AFMJSON
 import Foundation
+import Synchronization
 import Testing
 
 /// The tool runtime at its edges, against the real scripted backend (which records every request) and the real
@@ -211,5 +212,59 @@ struct AgentToolEdgeTests {
         #expect(response.text == "moved on")
         #expect(response.toolCalls.first?.output.isError == true)
         #expect(agent.turnCount == 1)
+    }
+
+    /// A step's first text delta after an earlier step's text says so (`isReset`): the host replaces what it
+    /// showed ("let me look" gives way to the answer); the deltas of one step accumulate in `text`.
+    @Test func theFirstTextOfALaterStepIsAReset() async throws {
+        let steps = #"""
+            [{"if_input_has":"function_call_output","then":[{"text":"It is "},{"text":"noon."}],
+              "else":[{"text":"Let me look."},{"tool_call":{"name":"clock","arguments":"{}"}}]}]
+            """#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        let clock = AgentTool.local(name: "clock", description: "Tells the time.", parameters: Self.noArguments) { _ in .text("12:00") }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "m", tools: [clock]))
+        let run = agent.run("What time is it?")
+        var texts: [(delta: String, text: String, isReset: Bool)] = []
+        for await event in run {
+            if case .text(let delta, let text, let isReset) = event { texts.append((delta, text, isReset)) }
+        }
+        #expect(try await run.response().text == "It is noon.")
+        #expect(texts.map(\.isReset) == [false, true, false], "\(texts)")
+        #expect(texts.first?.text == "Let me look.")
+        #expect(texts.last?.text == "It is noon.")
+        #expect(texts.map(\.delta).joined() == "Let me look.It is noon.")
+    }
+
+    /// A handler that ignores cancellation outlives its timeout: the model gets the timeout's error output at
+    /// once, but the turn reports its end only after the handler returned (agents.md §1.7: nothing of the turn
+    /// still runs when it ends).
+    @Test func aTurnEndsOnlyAfterAHandlerThatIgnoredItsTimeoutReturned() async throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"done"}],"else":[{"tool_call":{"name":"stubborn","arguments":"{}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        final class Flag: Sendable {
+            let value = Mutex(false)
+        }
+        let returned = Flag()
+        let stubborn = AgentTool.local(name: "stubborn", description: "Ignores cancellation.", parameters: Self.noArguments, timeout: .milliseconds(200)) { _ in
+            // Sleeps 1.5 s whatever happens: a cancelled Task.sleep throws, so the time is waited out in steps.
+            let end = ContinuousClock.now + .milliseconds(1500)
+            while ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(50)) }
+            returned.value.withLock { $0 = true }
+            return .text("too late")
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "m", tools: [stubborn]))
+        let run = agent.run("Go")
+        var completedBeforeReturn: Bool?
+        var outputBeforeReturn: Bool?
+        for await event in run {
+            if case .toolCallCompleted = event { outputBeforeReturn = !returned.value.withLock { $0 } }
+            if case .completed = event { completedBeforeReturn = !returned.value.withLock { $0 } }
+        }
+        #expect(outputBeforeReturn == true, "the timeout's output waited for the handler")
+        #expect(completedBeforeReturn == false, "the turn ended while its handler still ran")
+        let response = try await run.response()
+        #expect(response.toolCalls.first?.output.text.contains("timed out after 0.2 s") == true)
+        #expect(response.text == "done")
     }
 }

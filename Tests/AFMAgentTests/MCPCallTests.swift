@@ -165,3 +165,37 @@ struct MCPCallTests {
         await server.shutdown()
     }
 }
+
+/// The handshake's version negotiation and the middle step of shutdown.
+@Suite(.serialized)
+struct MCPLifecycleTests {
+    /// A server that answers an older revision this client speaks is used with that revision; one that answers a
+    /// revision this client does not speak is stopped, and starting it fails with `tool_failed` naming both sides.
+    @Test(arguments: ["2024-11-05", "2025-03-26"]) func anOlderRevisionTheClientSpeaksIsUsed(version: String) async throws {
+        let server = try await MCPServer.start(try MCPServerTests.configuration(["version", version]))
+        #expect(server.protocolVersion == version)
+        #expect(server.tools.map(\.name) == ["add"])
+        #expect(try await server.callTool("add", arguments: ["a": 40, "b": 2]) == .text("42"))
+        await server.shutdown()
+    }
+
+    @Test func aRevisionTheClientDoesNotSpeakIsRefused() async throws {
+        let configuration = try MCPServerTests.configuration(["version", "2023-01-01"])
+        do {
+            let server = try await MCPServer.start(configuration)
+            Issue.record("a server speaking 2023-01-01 was used (\(server.protocolVersion))")
+        } catch {
+            #expect(error.code == .toolFailed)
+            #expect(error.message.contains("speaks protocol \"2023-01-01\""), "\(error)")
+            #expect(error.message.contains("2025-11-25"), "\(error)")
+        }
+    }
+
+    /// A server that goes on after its input closed but honours SIGTERM ends with SIGTERM (the step between the
+    /// closed input and SIGKILL).
+    @Test func aServerThatIgnoresItsClosedInputEndsWithSIGTERM() async throws {
+        let server = try await MCPServer.start(try MCPServerTests.configuration(["lingers"]))
+        #expect(try await server.callTool("add", arguments: ["a": 1, "b": 2]) == .text("3"))
+        #expect(await server.shutdown() == "signal 15 (SIGTERM)")
+    }
+}

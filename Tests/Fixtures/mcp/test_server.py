@@ -7,6 +7,9 @@ Tests/clients/requirements.txt).
     test_server.py stubborn  serves, but ignores SIGTERM and keeps running after its input closes
     test_server.py paged     a low-level server listing tools t0…t4 two per page (nextCursor)
     test_server.py deaf      answers initialize and tools/list (plain JSON-RPC lines), then never reads again
+    test_server.py lingers   serves, keeps running after its input closes, but ends on SIGTERM
+    test_server.py version V answers initialize with protocol revision V whatever the client asked (plain
+                             JSON-RPC lines), then lists one tool, `add`
     test_server.py extras    serves picture (text and a PNG image), whereami (its cwd and AFM_MCP_TEST_VALUE),
                              sleep (seconds; notes when the client cancels it) and received (every message the
                              server read so far: its method, id and params.requestId), so that tests can see what
@@ -39,6 +42,26 @@ if len(sys.argv) > 1 and sys.argv[1] == "deaf":
             break
     while True:  # its input fills up and the client's writer blocks
         time.sleep(1)
+
+if len(sys.argv) > 2 and sys.argv[1] == "version":
+    import json
+
+    def answer(message, result):
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+
+    for line in sys.stdin:
+        message = json.loads(line)
+        method = message.get("method")
+        if method == "initialize":
+            answer(message, {"protocolVersion": sys.argv[2], "capabilities": {"tools": {}},
+                             "serverInfo": {"name": "afm-version-server", "version": "1"}})
+        elif method == "tools/list":
+            answer(message, {"tools": [{"name": "add", "description": "Adds.", "inputSchema": {
+                "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}]})
+        elif method == "tools/call":
+            arguments = message["params"]["arguments"]
+            answer(message, {"content": [{"type": "text", "text": str(arguments["a"] + arguments["b"])}]})
+    sys.exit(0)
 
 if len(sys.argv) > 1 and sys.argv[1] == "paged":
     import anyio
@@ -176,8 +199,8 @@ async def grow(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    stubborn = len(sys.argv) > 1 and sys.argv[1] == "stubborn"
-    if stubborn:
+    stubborn = len(sys.argv) > 1 and sys.argv[1] in ("stubborn", "lingers")
+    if stubborn and sys.argv[1] == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     server.run()
     while stubborn:

@@ -267,4 +267,25 @@ struct AgentToolEdgeTests {
         #expect(response.toolCalls.first?.output.text.contains("timed out after 0.2 s") == true)
         #expect(response.text == "done")
     }
+
+    /// An agent whose model is an alias (`auto`) learns its target's input budget and `vision` capability from
+    /// `/v1/models`: the oldest turns are trimmed to the target's budget and a tool's image goes as an image.
+    @Test func anAliasModelUsesItsTargetsBudgetAndCapabilities() async throws {
+        let gateway = try ScriptedGateway(
+            models: [("eyes", Self.callsPicture())], contextTokens: 800, maxInputTokens: 400, capabilities: ["eyes": #"{"vision":true}"#])
+        let server = try await MCPServer.start(try MCPCallTests.extras())
+        let agent = Agent(configuration: .init(url: gateway.url, model: "auto", toolProviders: [server]))
+        let first = try await agent.run("Show me").response()
+        #expect(first.text == "I see it")
+        try #require(gateway.requests().count == 2)
+        #expect(Self.images(gateway.requests()[1]).count == 1, "the alias's target accepts images")
+        var trimmed = 0
+        for index in 1...6 {
+            let prompt = "turn \(index): " + String(repeating: "x", count: 190)
+            trimmed = try await agent.run(prompt, policy: TurnPolicy(toolMode: .none)).response().trimmedTurns
+        }
+        #expect(trimmed > 0, "the alias's target's 400-token budget trimmed nothing")
+        #expect(gateway.requests().allSatisfy { $0["model"] == "eyes" })
+        await server.shutdown()
+    }
 }

@@ -288,4 +288,29 @@ struct AgentToolEdgeTests {
         #expect(gateway.requests().allSatisfy { $0["model"] == "eyes" })
         await server.shutdown()
     }
+
+    /// Trimming counts an image as the gateway's estimate does (765 tokens): a turn that holds an image is left out
+    /// when the next request would not fit. Failed before: the estimate counted images as nothing, so the turn
+    /// was kept (trimmedTurns 0) and the request went over the model's 1000-token input budget by that estimate.
+    @Test func trimmingCountsImagesAsTheGatewayDoes() async throws {
+        let steps = #"""
+            [{"if_input_has":"function_call_output","then":[{"text":"red"}],
+              "else":[{"if_tools_offered":true,"then":[{"tool_call":{"name":"snapshot","arguments":"{}"}}],"else":[{"text":"noted"}]}]}]
+            """#
+        let gateway = try ScriptedGateway(
+            models: [("eyes", steps)], contextTokens: 2000, maxInputTokens: 1000, capabilities: ["eyes": #"{"vision":true}"#])
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEElEQVR4nGP4z8AARwzEcQCukw/x0F8jngAAAABJRU5ErkJggg=="
+        let snapshot = AgentTool.local(name: "snapshot", description: "Takes a picture.", parameters: Self.noArguments) { _ in
+            AgentToolOutput(content: [.image(mimeType: "image/png", base64: png)])
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "eyes", tools: [snapshot]))
+        #expect(try await agent.run("Look").response().text == "red")
+        #expect(Self.images(gateway.requests().last ?? .null).count == 1)
+        // About 200 tokens of text: with the first turn's image (765) and its items it is over 1000.
+        let prompt = "Remember this: " + String(repeating: "y", count: 600)
+        let second = try await agent.run(prompt, policy: TurnPolicy(toolMode: .none)).response()
+        #expect(second.text == "noted")
+        #expect(second.trimmedTurns == 1)
+        #expect(Self.images(gateway.requests().last ?? .null).isEmpty)
+    }
 }

@@ -284,4 +284,35 @@ struct AgentCLITests {
         #expect(missing.status == 64)
         #expect(missing.output.contains("cannot read the configuration file"), "\(missing.output)")
     }
+
+    /// `[Agent] ToolTimeout` (fractions of a second too) is the call timeout of every server that sets none: the
+    /// 20 s call becomes an error output at 0.5 s.
+    @Test func theConfigFilesToolTimeoutLimitsServersWithoutTheirOwn() throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"gave up waiting"}],"else":[{"tool_call":{"name":"sleep","arguments":"{\"seconds\":20}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        let python = try PythonEnvironment.python()
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        try FileManager.default.createDirectory(atPath: home + "/afm", withIntermediateDirectories: true)
+        try """
+            [Agent]
+            Model=m
+            URL=\(gateway.url)
+            ToolTimeout=0.5
+
+            [MCP.extras]
+            Command=\(python)
+            Args=\(PythonEnvironment.mcpTestServer) extras
+            StartupTimeout=60
+            """.write(toFile: home + "/afm/agent.conf", atomically: true, encoding: .utf8)
+        let clock = ContinuousClock()
+        let start = clock.now
+        let result = try CommandOutput.run(Self.afm, ["agent", "--json", "Sleep"], environment: Self.environment(home))
+        #expect(clock.now - start < .seconds(18))
+        #expect(result.status == 0, "\(result.output)")
+        let events = result.output.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+        let output = events.first { $0["type"] == "tool_call_completed" }?["output"]
+        #expect(output?["is_error"] == true, "\(result.output)")
+        #expect(output?["text"]?.stringValue?.contains("did not answer tools/call within 0.5 s") == true, "\(result.output)")
+        #expect(events.last?["response"]?["text"] == "gave up waiting")
+    }
 }

@@ -267,4 +267,50 @@ struct AgentToolEdgeTests {
         #expect(response.toolCalls.first?.output.text.contains("timed out after 0.2 s") == true)
         #expect(response.text == "done")
     }
+
+    /// An agent whose model is an alias (`auto`) learns its target's input budget and `vision` capability from
+    /// `/v1/models`: the oldest turns are trimmed to the target's budget and a tool's image goes as an image.
+    @Test func anAliasModelUsesItsTargetsBudgetAndCapabilities() async throws {
+        let gateway = try ScriptedGateway(
+            models: [("eyes", Self.callsPicture())], contextTokens: 800, maxInputTokens: 400, capabilities: ["eyes": #"{"vision":true}"#])
+        let server = try await MCPServer.start(try MCPCallTests.extras())
+        let agent = Agent(configuration: .init(url: gateway.url, model: "auto", toolProviders: [server]))
+        let first = try await agent.run("Show me").response()
+        #expect(first.text == "I see it")
+        try #require(gateway.requests().count == 2)
+        #expect(Self.images(gateway.requests()[1]).count == 1, "the alias's target accepts images")
+        var trimmed = 0
+        for index in 1...6 {
+            let prompt = "turn \(index): " + String(repeating: "x", count: 190)
+            trimmed = try await agent.run(prompt, policy: TurnPolicy(toolMode: .none)).response().trimmedTurns
+        }
+        #expect(trimmed > 0, "the alias's target's 400-token budget trimmed nothing")
+        #expect(gateway.requests().allSatisfy { $0["model"] == "eyes" })
+        await server.shutdown()
+    }
+
+    /// Trimming counts an image as the gateway's estimate does (765 tokens): a turn that holds an image is left out
+    /// when the next request would not fit. Failed before: the estimate counted images as nothing, so the turn
+    /// was kept (trimmedTurns 0) and the request went over the model's 1000-token input budget by that estimate.
+    @Test func trimmingCountsImagesAsTheGatewayDoes() async throws {
+        let steps = #"""
+            [{"if_input_has":"function_call_output","then":[{"text":"red"}],
+              "else":[{"if_tools_offered":true,"then":[{"tool_call":{"name":"snapshot","arguments":"{}"}}],"else":[{"text":"noted"}]}]}]
+            """#
+        let gateway = try ScriptedGateway(
+            models: [("eyes", steps)], contextTokens: 2000, maxInputTokens: 1000, capabilities: ["eyes": #"{"vision":true}"#])
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEElEQVR4nGP4z8AARwzEcQCukw/x0F8jngAAAABJRU5ErkJggg=="
+        let snapshot = AgentTool.local(name: "snapshot", description: "Takes a picture.", parameters: Self.noArguments) { _ in
+            AgentToolOutput(content: [.image(mimeType: "image/png", base64: png)])
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "eyes", tools: [snapshot]))
+        #expect(try await agent.run("Look").response().text == "red")
+        #expect(Self.images(gateway.requests().last ?? .null).count == 1)
+        // About 200 tokens of text: with the first turn's image (765) and its items it is over 1000.
+        let prompt = "Remember this: " + String(repeating: "y", count: 600)
+        let second = try await agent.run(prompt, policy: TurnPolicy(toolMode: .none)).response()
+        #expect(second.text == "noted")
+        #expect(second.trimmedTurns == 1)
+        #expect(Self.images(gateway.requests().last ?? .null).isEmpty)
+    }
 }

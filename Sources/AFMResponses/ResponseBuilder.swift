@@ -366,8 +366,8 @@ public struct ResponseBuilder: Sendable {
             if !before.isEmpty { appendText(before, into: &out) }
             completedAt = now
             endedEarly = true
+            // consume(_:now:) records the end of the steps once (complete may already have, by failing).
             complete(.stopSequence(first.sequence), into: &out)
-            if recordsSteps { steps.append(.ended) }
             return
         }
         // Hold back the longest end of the buffer that is the start of some stop sequence.

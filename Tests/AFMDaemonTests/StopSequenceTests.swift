@@ -43,4 +43,35 @@ import Testing
         #expect(accepted.status == 200)
         #expect(accepted.json?["choices"]?[0]?["message"]?["content"] == "ok")
     }
+
+    /// "\r\n" is one Swift Character but two scalars: a stop "\n" matches inside it, a stop "\r\n" split across
+    /// deltas is held back and matched, and a stop "e" matches the "e" of a decomposed "é" (the answer is cut at a
+    /// scalar boundary). Streamed and not, in both dialects.
+    @Test func stopSequencesMatchUnicodeScalarsNotGraphemes() throws {
+        let cases: [(model: String, stop: String, expected: String)] = [
+            ("crlf", #"\n"#, "ab\r"),
+            ("split", #"\r\n"#, "abc"),
+            ("accent", "e", "caf"),
+        ]
+        let harness = try DaemonHarness(models: [
+            "crlf": #"[{"text":"ab\r\ncd"}]"#,
+            "split": #"[{"text":"abc\r"},{"text":"\ndef"}]"#,
+            "accent": #"[{"text":"cafe\u0301 ole"}]"#,
+        ])
+        for (model, stop, expected) in cases {
+            for stream in [false, true] {
+                let chat = try harness.client().post(
+                    "/v1/chat/completions",
+                    json: #"{"model":"\#(model)","messages":[{"role":"user","content":"x"}],"stop":["\#(stop)"],"stream":\#(stream)}"#)
+                #expect(chat.status == 200)
+                #expect(Self.text(chat, messages: false, stream: stream)?.unicodeScalars.elementsEqual(expected.unicodeScalars) == true, "chat \(model) stream \(stream): \(chat.text)")
+                let messages = try harness.client().post(
+                    "/v1/messages",
+                    json: #"{"model":"\#(model)","max_tokens":50,"messages":[{"role":"user","content":"x"}],"stop_sequences":["\#(stop)"],"stream":\#(stream)}"#)
+                #expect(messages.status == 200)
+                #expect(Self.text(messages, messages: true, stream: stream)?.unicodeScalars.elementsEqual(expected.unicodeScalars) == true, "messages \(model) stream \(stream): \(messages.text)")
+                if !stream { #expect(messages.json?["stop_reason"] == "stop_sequence") }
+            }
+        }
+    }
 }

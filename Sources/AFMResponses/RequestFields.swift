@@ -117,6 +117,19 @@ public enum RequestFields {
         return sequences
     }
 
+    /// Refuses stop sequences with a structured answer (`format` json_schema or json_object): a stop sequence
+    /// would cut the JSON short of valid, and a cut answer cannot be delivered as the structured answer asked
+    /// for (docs/chat-completions.md and docs/anthropic-messages.md, "Stop sequences"). A 400 naming `param` up
+    /// front, instead of a 500 after generating (which SDKs retry).
+    public static func checkStopSequences(_ stop: [String], param: String, format: OutputFormat) throws(AFMError) {
+        guard !stop.isEmpty, format.isStructured else { return }
+        throw AFMError(
+            .invalidRequest,
+            "'\(param)' cannot be combined with a JSON \(format.param): a stop sequence would cut the structured answer short "
+                + "of valid JSON. Send one or the other.",
+            param: param, publicCode: "unsupported_parameter")
+    }
+
     /// A missing required field.
     public static func missing(_ param: String) -> AFMError {
         AFMError(.invalidRequest, "Missing required parameter: '\(param)'.", param: param, publicCode: "missing_required_parameter")

@@ -74,4 +74,28 @@ import Testing
             }
         }
     }
+
+    /// A stop sequence would cut a structured answer into JSON the client's parser chokes on: refused at
+    /// validation with a 400 naming the stop field (it was a 500 the SDKs retried).
+    @Test func aStopSequenceWithAStructuredAnswerIsRefusedUpFront() throws {
+        let capabilities = #""capabilities":{"streaming":true,"tools":true,"structured_output":true}"#
+        let harness = try DaemonHarness(models: ["json": #"{\#(capabilities),"steps":[{"text":"{\"a\":\"x}y\"}"}]}"#])
+        let client = try harness.client()
+        let chat = try client.post(
+            "/v1/chat/completions",
+            json: #"{"model":"json","messages":[{"role":"user","content":"x"}],"stop":"}","response_format":{"type":"json_object"}}"#)
+        #expect(chat.status == 400)
+        #expect(chat.json?["error"]?["param"] == "stop")
+        #expect(chat.json?["error"]?["code"] == "unsupported_parameter")
+        let messages = try client.post(
+            "/v1/messages",
+            json: #"{"model":"json","max_tokens":50,"messages":[{"role":"user","content":"x"}],"stop_sequences":["}"],"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":false}}}}"#)
+        #expect(messages.status == 400)
+        #expect(messages.json?["error"]?["type"] == "invalid_request_error")
+        #expect(messages.json?["error"]?["message"]?.stringValue?.contains("stop_sequences") == true, "\(messages.text)")
+        // Without a stop sequence the same structured request is answered.
+        let plain = try client.post(
+            "/v1/chat/completions", json: #"{"model":"json","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#)
+        #expect(plain.status == 200)
+    }
 }

@@ -26,6 +26,8 @@ let package = Package(
         .executable(name: "afm-backend-check", targets: ["afm-backend-check"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
         .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
+        // The afm-dev example backend in Swift (docs/backend-abi.md, "Write a backend in ten minutes"); not packaged.
+        .library(name: "afm-backend-example-swift", type: .dynamic, targets: ["AFMExampleSwiftBackend"]),
         .executable(name: "afm", targets: ["afm"]),
         // libafm-bridge.so: the bridge for hosts that embed it (afm_bridge.h; docs/bridge.md).
         .library(name: "afm-bridge", type: .dynamic, targets: ["AFMBridgeLibrary"]),
@@ -191,6 +193,13 @@ let package = Package(
             dependencies: ["AFMLocks", "AFMBackendKit", "CPrivateCloudSupport"],
             path: "Plugins/private-cloud",
             exclude: ["private-cloud.json", "README.md", "CSupport"],
+            swiftSettings: swiftSettings
+        ),
+
+        .target(
+            name: "AFMExampleSwiftBackend",
+            dependencies: ["AFMBackendKit"],
+            path: "share/afm-dev/examples/swift",
             swiftSettings: swiftSettings
         ),
 

@@ -4,7 +4,8 @@ import AFMTestSupport
 import Foundation
 import Testing
 
-/// `afm-backend-check` against real libraries: the afm-dev C example and the scripted backend pass every check,
+/// `afm-backend-check` against real libraries: the afm-dev examples in C, Rust and Swift and the scripted backend
+/// pass every check,
 /// and each deliberately broken build of `Tests/Fixtures/backends/broken_backend.c` fails exactly the check it breaks.
 @Suite(.serialized) struct BackendCheckTests {
     static var checker: String { TestPaths.binDirectory + "/afm-backend-check" }
@@ -50,6 +51,37 @@ import Testing
     @Test func theScriptedBackendPassesEveryCheck() throws {
         let (status, document, output) = try Self.check(LocalDaemon.stagedBackends + "/scripted.so")
         #expect(status == 0, "\(output)")
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
+    /// The Swift example (share/afm-dev/examples/swift, written with AFMBackendKit) passes every check.
+    @Test func theSwiftExamplePassesEveryCheck() throws {
+        let (status, document, output) = try Self.check(TestPaths.binDirectory + "/libafm-backend-example-swift.so")
+        #expect(status == 0, "\(output)")
+        #expect(document["checks"]?.arrayValue?.count == 11)
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
+    /// The Rust example (share/afm-dev/examples/rust: a cdylib with only the standard library), built offline by
+    /// Debian's cargo and rustc (scripts/bootstrap installs them), passes every check.
+    @Test func theRustExamplePassesEveryCheck() throws {
+        let cargo = "/usr/bin/cargo"
+        try #require(
+            FileManager.default.isExecutableFile(atPath: cargo) && FileManager.default.isExecutableFile(atPath: "/usr/bin/rustc"),
+            "Debian's rustc and cargo are missing: run scripts/bootstrap (make test does), which installs them")
+        let target = TestPaths.makeTemporaryDirectory("afm-rust-example")
+        // Debian's compiler, not one a rustup in $HOME might put first on PATH; a private CARGO_HOME (no registry).
+        let build = try CommandOutput.run(
+            cargo,
+            ["build", "--release", "--offline", "--locked", "--manifest-path",
+             TestPaths.root + "/share/afm-dev/examples/rust/Cargo.toml", "--target-dir", target],
+            environment: ["PATH": "/usr/bin:/bin", "HOME": target, "CARGO_HOME": target + "/cargo", "RUSTC": "/usr/bin/rustc"])
+        try #require(build.status == 0, "cargo build failed: \(build.output)")
+        let library = target + "/example-rust.so"
+        try FileManager.default.copyItem(atPath: target + "/release/libafm_example_rust.so", toPath: library)
+        let (status, document, output) = try Self.check(library)
+        #expect(status == 0, "\(output)")
+        #expect(document["checks"]?.arrayValue?.count == 11)
         #expect(Self.failed(document).isEmpty, "\(output)")
     }
 

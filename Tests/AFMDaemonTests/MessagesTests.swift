@@ -84,6 +84,29 @@ import Testing
         #expect(!events.contains { $0.event == "message_stop" })
     }
 
+    /// count_tokens passes the same admission control as generation: with MaxConcurrent=1, MaxQueued=0 and a
+    /// generation holding the slot it is refused with 503 and Retry-After in Anthropic's envelope (it was counted
+    /// at once, and on a runner-hosted backend every such call tokenized up to the body limit on a new thread).
+    @Test func countTokensWaitsForAdmissionLikeAGeneration() throws {
+        let harness = try DaemonHarness(
+            models: ["slow": #"[{"text":"a"},{"delay_ms":3000},{"text":"b"}]"#], config: "[Backend.scripted]\nMaxConcurrent=1\nMaxQueued=0\n")
+        let holder = try harness.client()
+        try holder.sendRequest(
+            "POST", "/v1/messages", body: Array(#"{"model":"slow","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}"#.utf8),
+            headers: ["Content-Type": "application/json"])
+        #expect(try holder.readStreamHead() == 200)
+        let count = #"{"model":"slow","messages":[{"role":"user","content":"hello"}]}"#
+        let refused = try harness.client().post("/v1/messages/count_tokens", json: count)
+        #expect(refused.status == 503)
+        #expect(refused.header("Retry-After") == "1")
+        #expect(refused.json?["type"] == "error")
+        #expect(refused.json?["error"]?["type"] == "overloaded_error")
+        let generation = try harness.client().post("/v1/messages", json: #"{"model":"slow","max_tokens":5,"messages":[{"role":"user","content":"x"}]}"#)
+        #expect(generation.status == 503)
+        _ = try holder.readUntil { $0.contains("message_stop") }
+        #expect(waitUntil(seconds: 10) { (try? harness.client().post("/v1/messages/count_tokens", json: count).status) == 200 })
+    }
+
     @Test func countTokensCountsTheRequestWithoutGenerating() throws {
         let harness = try DaemonHarness(models: ["demo": #"[{"text":"x"}]"#])
         let short = try harness.client().post("/v1/messages/count_tokens?beta=true", json: #"{"model":"demo","messages":[{"role":"user","content":"hi"}]}"#)

@@ -107,6 +107,27 @@ import Testing
         #expect(waitUntil(seconds: 10) { (try? harness.client().post("/v1/messages/count_tokens", json: count).status) == 200 })
     }
 
+    /// Errors the HTTP server raises itself (here 413 for a body over the limit, decided from Content-Length
+    /// before the body is read) use Anthropic's envelope on `/v1/messages` (with a query too) and OpenAI's
+    /// elsewhere: the server renders them by path through the daemon's dialect table.
+    @Test func errorsTheHTTPServerRaisesUseTheDialectsEnvelope() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"ok"}]"#])
+        let size = 17 * 1024 * 1024
+        let anthropic = try harness.client()
+        try anthropic.send("POST /v1/messages?beta=true HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: \(size)\r\n\r\n")
+        let tooLarge = try anthropic.readResponse()
+        #expect(tooLarge.status == 413)
+        #expect(tooLarge.json?["type"] == "error")
+        #expect(tooLarge.json?["error"]?["type"] == "request_too_large")
+        #expect(tooLarge.json?["error"]?["message"]?.stringValue?.isEmpty == false)
+        let openAI = try harness.client()
+        try openAI.send("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: \(size)\r\n\r\n")
+        let chat = try openAI.readResponse()
+        #expect(chat.status == 413)
+        #expect(chat.json?["error"]?["code"] == "request_too_large")
+        #expect(chat.json?["type"] == nil)
+    }
+
     @Test func countTokensCountsTheRequestWithoutGenerating() throws {
         let harness = try DaemonHarness(models: ["demo": #"[{"text":"x"}]"#])
         let short = try harness.client().post("/v1/messages/count_tokens?beta=true", json: #"{"model":"demo","messages":[{"role":"user","content":"hi"}]}"#)

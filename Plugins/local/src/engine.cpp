@@ -197,6 +197,11 @@ int32_t top_k_from_metadata(const char *text, int32_t fallback) {
     return (int32_t)v;
 }
 
+int32_t sampling_top_k(std::optional<int32_t> requested, int32_t fallback, int32_t n_vocab) {
+    int32_t k = requested.value_or(fallback);
+    return n_vocab > 0 && k > n_vocab ? n_vocab : k;
+}
+
 std::atomic<void (*)()> g_before_final_tool_parse{nullptr};
 
 bool tool_parse_due(uint64_t parsed_so_far, size_t text_size) {
@@ -541,13 +546,12 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     p.max_output = output_cap(request.max_output_tokens, n);
 
     common_params_sampling sp;
-    sp.top_k = defaults_.top_k;
+    sp.top_k = sampling_top_k(request.top_k, defaults_.top_k, llama_vocab_n_tokens(vocab_));
     sp.top_p = request.top_p.value_or(defaults_.top_p);
     sp.min_p = defaults_.min_p;
     sp.temp = request.temperature.value_or(defaults_.temp);
     sp.no_perf = true;
     if (request.seed) sp.seed = *request.seed;
-    if (request.top_k) sp.top_k = *request.top_k;
     if (sp.temp <= 0.0f) {
         // Greedy: the most likely token (among those the grammar allows).
         sp.samplers = {COMMON_SAMPLER_TYPE_TOP_K};

@@ -162,6 +162,10 @@ size_t partial_stop_length(std::string_view text, const std::vector<std::string>
  *  is written as a float by some converters; NaN, infinities and out-of-range values are not converted). */
 int32_t top_k_from_metadata(const char *text, int32_t fallback);
 
+/** The top_k the sampler gets: the request's, else the model's default, never more than the vocabulary (llama.cpp's
+ *  CPU sampler clamps by itself, but its backend top_k, ggml_top_k, asserts k <= n; 0 keeps "no cut"). */
+int32_t sampling_top_k(std::optional<int32_t> requested, int32_t fallback, int32_t n_vocab);
+
 /** Whether the tool-call parser should run now, given the bytes it parsed so far in this generation and the
  *  length of the text it would parse: the parser re-reads the whole output, so its runs are spaced out as the
  *  output grows and the total work stays within kParseBudget times the output length (O(new bytes) per token). */

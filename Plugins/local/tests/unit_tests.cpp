@@ -344,6 +344,12 @@ void test_helpers() {
     CHECK(top_k_from_metadata("-3", 7) == 7, "-3");
     CHECK(top_k_from_metadata("2.5", 7) == 7, "2.5");
     CHECK(top_k_from_metadata("", 7) == 7, "empty");
+    // top_k beyond the vocabulary (a client's 2^31-1, a model's metadata) is the vocabulary; 0 stays "no cut".
+    CHECK(sampling_top_k(INT32_MAX, 40, 49152) == 49152, "INT32_MAX");
+    CHECK(sampling_top_k(std::nullopt, 100000, 49152) == 49152, "metadata 100000");
+    CHECK(sampling_top_k(7, 40, 49152) == 7, "7");
+    CHECK(sampling_top_k(std::nullopt, 40, 49152) == 40, "default");
+    CHECK(sampling_top_k(std::nullopt, 0, 49152) == 0, "0");
     // The tool-call parser's total work stays linear in the output: simulate 100 kB growing by 4 bytes a token.
     uint64_t parsed = 0;
     size_t runs = 0;

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMImages
 import AFMJSON
 
 /// The transcript items of one step's tool outputs: a `function_call_output` per call, and — for a model that
@@ -9,7 +10,9 @@ import AFMJSON
 /// that follows the step's outputs, each with a label naming its tool and call, and the output's text says where
 /// it went (`[image 1 (image/png) is in the next message]`). A model that does not accept images (its
 /// `/v1/models` capabilities lack `vision`, or the gateway could not be asked) reads a placeholder naming the
-/// image and why it is not shown; the gateway would refuse the image with 400 `unsupported_capability`.
+/// image and why it is not shown; the gateway would refuse the image with 400 `unsupported_capability`. An image
+/// the gateway would refuse for itself (not PNG, JPEG, WebP or GIF by its first bytes, not base64, over 8 MiB,
+/// a side over 16384 px: `ImageInspector`, the gateway's own check) is a placeholder with the reason too.
 enum ToolOutputItems {
     /// At most this many images go in one request, across the whole history (afmd refuses more with 400
     /// `too_many_images`); the newest are kept.
@@ -21,8 +24,13 @@ enum ToolOutputItems {
         var parts: [JSONValue] = []
         for record in records {
             let text = record.output.text { mimeType, base64 in
-                guard acceptsImages else {
-                    return "[image \(mimeType), \(AgentToolOutput.byteCount(base64)) bytes, not shown: the model \(model) does not accept images]"
+                let size = "[image \(mimeType), \(AgentToolOutput.byteCount(base64)) bytes, not shown: "
+                guard acceptsImages else { return size + "the model \(model) does not accept images]" }
+                // The gateway's own image policy (AFMImages): an image it would refuse would fail the whole step.
+                do throws(ImageError) {
+                    _ = try ImageInspector.inspect(dataURL: "data:\(mimeType);base64,\(base64)")
+                } catch {
+                    return size + "\(error.message)]"
                 }
                 let number = parts.count / 2 + 1
                 parts.append([

@@ -313,4 +313,33 @@ struct AgentToolEdgeTests {
         #expect(second.trimmedTurns == 1)
         #expect(Self.images(gateway.requests().last ?? .null).isEmpty)
     }
+
+    /// An image the gateway would refuse (a format it does not take, or data that is not base64) is not sent: the
+    /// model reads a placeholder saying why, the valid image beside it still goes, and the turn answers. Failed
+    /// before: the request carried the SVG, the gateway refused it with 400 and the turn failed (`generation_failed`:
+    /// "the image is not PNG, JPEG, WebP or GIF").
+    @Test func anImageTheGatewayWouldRefuseIsAPlaceholder() async throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"seen"}],"else":[{"tool_call":{"name":"render","arguments":"{}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("eyes", steps)], capabilities: ["eyes": #"{"vision":true}"#])
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEElEQVR4nGP4z8AARwzEcQCukw/x0F8jngAAAABJRU5ErkJggg=="
+        let svg = Data(#"<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>"#.utf8).base64EncodedString()
+        let render = AgentTool.local(name: "render", description: "Renders.", parameters: Self.noArguments) { _ in
+            AgentToolOutput(content: [
+                .image(mimeType: "image/svg+xml", base64: svg), .image(mimeType: "image/png", base64: "not base64 at all!"),
+                .image(mimeType: "image/png", base64: png),
+            ])
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "eyes", tools: [render]))
+        let response = try await agent.run("Render").response()
+        #expect(response.text == "seen")
+        let requests = gateway.requests()
+        try #require(requests.count == 2)
+        #expect(Self.images(requests[1]).count == 1)
+        let output = requests[1]["input"]?[2]?["output"]?.stringValue ?? ""
+        let lines = output.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(output)")
+        #expect(lines.first?.hasPrefix("[image image/svg+xml, ") == true && lines.first?.contains("not shown: ") == true, "\(output)")
+        #expect(lines.dropFirst().first?.contains("not shown: ") == true, "\(output)")
+        #expect(lines.last == "[image 1 (image/png) is in the next message]", "\(output)")
+    }
 }

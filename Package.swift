@@ -119,7 +119,7 @@ let package = Package(
         // gateway's HTTP API only (through AFMClient); AFMCore for the shared error table.
         .target(
             name: "AFMAgent",
-            dependencies: ["AFMLocks", "AFMClient", "AFMCore", "AFMJSON", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMClient", "AFMCore", "AFMImages", "AFMJSON", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // The game layer over agents: NPCs (persona, memory), the world's facts, decisions among options.

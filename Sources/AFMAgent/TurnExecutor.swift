@@ -17,6 +17,8 @@ struct TurnExecutor: Sendable {
     let history: [[JSONValue]]
     /// The model's input budget in tokens, when the gateway said.
     let inputBudget: Int?
+    /// Whether the model accepts images (its `vision` capability), so tools' images are sent as images.
+    let acceptsImages: Bool
     let control: TurnControl
     let emit: @Sendable (AgentEvent) -> Void
 
@@ -50,9 +52,7 @@ struct TurnExecutor: Sendable {
             }
             let done = await runtime.run(outcome.calls, remainingBudget: controller.remainingCalls)
             controller.finishStep(calls: outcome.calls.count)
-            for record in done {
-                items.append(["type": "function_call_output", "call_id": .string(record.call.callID), "output": .string(record.output.text)])
-            }
+            items += ToolOutputItems.make(done, model: model, acceptsImages: acceptsImages)
             records += done
         }
         try checkCancelled()
@@ -79,8 +79,12 @@ struct TurnExecutor: Sendable {
         let definitions = plan.tools.map(\.definition)
         var fixed = instructions.map { ContextTrimmer.tokens(of: $0) + 4 } ?? 0
         fixed += definitions.reduce(0) { $0 + ContextTrimmer.tokens(of: $1.jsonString) }
+        // Images are limited before trimming: one that will not be sent is priced as its placeholder, not as an
+        // image (which would leave out earlier turns for nothing).
+        let limited = ToolOutputItems.limitingImages(history + [items])
         let fitted = ContextTrimmer.fit(
-            history: history, current: items, fixedTokens: fixed, budget: policy.trimsContext ? inputBudget : nil)
+            history: Array(limited.dropLast()), current: limited.last ?? [], fixedTokens: fixed,
+            budget: policy.trimsContext ? inputBudget : nil)
         var body: JSONObject = ["model": .string(model)]
         if let instructions, !instructions.isEmpty { body["instructions"] = .string(instructions) }
         body["input"] = .array(fitted.input)

@@ -134,8 +134,10 @@ public struct ResponseBuilder: Sendable {
     /// Whether ``consume(_:now:)`` records ``Step``s for ``takeSteps()`` (streams of the other dialects).
     public var recordsSteps = false
     private var steps: [Step] = []
-    /// Text held back because it may be the start of a stop sequence.
-    private var heldText = ""
+    /// Text held back because it may be the start of a stop sequence, as Unicode scalars.
+    private var heldScalars: [Unicode.Scalar] = []
+    /// The request's stop sequences as Unicode scalars, computed once (matching is by scalar).
+    private let stopScalars: [[Unicode.Scalar]]
     /// Why the answer ended, once it completed or was cut by the cap.
     public private(set) var stopReason: StopReason?
     /// Set when the builder ended the answer before the backend did (a stop sequence, the output limit): the
@@ -180,6 +182,7 @@ public struct ResponseBuilder: Sendable {
         self.createdAt = createdAt
         self.maximumOutputBytes = maximumOutputBytes
         self.seal = seal
+        stopScalars = request.stopSequences.map { Array($0.unicodeScalars) }
     }
 
     /// A builder for a Responses request, echoing it.
@@ -204,7 +207,7 @@ public struct ResponseBuilder: Sendable {
     /// The opening events: `response.created` and `response.in_progress`.
     public mutating func start() -> [JSONValue] {
         let snapshot = responseObject()
-        return [event(nextSequence(), "response.created", ["response": snapshot]), event(nextSequence(), "response.in_progress", ["response": snapshot])]
+        return [Self.event(streamsEvents, nextSequence(), "response.created", ["response": snapshot]), Self.event(streamsEvents, nextSequence(), "response.in_progress", ["response": snapshot])]
     }
 
     /// The stream events one backend event produces (possibly none).
@@ -240,13 +243,13 @@ public struct ResponseBuilder: Sendable {
             if !items[index].hasTextPart {
                 items[index].hasTextPart = true
                 out.append(
-                    event(
-                        nextSequence(), "response.content_part.added",
+                    Self.event(
+                        streamsEvents, nextSequence(), "response.content_part.added",
                         ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": ""]]))
             }
             items[index].text += text
             out.append(
-                event(nextSequence(), "response.reasoning_text.delta", ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text)]))
+                Self.event(streamsEvents, nextSequence(), "response.reasoning_text.delta", ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text)]))
         case .reasoningState(let bytes):
             let index = openItem(.reasoning, into: &out)
             items[index].state += bytes
@@ -270,14 +273,14 @@ public struct ResponseBuilder: Sendable {
             item.toolIndex = toolIndex
             items.append(item)
             if recordsSteps { steps.append(.callBegan(call: callsStarted - 1, callID: item.callID, name: name)) }
-            out.append(event(nextSequence(), "response.output_item.added", ["output_index": number(items.count - 1), "item": itemSnapshot(items.count - 1)]))
+            out.append(Self.event(streamsEvents, nextSequence(), "response.output_item.added", ["output_index": number(items.count - 1), "item": itemSnapshot(items.count - 1)]))
         case .toolCallArguments(let toolIndex, let delta):
             guard !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) else { return [] }
             items[index].text += delta
             if recordsSteps, !delta.isEmpty { steps.append(.callArguments(call: callOrdinal(index), delta: delta)) }
             if items[index].kind == .functionCall {
                 out.append(
-                    event(nextSequence(), "response.function_call_arguments.delta", ["item_id": .string(items[index].id), "output_index": number(index), "delta": .string(delta)]))
+                    Self.event(streamsEvents, nextSequence(), "response.function_call_arguments.delta", ["item_id": .string(items[index].id), "output_index": number(index), "delta": .string(delta)]))
             }
         case .toolCallEnd(let toolIndex):
             if !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) { items[index].ended = true }
@@ -293,7 +296,7 @@ public struct ResponseBuilder: Sendable {
                 closeOpenItems(into: &out, incomplete: true)
                 outcome = .incomplete(reason: "max_output_tokens")
                 stopReason = .length
-                out.append(event(nextSequence(), "response.incomplete", ["response": responseSnapshot()]))
+                out.append(Self.event(streamsEvents, nextSequence(), "response.incomplete", ["response": responseSnapshot()]))
             case .cancelled:
                 out += fail(AFMError(.cancelled, "The response was cancelled before it finished."))
             }
@@ -335,7 +338,7 @@ public struct ResponseBuilder: Sendable {
         }
         outcome = .completed
         stopReason = reason
-        out.append(event(nextSequence(), "response.completed", ["response": responseSnapshot()]))
+        out.append(Self.event(streamsEvents, nextSequence(), "response.completed", ["response": responseSnapshot()]))
     }
 
     /// Appends text to the open message (opening one).
@@ -344,55 +347,62 @@ public struct ResponseBuilder: Sendable {
         items[index].text += text
         if recordsSteps { steps.append(.text(text)) }
         out.append(
-            event(
-                nextSequence(), "response.output_text.delta",
+            Self.event(
+                streamsEvents, nextSequence(), "response.output_text.delta",
                 ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text), "logprobs": []]))
     }
 
     /// Stop sequences: passes on the text up to the first stop sequence and ends the answer there (the caller
     /// cancels the generation), or passes on all but the end that may be the start of one (held back until the
     /// next text shows whether it is).
+    ///
+    /// Matching is by Unicode scalar, as llama.cpp and OpenAI match (by bytes): a Swift `Character` is a
+    /// grapheme, so "\r\n" would be one character that a stop "\n" never matches, and "e\u{301}" one that a stop
+    /// "e" never matches. The answer is cut, and text held back, at scalar boundaries. One pass over the buffer
+    /// finds both the earliest whole match and the earliest end that is the start of a sequence; the sequences'
+    /// scalars are computed once per request (``stopScalars``).
     private mutating func scanForStop(_ text: String, now: Int, into out: inout [JSONValue]) {
-        let buffer = heldText + text
-        heldText = ""
-        var first: (range: Range<String.Index>, sequence: String)?
-        for sequence in request.stopSequences {
-            if let range = buffer.firstRange(of: sequence), first.map({ range.lowerBound < $0.range.lowerBound }) ?? true {
-                first = (range, sequence)
+        var buffer = heldScalars
+        buffer.append(contentsOf: text.unicodeScalars)
+        heldScalars = []
+        var keep = buffer.count
+        var match: (start: Int, sequence: Int)?
+        scan: for start in buffer.indices {
+            for (number, sequence) in stopScalars.enumerated() {
+                var matched = 0
+                while matched < sequence.count, start + matched < buffer.count, buffer[start + matched] == sequence[matched] { matched += 1 }
+                if matched == sequence.count {
+                    match = (start, number)
+                    break scan
+                }
+                // The buffer ended inside the sequence: from here on the text may be its start.
+                if start + matched == buffer.count, start < keep { keep = start }
             }
         }
-        if let first {
-            let before = String(buffer[..<first.range.lowerBound])
-            if !before.isEmpty { appendText(before, into: &out) }
+        if let match {
+            if match.start > 0 { appendText(Self.string(buffer[..<match.start]), into: &out) }
             completedAt = now
             endedEarly = true
-            complete(.stopSequence(first.sequence), into: &out)
-            if recordsSteps { steps.append(.ended) }
+            // consume(_:now:) records the end of the steps once (complete may already have, by failing).
+            complete(.stopSequence(request.stopSequences[match.sequence]), into: &out)
             return
         }
-        // Hold back the longest end of the buffer that is the start of some stop sequence.
-        var keep = buffer.endIndex
-        for sequence in request.stopSequences {
-            var length = min(sequence.count - 1, buffer.count)
-            while length > 0 {
-                let start = buffer.index(buffer.endIndex, offsetBy: -length)
-                if sequence.hasPrefix(buffer[start...]) {
-                    if start < keep { keep = start }
-                    break
-                }
-                length -= 1
-            }
-        }
-        let passed = String(buffer[..<keep])
-        heldText = String(buffer[keep...])
-        if !passed.isEmpty { appendText(passed, into: &out) }
+        heldScalars = Array(buffer[keep...])
+        if keep > 0 { appendText(Self.string(buffer[..<keep]), into: &out) }
+    }
+
+    /// A string of scalars.
+    private static func string(_ scalars: ArraySlice<Unicode.Scalar>) -> String {
+        var view = String.UnicodeScalarView()
+        view.append(contentsOf: scalars)
+        return String(view)
     }
 
     /// Passes on text held back for a stop sequence that did not come.
     private mutating func flushHeldText(into out: inout [JSONValue]) {
-        guard !heldText.isEmpty else { return }
-        let text = heldText
-        heldText = ""
+        guard !heldScalars.isEmpty else { return }
+        let text = Self.string(heldScalars[...])
+        heldScalars = []
         appendText(text, into: &out)
     }
 
@@ -462,8 +472,8 @@ public struct ResponseBuilder: Sendable {
         outcome = .failed(error)
         // The error event has code/message/param at top level and never an "error" key: the OpenAI SDK raises
         // on any event whose data has a truthy "error" (reference §0.6).
-        out.append(event(nextSequence(), "error", ["code": .string(error.publicCode), "message": .string(error.message), "param": error.param.map(JSONValue.string) ?? nil]))
-        out.append(event(nextSequence(), "response.failed", ["response": responseSnapshot()]))
+        out.append(Self.event(streamsEvents, nextSequence(), "error", ["code": .string(error.publicCode), "message": .string(error.message), "param": error.param.map(JSONValue.string) ?? nil]))
+        out.append(Self.event(streamsEvents, nextSequence(), "response.failed", ["response": responseSnapshot()]))
         if recordsSteps { steps.append(.ended) }
         return out
     }
@@ -474,12 +484,12 @@ public struct ResponseBuilder: Sendable {
         closeOpenItems(into: &out, incomplete: false)
         items.append(OutputItem(kind: kind, id: ResponseID.make(kind == .message ? "msg" : "rs")))
         let index = items.count - 1
-        out.append(event(nextSequence(), "response.output_item.added", ["output_index": number(index), "item": itemSnapshot(index)]))
+        out.append(Self.event(streamsEvents, nextSequence(), "response.output_item.added", ["output_index": number(index), "item": itemSnapshot(index)]))
         if kind == .message {
             items[index].hasTextPart = true
             out.append(
-                event(
-                    nextSequence(), "response.content_part.added",
+                Self.event(
+                    streamsEvents, nextSequence(), "response.content_part.added",
                     ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "part": ["type": "output_text", "text": "", "annotations": [], "logprobs": []]]))
         }
         return index
@@ -506,27 +516,27 @@ public struct ResponseBuilder: Sendable {
         let id = JSONValue.string(item.id)
         switch item.kind {
         case .message:
-            out.append(event(nextSequence(), "response.output_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text), "logprobs": []]))
+            out.append(Self.event(streamsEvents, nextSequence(), "response.output_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text), "logprobs": []]))
             out.append(
-                event(
-                    nextSequence(), "response.content_part.done",
+                Self.event(
+                    streamsEvents, nextSequence(), "response.content_part.done",
                     ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "output_text", "text": .string(item.text), "annotations": [], "logprobs": []]]))
         case .reasoning:
             if !item.state.isEmpty { items[index].sealed = seal(item.state) }
             if item.hasTextPart {
-                out.append(event(nextSequence(), "response.reasoning_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text)]))
+                out.append(Self.event(streamsEvents, nextSequence(), "response.reasoning_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text)]))
                 out.append(
-                    event(nextSequence(), "response.content_part.done", ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": .string(item.text)]]))
+                    Self.event(streamsEvents, nextSequence(), "response.content_part.done", ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": .string(item.text)]]))
             }
         case .functionCall:
             out.append(
-                event(nextSequence(), "response.function_call_arguments.done", ["item_id": id, "output_index": number(index), "name": .string(item.name), "arguments": .string(item.text)]))
+                Self.event(streamsEvents, nextSequence(), "response.function_call_arguments.done", ["item_id": id, "output_index": number(index), "name": .string(item.name), "arguments": .string(item.text)]))
         case .customToolCall:
             let input = Self.customInput(item.text)
-            out.append(event(nextSequence(), "response.custom_tool_call_input.delta", ["item_id": id, "output_index": number(index), "delta": .string(input)]))
-            out.append(event(nextSequence(), "response.custom_tool_call_input.done", ["item_id": id, "output_index": number(index), "input": .string(input)]))
+            out.append(Self.event(streamsEvents, nextSequence(), "response.custom_tool_call_input.delta", ["item_id": id, "output_index": number(index), "delta": .string(input)]))
+            out.append(Self.event(streamsEvents, nextSequence(), "response.custom_tool_call_input.done", ["item_id": id, "output_index": number(index), "input": .string(input)]))
         }
-        out.append(event(nextSequence(), "response.output_item.done", ["output_index": number(index), "item": itemSnapshot(index)]))
+        out.append(Self.event(streamsEvents, nextSequence(), "response.output_item.done", ["output_index": number(index), "item": itemSnapshot(index)]))
     }
 
     /// A custom tool's input: the model called it as a function with `{"input": …}`.
@@ -537,11 +547,13 @@ public struct ResponseBuilder: Sendable {
     /// One stream event. Without `streamsEvents` (a non-streaming request only needs the final object) nothing
     /// is built: `fields` is not even evaluated.
     ///
-    /// `sequence` comes from `nextSequence()` at the call site, so this method only reads `self` and `fields` may
-    /// read it too (a mutating method could not take an autoclosure that reads `self`).
-    private func event(_ sequence: Int, _ type: String, _ fields: @autoclosure () -> JSONObject) -> JSONValue {
-        guard streamsEvents else { return .null }
-        var object: JSONObject = ["type": .string(type), "sequence_number": number(sequence)]
+    /// `sequence` comes from `nextSequence()` at the call site, and `build` is `streamsEvents`, so `fields` may read
+    /// the builder. Static on purpose: an instance method borrowing the builder while `fields` captures it made
+    /// Swift copy the whole builder (the request, its echo, the output) for every call, built or not — eight
+    /// copies per small answer (docs/PERFORMANCE.md, "Session 7: the regression since the production features").
+    private static func event(_ build: Bool, _ sequence: Int, _ type: String, _ fields: @autoclosure () -> JSONObject) -> JSONValue {
+        guard build else { return .null }
+        var object: JSONObject = ["type": .string(type), "sequence_number": .number(JSONNumber(sequence))]
         for (key, value) in fields() { object[key] = value }
         return .object(object)
     }

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -58,6 +59,10 @@ int64_t now_us() {
 
 // Borrowing another slot's prefix copies a whole KV stream (tens of MB): worth it only for a long prefix.
 constexpr size_t kMinBorrowTokens = 128;
+// The prompt cache keeps sequences of at least this many tokens (shorter ones are recomputed in a few ms), and a
+// request restores an entry only when it saves at least kMinRestoreGain tokens over what the slots offer.
+constexpr size_t kMinCacheTokens = 32;
+constexpr size_t kMinRestoreGain = 16;
 
 size_t common_prefix(const std::vector<llama_token> &a, const std::vector<llama_token> &b) {
     size_t n = std::min(a.size(), b.size()), i = 0;
@@ -364,6 +369,20 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
         engine->slots_.push_back(slot);
     }
     engine->readers_.reserve(engine->slots_.size());  // no allocation on the decode thread's hot path
+    if (settings.prompt_cache_mib > 0 || (!settings.prompt_cache_dir.empty() && settings.prompt_cache_disk_mib > 0)) {
+        std::string dir = settings.prompt_cache_disk_mib > 0 ? settings.prompt_cache_dir : std::string();
+        uint64_t fingerprint = dir.empty() ? 0 : model_fingerprint(path);
+        if (!dir.empty() && fingerprint == 0) {
+            log_line(AFM_LOG_WARNING, settings.instance + ": cannot fingerprint " + path + "; the prompt cache's disk tier is off");
+            dir.clear();
+        }
+        // A sequence's saved state depends on the model and on the number of KV streams (llama.cpp checks the
+        // latter when restoring): both name the directory, so no other model or layout ever reads its entries.
+        std::string layout = "n" + std::to_string(engine->kv_unified_ ? 1 : settings.parallel);
+        engine->cache_ = std::make_unique<PromptCache>((size_t)settings.prompt_cache_mib << 20, dir,
+                                                       (size_t)settings.prompt_cache_disk_mib << 20, fingerprint,
+                                                       layout, settings.instance);
+    }
     if (const char *ms = std::getenv("AFM_LOCAL_PROGRESS_MS")) {
         long v = std::strtol(ms, nullptr, 10);
         if (v > 0 && v <= 60000) engine->progress_interval_us_ = (int64_t)v * 1000;
@@ -413,12 +432,17 @@ void Engine::stop() {
 
 Engine::~Engine() {
     stop();
+    cache_.reset();  // finishes queued disk writes, then frees the cache
+
     for (Slot *slot : slots_) delete slot;
     slots_.clear();
     templates_.reset();
     if (ctx_) llama_free(ctx_);
     if (threadpool_ && threadpool_free_) threadpool_free_(threadpool_);
     if (model_) llama_model_free(model_);
+    // Hand the freed cache and KV memory back to the system now: glibc keeps freed heap for reuse otherwise, and
+    // a generation that drained after a reload should not hold on to hundreds of MiB.
+    malloc_trim(0);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -628,6 +652,22 @@ void Engine::release(Slot &slot, bool clear_cache) noexcept {
     slot.batch_count = 0;
 }
 
+void Engine::stash(Slot &slot, bool ram) noexcept {
+    if (!cache_ || slot.cache.size() < kMinCacheTokens) return;
+    try {
+        if (!cache_->needs(slot.cache, ram)) return;
+        size_t size = llama_state_seq_get_size(ctx_, slot.id);
+        if (size == 0) return;
+        auto state = std::make_shared<std::vector<uint8_t>>(size);
+        size_t n = llama_state_seq_get_data(ctx_, state->data(), size, slot.id);
+        if (n == 0 || n > size) return;
+        state->resize(n);
+        cache_->save(slot.cache, std::move(state), ram);
+    } catch (...) {
+        // Out of memory copying the state: it is not kept.
+    }
+}
+
 void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
     llama_memory_t mem = llama_get_memory(ctx_);
     const auto &prompt = job->prep.prompt;
@@ -644,8 +684,44 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
             donor_len = len;
         }
     }
+    const bool borrow = donor && donor_len >= kMinBorrowTokens && donor_len > own + kMinBorrowTokens / 2;
+    const size_t from_slots = borrow ? donor_len : own;
+
+    // The prompt cache may hold a longer prefix still: a conversation that lost its slot, or one from before a
+    // restart (disk tier).
+    PromptCache::Match match;
+    std::shared_ptr<const std::vector<uint8_t>> state;
+    if (cache_ && prompt.size() >= from_slots + kMinRestoreGain) {
+        match = cache_->find(prompt);
+        if (match.length >= kMinCacheTokens && match.length >= from_slots + kMinRestoreGain &&
+            !cache_->take(match, state))
+            state.reset();
+        if (!state) cache_->count_miss();
+    }
+    // What the slot holds and this request does not keep goes to the prompt cache first.
+    const size_t keep = state || borrow ? 0 : own;
+    if (cache_ && slot.cache.size() >= keep + kMinCacheTokens && 2 * keep < slot.cache.size()) stash(slot, true);
+
     size_t reuse;
-    if (donor && donor_len >= kMinBorrowTokens && donor_len > own + kMinBorrowTokens / 2) {
+    if (state) {
+        llama_memory_seq_rm(mem, slot.id, -1, -1);
+        slot.cache.clear();
+        size_t n = llama_state_seq_set_data(ctx_, state->data(), state->size(), slot.id);
+        if (n == state->size()) {
+            reuse = std::min(match.length, match.entry_tokens);
+            if (!llama_memory_seq_rm(mem, slot.id, (llama_pos)reuse, -1)) {
+                llama_memory_seq_rm(mem, slot.id, -1, -1);
+                reuse = 0;
+            }
+            cache_->count_hit(!match.ram, reuse);
+        } else {
+            // llama.cpp refused the state (another layout): it is never offered again.
+            log_line(AFM_LOG_WARNING, settings_.instance + ": a prompt cache entry did not restore; recomputing");
+            llama_memory_seq_rm(mem, slot.id, -1, -1);
+            cache_->discard(match);
+            reuse = 0;
+        }
+    } else if (borrow) {
         llama_memory_seq_rm(mem, slot.id, -1, -1);
         if (kv_unified_) {
             llama_memory_seq_cp(mem, donor->id, slot.id, 0, (llama_pos)donor_len);  // shares the cells
@@ -661,6 +737,7 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
             reuse = 0;
         }
     }
+    state.reset();  // the state is in the KV cache now: its copy is returned at once
     // The last prompt token is always decoded again: its logits give the first output token.
     if (reuse >= prompt.size()) {
         reuse = prompt.size() - 1;
@@ -885,6 +962,9 @@ void Engine::finish(Slot &slot, int32_t reason) {
     done.cached_tokens = job.cached_tokens.load();
     job.push(std::move(done));
     job.done = true;
+    // With a disk tier, the conversation is written in the background now (after its last event: no delay for
+    // the client), so it survives a restart; the slot keeps it too.
+    if (cache_ && cache_->disk_enabled()) stash(slot, false);
     release(slot, false);
 }
 

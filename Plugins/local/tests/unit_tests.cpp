@@ -15,8 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -146,6 +149,8 @@ struct Ev {
     std::string text;
     std::string name;
     int64_t output_tokens;
+    int64_t input_tokens = -1;
+    int64_t cached_tokens = -1;
 };
 
 /** One generation's events, as the host's sink receives them. */
@@ -167,7 +172,8 @@ struct Collector {
             std::lock_guard<std::mutex> lock(self->mutex);
             if (self->terminals) self->after_terminal++;
             Ev ev{e->type, e->index, e->code, std::string(e->text.data ? e->text.data : "", e->text.size),
-                  std::string(e->name.data ? e->name.data : "", e->name.size), e->output_tokens};
+                  std::string(e->name.data ? e->name.data : "", e->name.size), e->output_tokens,
+                  e->input_tokens, e->cached_tokens};
             self->events.push_back(std::move(ev));
             if (e->type == AFM_EVENT_DONE || e->type == AFM_EVENT_ERROR) self->terminals++;
             // Under the lock: the test may destroy the collector as soon as it sees the terminal event.
@@ -227,9 +233,10 @@ const afm_backend_vtable *negotiate() {
     return info.vtable;
 }
 
-afm_instance *create(const afm_backend_vtable *vt, int context_tokens, int parallel) {
+afm_instance *create(const afm_backend_vtable *vt, int context_tokens, int parallel, const json &extra = json::object()) {
     json settings = {{"Model", g_model}, {"ContextTokens", std::to_string(context_tokens)},
                      {"ParallelSequences", std::to_string(parallel)}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) settings[it.key()] = it.value();
     std::string config = json{{"config_version", 1}, {"backend", "local"}, {"instance", "local#1"},
                               {"generation", 1}, {"state_dir", "/tmp/afm-local-unit"}, {"settings", settings}}
                              .dump();
@@ -616,6 +623,235 @@ void sweep(const char *what, const afm_backend_vtable *vt, afm_instance *instanc
     CHECK(t && t->type == AFM_EVENT_DONE, "%s: after the sweep: %s", what, t ? t->text.c_str() : "no terminal");
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// The prompt cache (prompt_cache.cpp): RAM and disk tiers, on the real model
+// ---------------------------------------------------------------------------------------------------------------
+
+/** A conversation of some 250 tokens about `topic`, ending in a user turn. */
+json conversation(const std::string &topic, int turns = 4) {
+    json input = json::array();
+    for (int t = 0; t < turns; t++) {
+        input.push_back({{"type", "message"}, {"role", "user"},
+                         {"content", "Tell me something about " + topic + ", part " + std::to_string(t) +
+                                         ", in two short sentences please."}});
+        input.push_back({{"type", "message"}, {"role", "assistant"},
+                         {"content", "Here is part " + std::to_string(t) + " about " + topic +
+                                         ": it is well known and often discussed. Many people find it interesting."}});
+    }
+    input.push_back({{"type", "message"}, {"role", "user"}, {"content", "Summarise " + topic + " in one line."}});
+    return input;
+}
+
+std::string conversation_request(const json &input, int max_output = 12) {
+    return json{{"request_version", 1}, {"model", model_id()}, {"system", json::array()}, {"input", input},
+                {"max_output_tokens", max_output}, {"temperature", 0}}
+        .dump();
+}
+
+struct Answer {
+    bool ok = false;
+    std::string text;
+    int64_t input = -1, cached = -1;
+};
+
+Answer ask(const afm_backend_vtable *vt, afm_instance *instance, uint64_t id, const std::string &body) {
+    Collector c;
+    Answer a;
+    if (generate(vt, instance, id, body, c) != AFM_OK) return a;
+    if (!c.wait(300)) return a;
+    const Ev *t = c.terminal();
+    a.ok = t && t->type == AFM_EVENT_DONE;
+    a.text = c.text();
+    for (const auto &e : c.events)
+        if (e.type == AFM_EVENT_USAGE) {
+            a.input = e.input_tokens;
+            a.cached = e.cached_tokens;
+        }
+    return a;
+}
+
+/** The prompt_cache object of the instance's describe document. */
+json cache_stats(const afm_backend_vtable *vt, afm_instance *instance) {
+    std::string text;
+    afm_writer writer{sizeof(afm_writer), 0, &text, [](void *ctx, afm_str b) {
+                          Exempt exempt;
+                          static_cast<std::string *>(ctx)->append(b.data, b.size);
+                      }};
+    afm_error error{};
+    error.struct_size = sizeof error;
+    if (vt->describe(instance, &writer, &error) != AFM_OK) return json();
+    json doc = json::parse(text, nullptr, false);
+    return doc.is_object() && doc.contains("prompt_cache") ? doc["prompt_cache"] : json();
+}
+
+uint64_t stat_u64(const json &stats, const char *key) {
+    return stats.is_object() && stats.contains(key) && stats[key].is_number_unsigned() ? stats[key].get<uint64_t>() : 0;
+}
+
+std::string make_temp_dir() {
+    char templ[] = "/tmp/afm-prompt-cache-XXXXXX";
+    const char *dir = mkdtemp(templ);
+    return dir ? dir : "";
+}
+
+/** The entry files (*.kv) under `dir`, one level of subdirectories down (`<fingerprint>-<layout>/`). */
+std::vector<std::string> cache_files(const std::string &dir) {
+    std::vector<std::string> out;
+    if (DIR *d = opendir(dir.c_str())) {
+        while (struct dirent *e = readdir(d)) {
+            std::string sub = e->d_name;
+            if (sub == "." || sub == "..") continue;
+            if (DIR *s = opendir((dir + "/" + sub).c_str())) {
+                while (struct dirent *f = readdir(s)) {
+                    std::string name = f->d_name;
+                    if (name.size() > 3 && name.compare(name.size() - 3, 3, ".kv") == 0) out.push_back(dir + "/" + sub + "/" + name);
+                }
+                closedir(s);
+            }
+        }
+        closedir(d);
+    }
+    return out;
+}
+
+long rss_kib() {
+    long pages = 0, resident = 0;
+    if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        std::fclose(f);
+    }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+void test_prompt_cache_restores_an_evicted_conversation(const afm_backend_vtable *vt) {
+    // Two slots: five other conversations take them over; the first comes back from the RAM tier, with the same
+    // greedy answer as an instance without a prompt cache gives after the same five.
+    const char *others[] = {"volcanoes", "the moon", "bread baking", "chess openings", "tides"};
+    std::string first = conversation_request(conversation("rivers"));
+    Answer with_cache, without_cache;
+    for (int cached = 1; cached >= 0; cached--) {
+        afm_instance *instance = create(vt, 2048, 2, {{"PromptCacheMiB", cached ? "256" : "0"}});
+        CHECK(instance != nullptr, "create");
+        if (!instance) return;
+        uint64_t id = 100;
+        Answer a = ask(vt, instance, id++, first);
+        CHECK(a.ok && a.input > 200, "first turn: ok %d, %lld input tokens", a.ok, (long long)a.input);
+        for (const char *topic : others) {
+            Answer o = ask(vt, instance, id++, conversation_request(conversation(topic)));
+            CHECK(o.ok, "conversation about %s", topic);
+        }
+        Answer again = ask(vt, instance, id++, first);
+        CHECK(again.ok, "the conversation again");
+        json stats = cache_stats(vt, instance);
+        if (cached) {
+            with_cache = again;
+            CHECK(again.cached >= again.input - 1 && again.cached > 0, "cached_tokens %lld of %lld: not restored",
+                  (long long)again.cached, (long long)again.input);
+            CHECK(stat_u64(stats, "hits") >= 1, "hits: %s", stats.dump().c_str());
+            CHECK(stat_u64(stats, "ram_entries") >= 1 && stat_u64(stats, "ram_bytes") > 0, "%s", stats.dump().c_str());
+            CHECK(stat_u64(stats, "ram_bytes") <= (uint64_t)256 << 20, "%s", stats.dump().c_str());
+            CHECK(stat_u64(stats, "misses") >= 5, "the five others missed: %s", stats.dump().c_str());
+        } else {
+            without_cache = again;
+            CHECK(again.cached == 0, "without a prompt cache, %lld cached tokens", (long long)again.cached);
+            CHECK(stat_u64(stats, "ram_limit_bytes") == 0 && !stats.contains("hits"), "%s", stats.dump().c_str());
+        }
+        vt->destroy(instance);
+    }
+    CHECK(!with_cache.text.empty() && with_cache.text == without_cache.text, "answers differ: \"%s\" vs \"%s\"",
+          with_cache.text.c_str(), without_cache.text.c_str());
+}
+
+void test_prompt_cache_disk_tier(const afm_backend_vtable *vt) {
+    // An instance writes its conversation to the disk tier; the next instance (a restart, a reload) restores it;
+    // a damaged or truncated entry is deleted, never loaded, and the answer is the same.
+    std::string dir = make_temp_dir();
+    CHECK(!dir.empty(), "mkdtemp");
+    json settings = {{"PromptCacheDir", dir}, {"PromptCacheDiskMiB", "512"}};
+    std::string body = conversation_request(conversation("glaciers"));
+
+    afm_instance *one = create(vt, 2048, 1, settings);
+    CHECK(one != nullptr, "create");
+    if (!one) return;
+    Answer first = ask(vt, one, 1, body);
+    CHECK(first.ok && first.cached == 0, "first: ok %d cached %lld", first.ok, (long long)first.cached);
+    vt->destroy(one);  // finishes the background write
+    auto files = cache_files(dir);
+    CHECK(files.size() == 1, "%zu entry files after the first instance", files.size());
+    if (files.size() != 1) return;
+
+    afm_instance *two = create(vt, 2048, 1, settings);
+    CHECK(two != nullptr, "create");
+    if (!two) return;
+    Answer restored = ask(vt, two, 2, body);
+    json stats = cache_stats(vt, two);
+    CHECK(restored.ok && restored.cached >= restored.input - 1, "restart: cached %lld of %lld",
+          (long long)restored.cached, (long long)restored.input);
+    CHECK(restored.text == first.text, "\"%s\" vs \"%s\"", restored.text.c_str(), first.text.c_str());
+    CHECK(stat_u64(stats, "disk_hits") == 1 && stat_u64(stats, "disk_entries") >= 1, "%s", stats.dump().c_str());
+    vt->destroy(two);
+
+    // Damage the state of the entry (one byte near the end) and leave a truncated copy under another name.
+    files = cache_files(dir);
+    CHECK(files.size() == 1, "%zu entry files after the second instance", files.size());
+    if (files.size() != 1) return;
+    std::string truncated = files[0].substr(0, files[0].size() - 3) + "1.kv";
+    {
+        FILE *f = std::fopen(files[0].c_str(), "r+b");
+        CHECK(f != nullptr, "open %s", files[0].c_str());
+        if (!f) return;
+        std::fseek(f, -100, SEEK_END);
+        int byte = std::fgetc(f);
+        std::fseek(f, -100, SEEK_END);
+        std::fputc(byte ^ 0x5a, f);
+        std::fclose(f);
+        struct stat st;
+        stat(files[0].c_str(), &st);
+        std::string copy = "cp '" + files[0] + "' '" + truncated + "' && truncate -s " + std::to_string(st.st_size / 2) +
+                           " '" + truncated + "'";
+        CHECK(std::system(copy.c_str()) == 0, "%s", copy.c_str());
+    }
+    afm_instance *three = create(vt, 2048, 1, settings);
+    CHECK(three != nullptr, "create");
+    if (!three) return;
+    struct stat st;
+    CHECK(stat(truncated.c_str(), &st) != 0, "the truncated entry was not deleted at start-up");
+    Answer recomputed = ask(vt, three, 3, body);
+    stats = cache_stats(vt, three);
+    CHECK(recomputed.ok && recomputed.cached == 0, "a damaged entry was loaded: cached %lld", (long long)recomputed.cached);
+    CHECK(recomputed.text == first.text, "\"%s\" vs \"%s\"", recomputed.text.c_str(), first.text.c_str());
+    CHECK(stat_u64(stats, "discarded") == 2 && stat_u64(stats, "disk_hits") == 0, "%s", stats.dump().c_str());
+    vt->destroy(three);
+    std::string rm = "rm -rf '" + dir + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_memory_bound(const afm_backend_vtable *vt) {
+    // 50 conversations through 2 slots and a 24 MiB RAM tier (~7 of them): the cache stays within its bound, evicts
+    // the least recently used, and the process does not grow beyond the bound.
+    const uint64_t limit = (uint64_t)24 << 20;
+    afm_instance *instance = create(vt, 2048, 2, {{"PromptCacheMiB", "24"}});
+    CHECK(instance != nullptr, "create");
+    if (!instance) return;
+    long baseline = 0;
+    uint64_t most = 0;
+    for (int i = 0; i < 50; i++) {
+        Answer a = ask(vt, instance, 500 + (uint64_t)i, conversation_request(conversation("topic number " + std::to_string(i), 3), 2));
+        CHECK(a.ok, "conversation %d", i);
+        json stats = cache_stats(vt, instance);
+        most = std::max(most, stat_u64(stats, "ram_bytes"));
+        CHECK(stat_u64(stats, "ram_bytes") <= limit, "conversation %d: %s", i, stats.dump().c_str());
+        if (i == 9) baseline = rss_kib();  // the slots' KV pages and the allocator's arenas are warm by now
+    }
+    json stats = cache_stats(vt, instance);
+    long grown = rss_kib() - baseline;
+    CHECK(stat_u64(stats, "evictions") >= 30 && stat_u64(stats, "ram_entries") >= 4, "%s", stats.dump().c_str());
+    CHECK(grown <= (long)(limit >> 10) + 32 * 1024, "RSS grew by %ld KiB over 40 conversations", grown);
+    std::fprintf(stderr, "  memory bound: cache at most %.1f MiB of %.0f MiB; RSS +%.1f MiB over conversations 10-50; %s\n",
+                 most / 1048576.0, limit / 1048576.0, grown / 1024.0, stats.dump().c_str());
+    vt->destroy(instance);
+}
+
 void test_allocation_failures(const afm_backend_vtable *vt, afm_instance *instance) {
     // generate itself (parse, template, tokenize, sampler, registering, queueing, the emitter thread).
     long scale = std::getenv("SWEEP_RUNS") ? std::atol(std::getenv("SWEEP_RUNS")) : 40;
@@ -671,6 +907,9 @@ int main(int argc, char **argv) {
     }
     run("output_cap_is_the_advertised_budget", [&] { test_output_cap_is_the_advertised_budget(vt); });
     run("progress_while_queued_and_reading", [&] { test_progress_while_queued_and_reading(vt); });
+    run("prompt_cache_restores_an_evicted_conversation", [&] { test_prompt_cache_restores_an_evicted_conversation(vt); });
+    run("prompt_cache_disk_tier", [&] { test_prompt_cache_disk_tier(vt); });
+    run("prompt_cache_memory_bound", [&] { test_prompt_cache_memory_bound(vt); });
     afm_instance *instance = create(vt, 2048, 2);
     if (!instance) return 1;
     run("capped_tool_call_is_not_closed", [&] { test_capped_tool_call_is_not_closed(vt, instance); });

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+// prompt_cache.h: the prompt cache beyond the sequence slots (prompt_cache.cpp). Internal to the local backend.
+#pragma once
+
+#include "llama.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace afm_local {
+
+/** A 64-bit hash, 8 bytes at a time (checksums of cache entries, the model's fingerprint). Not cryptographic: it
+ *  detects damage, not tampering (the cache directory belongs to the daemon's user). */
+uint64_t hash64(const void *data, size_t size, uint64_t seed);
+
+/** A fingerprint of the model file: its size and a hash of its first and last MiB and 16 samples between them
+ *  (the weights differ there between any two models; hashing a many-GiB file whole would slow every load).
+ *  0 when the file cannot be read. */
+uint64_t model_fingerprint(const std::string &path);
+
+/** Counters of a prompt cache, for `describe` (and so /status, `afmctl top`, metrics). */
+struct PromptCacheStats {
+    uint64_t ram_bytes = 0, ram_entries = 0, ram_limit = 0;
+    uint64_t disk_bytes = 0, disk_entries = 0, disk_limit = 0;
+    uint64_t hits = 0, disk_hits = 0, misses = 0, evictions = 0, disk_evictions = 0;
+    uint64_t disk_writes = 0, discarded = 0, dropped_writes = 0;
+    uint64_t restored_tokens = 0;
+    bool disk = false;
+};
+
+/**
+ * Saved KV states of sequences, keyed by their tokens (positions 0..n-1), so a conversation that lost its slot
+ * resumes from its longest cached prefix instead of being recomputed (llama.cpp's per-sequence state API does the
+ * saving and restoring; the engine calls it). Two tiers:
+ *
+ *  - **RAM**, bounded by `ram_limit` bytes (0: off), least recently used first out. An entry that a request takes
+ *    whole leaves the cache (the slot holds it now; it comes back when the slot is given away again).
+ *  - **Disk** (optional): one file per entry in `<dir>/<model fingerprint>-<layout>/`, written by a background
+ *    thread, bounded by `disk_limit` bytes, oldest used first out. A file has a checksummed header, the tokens and
+ *    the state, each with its own checksum; anything that does not verify is deleted, never loaded. Another
+ *    instance of the same model (a restart, a reload) finds the files; another model has another directory.
+ *
+ * Threads: the decode thread calls find/take/save; the writer thread writes files; stats() from any thread.
+ */
+class PromptCache {
+public:
+    /** `layout` names what a state's shape depends on beyond the model (KV streams); part of the directory name. */
+    PromptCache(size_t ram_limit, const std::string &dir, size_t disk_limit, uint64_t model_fingerprint,
+                const std::string &layout, const std::string &instance);
+    ~PromptCache();
+    PromptCache(const PromptCache &) = delete;
+    PromptCache &operator=(const PromptCache &) = delete;
+
+    bool ram_enabled() const { return ram_limit_ > 0; }
+    bool disk_enabled() const { return !dir_.empty(); }
+    /** The directory of this model's entries ("" without a disk tier). */
+    const std::string &directory() const { return dir_; }
+
+    struct RamEntry {
+        std::vector<llama_token> tokens;
+        std::shared_ptr<std::vector<uint8_t>> state;  // shared with a queued disk write
+    };
+
+    /** The best entry for `prompt`: the longest common prefix (RAM first at equal length). */
+    struct Match {
+        size_t length = 0;           // tokens of the prompt it covers
+        bool ram = false;
+        std::list<RamEntry>::iterator ram_entry;
+        std::string file;            // disk entry (file name), when !ram
+        size_t entry_tokens = 0;     // the entry's whole length
+    };
+    /** [decode thread] The entry sharing the longest prefix with `prompt` (length 0: none). */
+    Match find(const std::vector<llama_token> &prompt);
+
+    /** [decode thread] The state of a match: out of RAM (the entry leaves the cache when it is taken whole: the
+     *  slot holds it now), or read and verified from disk (an entry that does not verify is deleted, never
+     *  loaded). False: nothing usable. May throw (allocation). */
+    bool take(const Match &match, std::shared_ptr<const std::vector<uint8_t>> &state);
+
+    /** [decode thread] Whether saving `tokens` would add anything: a tier that is on (RAM only with `ram`) holds
+     *  neither them nor an entry they are a prefix of. Lets the engine skip copying a state out of llama.cpp. */
+    bool needs(const std::vector<llama_token> &tokens, bool ram) const;
+
+    /** [decode thread] Keeps a state: in RAM (when `ram`), and on disk (when the disk tier is on and it is not
+     *  there yet). Entries that are a prefix of `tokens` are dropped: this one serves them too. Never throws; a
+     *  state that does not fit is not kept. */
+    void save(const std::vector<llama_token> &tokens, std::shared_ptr<std::vector<uint8_t>> state, bool ram);
+
+    /** [decode thread] A request consulted the cache: hit (restored `tokens` tokens; from disk or RAM) or miss. */
+    void count_hit(bool disk, size_t tokens);
+    void count_miss();
+    /** [decode thread] A state that did not restore (llama.cpp refused it): forget it, and its file. */
+    void discard(const Match &match);
+
+    /** [any thread] Waits until every queued disk write is done (tests; shutdown does it too). */
+    void flush();
+
+    PromptCacheStats stats() const;
+
+private:
+    struct DiskEntry {
+        std::vector<llama_token> tokens;
+        uint64_t bytes = 0;
+        int64_t used = 0;  // mtime (ns): the least recently used goes first
+    };
+    struct Write {
+        std::vector<llama_token> tokens;
+        std::shared_ptr<std::vector<uint8_t>> state;
+    };
+
+    void writer_loop();
+    void write_file(const Write &write);
+    void scan_locked();                 // disk_mutex_ held: adds files not in the index, drops missing ones
+    void evict_disk_locked();           // disk_mutex_ held
+    void remove_file_locked(const std::string &name);
+    void evict_ram_locked(size_t incoming);  // ram_mutex_ held: makes room for `incoming` bytes
+    std::string file_name(const std::vector<llama_token> &tokens) const;  // "<token hash>-<count>.kv"
+
+    const size_t ram_limit_;
+    const size_t disk_limit_;
+    std::string dir_;
+    uint64_t fingerprint_ = 0;          // of the model and the state layout: in every file's header
+    const std::string instance_;
+
+    mutable std::mutex ram_mutex_;      // guards ram_, ram_bytes_, pending_bytes_ and the counters
+    std::list<RamEntry> ram_;           // least recently used first
+    uint64_t ram_bytes_ = 0;
+    uint64_t pending_bytes_ = 0;        // states queued for the writer (counted in the RAM bound)
+    PromptCacheStats counters_;
+
+    mutable std::mutex disk_mutex_;     // guards disk_, disk_bytes_, dir_mtime_
+    std::map<std::string, DiskEntry> disk_;
+    uint64_t disk_bytes_ = 0;
+    int64_t dir_mtime_ = -1;
+
+    std::mutex write_mutex_;
+    std::condition_variable write_cv_;
+    std::deque<Write> writes_;          // guarded by write_mutex_
+    bool writing_ = false;              // guarded by write_mutex_: the writer holds one
+    bool stopping_ = false;             // guarded by write_mutex_
+    std::thread writer_;
+};
+
+}  // namespace afm_local

@@ -698,22 +698,26 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
             state.reset();
         if (!state) cache_->count_miss();
     }
-    // What the slot holds and this request does not keep goes to the prompt cache first.
+    // What the slot holds and this request does not keep goes to the prompt cache first (unless it is a prefix of
+    // what is restored: that entry comes back to the cache later and serves it too).
     const size_t keep = state || borrow ? 0 : own;
-    if (cache_ && slot.cache.size() >= keep + kMinCacheTokens && 2 * keep < slot.cache.size()) stash(slot, true);
+    const bool superseded = state && own == slot.cache.size();
+    if (cache_ && !superseded && slot.cache.size() >= keep + kMinCacheTokens && 2 * keep < slot.cache.size())
+        stash(slot, true);
 
     size_t reuse;
+    bool restored = false;
     if (state) {
         llama_memory_seq_rm(mem, slot.id, -1, -1);
         slot.cache.clear();
         size_t n = llama_state_seq_set_data(ctx_, state->data(), state->size(), slot.id);
         if (n == state->size()) {
+            restored = true;
             reuse = std::min(match.length, match.entry_tokens);
             if (!llama_memory_seq_rm(mem, slot.id, (llama_pos)reuse, -1)) {
                 llama_memory_seq_rm(mem, slot.id, -1, -1);
                 reuse = 0;
             }
-            cache_->count_hit(!match.ram, reuse);
         } else {
             // llama.cpp refused the state (another layout): it is never offered again.
             log_line(AFM_LOG_WARNING, settings_.instance + ": a prompt cache entry did not restore; recomputing");
@@ -750,6 +754,7 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
         llama_memory_seq_rm(mem, slot.id, -1, -1);
         reuse = 0;
     }
+    if (restored) cache_->count_hit(!match.ram, reuse);
     slot.cache.assign(prompt.begin(), prompt.begin() + (std::ptrdiff_t)reuse);
     job->n_prompt_done = reuse;
     job->cached_tokens.store((int64_t)reuse);

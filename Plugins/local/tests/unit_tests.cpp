@@ -753,7 +753,8 @@ void test_prompt_cache_restores_an_evicted_conversation(const afm_backend_vtable
             CHECK(stat_u64(stats, "misses") >= 5, "the five others missed: %s", stats.dump().c_str());
         } else {
             without_cache = again;
-            CHECK(again.cached == 0, "without a prompt cache, %lld cached tokens", (long long)again.cached);
+            // Only the system prompt the conversations share stays in a slot.
+            CHECK(again.cached < 64, "without a prompt cache, %lld cached tokens", (long long)again.cached);
             CHECK(stat_u64(stats, "ram_limit_bytes") == 0 && !stats.contains("hits"), "%s", stats.dump().c_str());
         }
         vt->destroy(instance);
@@ -827,16 +828,16 @@ void test_prompt_cache_disk_tier(const afm_backend_vtable *vt) {
 }
 
 void test_prompt_cache_memory_bound(const afm_backend_vtable *vt) {
-    // 50 conversations through 2 slots and a 24 MiB RAM tier (~7 of them): the cache stays within its bound, evicts
+    // 50 conversations through 2 slots and a 12 MiB RAM tier (~4 of them): the cache stays within its bound, evicts
     // the least recently used, and the process does not grow beyond the bound.
-    const uint64_t limit = (uint64_t)24 << 20;
-    afm_instance *instance = create(vt, 2048, 2, {{"PromptCacheMiB", "24"}});
+    const uint64_t limit = (uint64_t)12 << 20;
+    afm_instance *instance = create(vt, 2048, 2, {{"PromptCacheMiB", "12"}});
     CHECK(instance != nullptr, "create");
     if (!instance) return;
     long baseline = 0;
     uint64_t most = 0;
     for (int i = 0; i < 50; i++) {
-        Answer a = ask(vt, instance, 500 + (uint64_t)i, conversation_request(conversation("topic number " + std::to_string(i), 3), 2));
+        Answer a = ask(vt, instance, 500 + (uint64_t)i, conversation_request(conversation("topic number " + std::to_string(i), 2), 2));
         CHECK(a.ok, "conversation %d", i);
         json stats = cache_stats(vt, instance);
         most = std::max(most, stat_u64(stats, "ram_bytes"));
@@ -845,7 +846,7 @@ void test_prompt_cache_memory_bound(const afm_backend_vtable *vt) {
     }
     json stats = cache_stats(vt, instance);
     long grown = rss_kib() - baseline;
-    CHECK(stat_u64(stats, "evictions") >= 30 && stat_u64(stats, "ram_entries") >= 4, "%s", stats.dump().c_str());
+    CHECK(stat_u64(stats, "evictions") >= 30 && stat_u64(stats, "ram_entries") >= 2, "%s", stats.dump().c_str());
     CHECK(grown <= (long)(limit >> 10) + 32 * 1024, "RSS grew by %ld KiB over 40 conversations", grown);
     std::fprintf(stderr, "  memory bound: cache at most %.1f MiB of %.0f MiB; RSS +%.1f MiB over conversations 10-50; %s\n",
                  most / 1048576.0, limit / 1048576.0, grown / 1024.0, stats.dump().c_str());

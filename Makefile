@@ -69,6 +69,7 @@ run: build
 # parallel runs starve the in-process servers' cooperative thread pool and turn timing assertions into noise.
 test: build model-gemma
 	$(MAKE) test-local-backend
+	@scripts/setup-python   # the venv the Swift tests use too (AFMAgentTests start an MCP server from PyPI's mcp)
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) $(SWIFT) test $(SWIFTFLAGS) --no-parallel
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) scripts/test-clients
 

@@ -54,10 +54,13 @@ let package = Package(
             dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMSchema", "AFMImages", "AFMSealing"],
             swiftSettings: swiftSettings
         ),
+        // The Chat Completions and Anthropic Messages dialects: decoders into the pipeline's request, encoders of
+        // its answer (the Responses dialect lives with the pipeline in AFMResponses).
+        .target(name: "AFMDialects", dependencies: ["AFMResponses", "AFMCore", "AFMJSON"], swiftSettings: swiftSettings),
         .target(
             name: "AFMDaemon",
             dependencies: [
-                "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
+                "AFMDialects", "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
             ],
             swiftSettings: swiftSettings
         ),
@@ -92,15 +95,37 @@ let package = Package(
         // Image decoding/encoding for `afm chat` attachments: libgd (Debian libgd-dev) behind AFMImageCodec.
         .systemLibrary(name: "CGD", path: "Sources/CGD", providers: [.apt(["libgd-dev"])]),
         .target(name: "AFMImageCodec", dependencies: ["CGD"], swiftSettings: swiftSettings),
-        // The chat client: history store, inference window, Responses SSE client, Markdown, import; and `afm`.
+        // The one HTTP/SSE client of afmd's Responses API, shared by `afm chat` and the agent runtime.
+        .target(name: "AFMClient", dependencies: ["AFMJSON", "AFMSystem"], swiftSettings: swiftSettings),
+        // The agent runtime: turns with per-step steering, local/external/MCP tools, schema turns. A client of the
+        // gateway's HTTP API only (through AFMClient); AFMCore for the shared error table.
+        .target(
+            name: "AFMAgent",
+            dependencies: ["AFMClient", "AFMCore", "AFMJSON", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+        // The chat client: history store, inference window, Markdown, import; and `afm`.
         .target(
             name: "AFMChat",
-            dependencies: ["AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMClient", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+        // The web chat of `afm chat --web`: a page compiled in, a JSON/SSE API over the same history (AFMHTTP's server).
+        .target(
+            name: "AFMWebChat",
+            dependencies: ["AFMChat", "AFMClient", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
+            resources: [
+                .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
+                .embedInCode("Assets/icon.svg"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "afm",
-            dependencies: ["AFMChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: [
+                "AFMAgent", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON",
+                "AFMLogging", "AFMSystem",
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -155,7 +180,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMDaemonTests",
-            dependencies: ["AFMDaemon", "AFMJSON", "AFMTestSupport", "AFMSystem"],
+            dependencies: ["AFMDaemon", "AFMDialects", "AFMResponses", "AFMJSON", "AFMTestSupport", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // Rewrites the settings file in a loop until killed (the crash-safety test of SettingsStore).
@@ -178,7 +203,7 @@ let package = Package(
         .testTarget(name: "AFMStoreTests", dependencies: ["AFMStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AFMChatTests",
-            dependencies: ["AFMChat", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMChat", "AFMClient", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -195,6 +220,12 @@ let package = Package(
         .testTarget(
             name: "AFMChatCLITests",
             dependencies: ["AFMChat", "AFMStore", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The agent runtime against real daemons (scripted backend, local model) and real MCP servers; `afm agent`.
+        .testTarget(
+            name: "AFMAgentTests",
+            dependencies: ["AFMAgent", "AFMClient", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

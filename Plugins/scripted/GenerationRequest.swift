@@ -19,8 +19,11 @@ struct GenerationRequest: Sendable, Hashable {
     var model: String
     /// The text of the last `message` item with role `user` (its text parts concatenated), or "".
     var lastUserText: String
-    /// The `type` of every `input` item (`message`, `function_call`, `function_call_output`, …), for `if_input_has`.
-    var inputItemTypes: Set<String>
+    /// How many `input` items have each `type` (`message`, `function_call`, `function_call_output`, …), for
+    /// `if_input_has`.
+    var inputItemCounts: [String: Int]
+    /// Whether `tools` offers at least one tool, for `if_tools_offered`.
+    var offersTools: Bool
     /// UTF-8 bytes of all input text: every `system` string and every text part of every `message` item.
     var inputTextBytes: Int
     /// `max_output_tokens`, or nil when absent or null (then the model's budget applies).
@@ -30,7 +33,7 @@ struct GenerationRequest: Sendable, Hashable {
     var inputTokens: Int { inputTextBytes / 4 + (inputTextBytes % 4 == 0 ? 0 : 1) }
 
     /// The members of a request document this backend reads; the parser only checks the others.
-    static let readKeys = ["request_version", "model", "system", "input", "max_output_tokens"]
+    static let readKeys = ["request_version", "model", "system", "input", "max_output_tokens", "tools"]
 
     /// Parses the bytes of a request document, which must be a JSON object.
     ///
@@ -84,7 +87,7 @@ struct GenerationRequest: Sendable, Hashable {
             }
         }
         var lastUserText = ""
-        var inputItemTypes: Set<String> = []
+        var inputItemCounts: [String: Int] = [:]
         if !JSONNode.isNullOrMissing(object["input"]) {
             guard let input = object["input"]?.array else {
                 throw .invalidRequest("generation request: input must be an array of items")
@@ -94,7 +97,7 @@ struct GenerationRequest: Sendable, Hashable {
                     throw .invalidRequest("generation request: input[\(index)] must be an object")
                 }
                 let type = item["type"]?.string
-                if let type { inputItemTypes.insert(type) }
+                if let type { inputItemCounts[type, default: 0] += 1 }
                 guard type == "message" else { continue }
                 let text = try Self.messageText(item["content"], at: "input[\(index)].content")
                 bytes += text.utf8.count
@@ -110,9 +113,18 @@ struct GenerationRequest: Sendable, Hashable {
         }
         self.model = model
         self.lastUserText = lastUserText
-        self.inputItemTypes = inputItemTypes
+        self.inputItemCounts = inputItemCounts
+        self.offersTools = !(object["tools"]?.array?.isEmpty ?? true)
         self.inputTextBytes = bytes
         self.maxOutputTokens = maxOutputTokens
+    }
+
+    /// Whether a conditional step's condition holds for this request.
+    func satisfies(_ condition: ScriptStep.Condition) -> Bool {
+        switch condition {
+        case .inputHas(let type, let count): inputItemCounts[type, default: 0] >= count
+        case .toolsOffered: offersTools
+        }
     }
 
     /// The concatenated `text` parts of a message's `content` (a plain string is accepted as one text part).

@@ -9,12 +9,15 @@ struct ScriptModel: Sendable, Hashable {
         var vision = false
         var reasoning = false
         var reasoningOptional = true
+        /// ABI 1.1: the model takes `output_format`. The scripted backend enforces nothing: its script is the
+        /// answer, and the host checks it like any backend's.
+        var structuredOutput = true
 
         /// The JSON keys, in describe-document order, with their values.
         var fields: [(key: String, value: Bool)] {
             [
                 ("streaming", streaming), ("tools", tools), ("vision", vision), ("reasoning", reasoning),
-                ("reasoning_optional", reasoningOptional),
+                ("reasoning_optional", reasoningOptional), ("structured_output", structuredOutput),
             ]
         }
     }
@@ -98,6 +101,7 @@ struct ScriptModel: Sendable, Hashable {
                 case "vision": capabilities.vision = flag
                 case "reasoning": capabilities.reasoning = flag
                 case "reasoning_optional": capabilities.reasoningOptional = flag
+                case "structured_output": capabilities.structuredOutput = flag
                 default: throw ScriptStep.ParseError(path: here, problem: "unknown capability")
                 }
             }

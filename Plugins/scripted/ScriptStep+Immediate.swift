@@ -34,6 +34,7 @@ extension ScriptStep {
         case .error, .finish: return 0
         case .delay(let milliseconds): return milliseconds > 0 ? nil : 0
         case .toolCall(let call): return 2 + max(1, call.chunks)
+        case .json(_, let chunks): return chunks
         case .repeated(let count, let steps):
             guard let inner = Self.eventCount(of: steps) else { return nil }
             let (total, overflow) = count.multipliedReportingOverflow(by: inner)

@@ -10,14 +10,19 @@ indirect enum ScriptStep: Sendable, Hashable {
     case text(String)
     /// `{"echo":true}`: the last user message's text, one word (with its leading whitespace) per `TEXT_DELTA`.
     case echo
+    /// `{"json":{"text":"{\"city\":\"Paris\"}","chunks":3}}`: a structured answer, as `chunks` `TEXT_DELTA`s (each
+    /// one output token). The text is played as written — valid or not — so tests can check what the host does
+    /// with a backend's invalid JSON.
+    case json(text: String, chunks: Int)
     /// `{"delay_ms":50}`: waits, waking at once on cancel.
     case delay(milliseconds: Int)
     /// `{"repeat":N,"steps":[…]}`: plays `steps` N times.
     case repeated(count: Int, steps: [ScriptStep])
     /// `{"if_input_has":"function_call_output","then":[…],"else":[…]}`: plays `then` when the request's `input`
-    /// has an item of that `type`, otherwise `else` (either may be absent: no steps). So one model can call a tool
-    /// on the first turn and answer once the tool's output comes back, as agent loops need.
-    case conditional(inputItemType: String, then: [ScriptStep], else: [ScriptStep])
+    /// has an item of that `type` (`"at_least":N`: N such items), otherwise `else` (either may be absent: no steps).
+    /// So one model can call a tool on the first turn and answer once the tool's output comes back, as agent loops
+    /// need. `{"if_tools_offered":true,"then":[…],"else":[…]}` plays `then` when the request offers any tool.
+    case conditional(Condition, then: [ScriptStep], else: [ScriptStep])
     /// `{"tool_call":{"name":…,"call_id":…,"arguments":…,"chunks":N}}`: BEGIN, N ARGUMENTS deltas, END.
     case toolCall(ToolCall)
     /// `{"reasoning_text":"…"}`: one `REASONING_TEXT`.
@@ -36,6 +41,14 @@ indirect enum ScriptStep: Sendable, Hashable {
     case afterTerminal([ScriptStep])
     /// `{"hang":true}`: waits until cancelled, then `DONE`/`CANCELLED`.
     case hang
+
+    /// What a conditional step tests in the request.
+    enum Condition: Sendable, Hashable {
+        /// At least `count` items of `input` have this `type`.
+        case inputHas(type: String, count: Int)
+        /// The request offers at least one tool.
+        case toolsOffered
+    }
 
     /// A scripted tool call.
     struct ToolCall: Sendable, Hashable {
@@ -109,15 +122,31 @@ indirect enum ScriptStep: Sendable, Hashable {
                 count: count, steps: try ScriptStep.parseList(object["steps"], at: path + ".steps", depth: depth + 1))
             return
         }
-        if object["if_input_has"] != nil {
-            try Self.checkKeys(object, allowed: ["if_input_has", "then", "else"], at: path)
-            let type = try Self.string(object["if_input_has"], at: path + ".if_input_has")
-            guard !type.isEmpty else { throw ParseError(path: path + ".if_input_has", problem: "must not be empty") }
+        if object["if_input_has"] != nil || object["if_tools_offered"] != nil {
+            let condition: Condition
+            if object["if_input_has"] != nil {
+                try Self.checkKeys(object, allowed: ["if_input_has", "at_least", "then", "else"], at: path)
+                let type = try Self.string(object["if_input_has"], at: path + ".if_input_has")
+                guard !type.isEmpty else { throw ParseError(path: path + ".if_input_has", problem: "must not be empty") }
+                var count = 1
+                if !JSON.isNullOrMissing(object["at_least"]) {
+                    guard let value = JSON.int(object["at_least"]), (1...Limits.maximumRepeat).contains(value) else {
+                        throw ParseError(
+                            path: path + ".at_least", problem: "must be an integer from 1 to \(Limits.maximumRepeat)")
+                    }
+                    count = value
+                }
+                condition = .inputHas(type: type, count: count)
+            } else {
+                try Self.checkKeys(object, allowed: ["if_tools_offered", "then", "else"], at: path)
+                try Self.requireTrue(object["if_tools_offered"], at: path + ".if_tools_offered")
+                condition = .toolsOffered
+            }
             var branches: [String: [ScriptStep]] = [:]
             for branch in ["then", "else"] where object[branch] != nil {
                 branches[branch] = try ScriptStep.parseList(object[branch], at: "\(path).\(branch)", depth: depth + 1)
             }
-            self = .conditional(inputItemType: type, then: branches["then"] ?? [], else: branches["else"] ?? [])
+            self = .conditional(condition, then: branches["then"] ?? [], else: branches["else"] ?? [])
             return
         }
         guard object.count == 1, let (key, argument) = object.first else {
@@ -140,6 +169,13 @@ indirect enum ScriptStep: Sendable, Hashable {
             self = .delay(milliseconds: milliseconds)
         case "tool_call":
             self = .toolCall(try Self.toolCall(argument, at: here))
+        case "json":
+            guard let json = JSON.object(argument) else {
+                throw ParseError(path: here, problem: "must be an object {\"text\":…,\"chunks\":N}")
+            }
+            try Self.checkKeys(json, allowed: ["text", "chunks"], at: here)
+            let text = try Self.string(json["text"], at: here + ".text")
+            self = .json(text: text, chunks: try Self.chunks(json["chunks"], at: here + ".chunks"))
         case "reasoning_text":
             self = .reasoningText(try Self.string(argument, at: here))
         case "reasoning_state":
@@ -175,7 +211,7 @@ indirect enum ScriptStep: Sendable, Hashable {
         case "steps":
             throw ParseError(path: path, problem: "\"steps\" needs \"repeat\"")
         case "then", "else":
-            throw ParseError(path: path, problem: "\"\(key)\" needs \"if_input_has\"")
+            throw ParseError(path: path, problem: "\"\(key)\" needs \"if_input_has\" or \"if_tools_offered\"")
         default:
             throw ParseError(path: path, problem: "unknown step \"\(key)\"")
         }
@@ -207,15 +243,17 @@ indirect enum ScriptStep: Sendable, Hashable {
             JSON.isNullOrMissing(object["call_id"]) ? nil : try string(object["call_id"], at: path + ".call_id")
         let arguments =
             JSON.isNullOrMissing(object["arguments"]) ? "{}" : try string(object["arguments"], at: path + ".arguments")
-        var chunks = 1
-        if !JSON.isNullOrMissing(object["chunks"]) {
-            guard let value = JSON.int(object["chunks"]), (1...Limits.maximumChunks).contains(value) else {
-                throw ParseError(
-                    path: path + ".chunks", problem: "must be an integer from 1 to \(Limits.maximumChunks)")
-            }
-            chunks = value
+        return ToolCall(
+            name: name, callID: callID, arguments: arguments, chunks: try chunks(object["chunks"], at: path + ".chunks"))
+    }
+
+    /// A `chunks` count: absent/null → 1, else an integer from 1 to `Limits.maximumChunks`.
+    private static func chunks(_ value: Any?, at path: String) throws(ParseError) -> Int {
+        if JSON.isNullOrMissing(value) { return 1 }
+        guard let count = JSON.int(value), (1...Limits.maximumChunks).contains(count) else {
+            throw ParseError(path: path, problem: "must be an integer from 1 to \(Limits.maximumChunks)")
         }
-        return ToolCall(name: name, callID: callID, arguments: arguments, chunks: chunks)
+        return count
     }
 
     private static func usage(_ value: Any?, at path: String) throws(ParseError) -> Usage {

@@ -64,6 +64,11 @@ struct StepPlayer {
                 if let stop = stopRequested() { return stop }
                 if let outcome = sendText(word) { return outcome }
             }
+        case .json(let text, let chunks):
+            for piece in Self.split(text, into: chunks) {
+                if let stop = stopRequested() { return stop }
+                if let outcome = sendText(piece) { return outcome }
+            }
         case .delay(let milliseconds):
             generation.sleep(milliseconds: milliseconds)
         case .repeated(let count, let steps):
@@ -71,8 +76,8 @@ struct StepPlayer {
                 if let stop = stopRequested() { return stop }
                 if let outcome = play(steps) { return outcome }
             }
-        case .conditional(let type, let then, let otherwise):
-            return play(generation.request.inputItemTypes.contains(type) ? then : otherwise)
+        case .conditional(let condition, let then, let otherwise):
+            return play(generation.request.satisfies(condition) ? then : otherwise)
         case .toolCall(let call):
             let index = Int32(clamping: toolCalls)
             toolCalls += 1
@@ -186,11 +191,13 @@ struct StepPlayer {
                 for word in Self.words(of: generation.request.lastUserText) {
                     sink.emit(AFM_EVENT_TEXT_DELTA, text: word)
                 }
+            case .json(let text, let chunks):
+                for piece in Self.split(text, into: chunks) { sink.emit(AFM_EVENT_TEXT_DELTA, text: piece) }
             case .delay(let milliseconds): generation.sleep(milliseconds: milliseconds)
             case .repeated(let count, let inner):
                 for _ in 0..<count where !generation.isCancelled { playAfterTerminal(inner) }
-            case .conditional(let type, let then, let otherwise):
-                playAfterTerminal(generation.request.inputItemTypes.contains(type) ? then : otherwise)
+            case .conditional(let condition, let then, let otherwise):
+                playAfterTerminal(generation.request.satisfies(condition) ? then : otherwise)
             case .toolCall(let call):
                 sink.emit(AFM_EVENT_TOOL_CALL_BEGIN, index: 0, text: call.callID ?? "", name: call.name)
                 for piece in Self.split(call.arguments, into: call.chunks) {

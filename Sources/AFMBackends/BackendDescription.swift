@@ -20,12 +20,17 @@ public struct BackendDescription: Sendable, Hashable {
         public var reasoning: Bool
         /// Whether reasoning can be turned off (`reasoning.effort: "none"`).
         public var reasoningOptional: Bool
+        /// Whether the model honours the generation request's `output_format` (ABI 1.1): its answer is JSON that
+        /// matches the schema (or any JSON object). Only believed from a backend that reports ABI minor 1 or
+        /// later: a 1.0 backend never read `output_format`, whatever its describe document says.
+        public var structuredOutput: Bool = false
 
         /// The capabilities as the JSON object `/status` and `/v1/models` show.
         public var json: JSONValue {
             [
                 "streaming": .bool(streaming), "tools": .bool(tools), "vision": .bool(vision),
                 "reasoning": .bool(reasoning), "reasoning_optional": .bool(reasoningOptional),
+                "structured_output": .bool(structuredOutput),
             ]
         }
     }
@@ -40,10 +45,15 @@ public struct BackendDescription: Sendable, Hashable {
     /// and `quota`), shown in `/status` as they are.
     public var details: JSONObject
 
+    /// The first ABI minor whose backends may declare `structured_output`.
+    public static let structuredOutputMinor: UInt32 = 1
+
     /// Parses a describe document.
     ///
+    /// - Parameter backendABIMinor: the ABI minor the backend reported in negotiation; capabilities added in a
+    ///   later minor are ignored (false) for it.
     /// - Throws: a message saying which field is wrong.
-    public init(document bytes: [UInt8]) throws(DescribeError) {
+    public init(document bytes: [UInt8], backendABIMinor: UInt32) throws(DescribeError) {
         let value: JSONValue
         do {
             value = try JSONParser.parse(bytes)
@@ -83,7 +93,9 @@ public struct BackendDescription: Sendable, Hashable {
                         tools: caps?["tools"]?.boolValue ?? false,
                         vision: caps?["vision"]?.boolValue ?? false,
                         reasoning: caps?["reasoning"]?.boolValue ?? false,
-                        reasoningOptional: caps?["reasoning_optional"]?.boolValue ?? true
+                        reasoningOptional: caps?["reasoning_optional"]?.boolValue ?? true,
+                        structuredOutput: backendABIMinor >= Self.structuredOutputMinor
+                            && caps?["structured_output"]?.boolValue == true
                     )))
         }
         self.models = models

@@ -18,7 +18,7 @@ final class InProcessInstanceHost: BackendInstanceHost {
     func describe() throws(BackendLoadError) -> BackendDescription {
         let bytes = try instance.describeDocument()
         do {
-            return try BackendDescription(document: bytes)
+            return try BackendDescription(document: bytes, backendABIMinor: instance.library.abiMinor)
         } catch {
             throw BackendLoadError(path: instance.library.sourcePath, error.message, reason: "describe_failed")
         }

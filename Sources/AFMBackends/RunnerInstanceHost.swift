@@ -37,6 +37,8 @@ final class RunnerInstanceHost: BackendInstanceHost {
     private let onExit: @Sendable (RunnerExit) -> Void
     private let state = Mutex(State())
     private let nextSeq = Atomic<UInt64>(1)
+    /// The ABI minor the backend reported in negotiation (the `load` reply), for the describe document.
+    private let backendABIMinor = Atomic<UInt32>(0)
     private let exited = DispatchSemaphore(value: 0)
     private let readerDone = DispatchSemaphore(value: 0)
 
@@ -124,9 +126,11 @@ final class RunnerInstanceHost: BackendInstanceHost {
         }
         do throws(BackendLoadError) {
             try host.handshake(runnerPath: runnerPath)
-            try host.call(timeout: .seconds(120), path: manifest.libraryPath) { seq in
+            let loaded = try host.call(timeout: .seconds(120), path: manifest.libraryPath) { seq in
                 .load(seq: seq, manifestPath: manifest.manifestPath, copyDirectory: copyDirectory, uniqueName: uniqueName)
             }
+            let minor = (try? JSONParser.parse(loaded.payload))?["abi_minor"]?.numberValue?.intValue ?? 0
+            host.backendABIMinor.store(UInt32(clamping: minor), ordering: .relaxed)
             try host.call(timeout: .seconds(1800), path: manifest.libraryPath) { seq in
                 .create(seq: seq, config: configDocument)
             }
@@ -356,7 +360,7 @@ final class RunnerInstanceHost: BackendInstanceHost {
     func describe() throws(BackendLoadError) -> BackendDescription {
         let reply = try call(timeout: .seconds(60), path: backendID) { .describe(seq: $0) }
         do {
-            return try BackendDescription(document: reply.payload)
+            return try BackendDescription(document: reply.payload, backendABIMinor: backendABIMinor.load(ordering: .relaxed))
         } catch {
             throw BackendLoadError(path: backendID, error.message, reason: "describe_failed")
         }

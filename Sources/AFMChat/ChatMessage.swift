@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMClient
 
 /// A stored message with its ordered content parts.
 public struct ChatMessage: Sendable, Hashable, Identifiable {
@@ -15,10 +16,12 @@ public struct ChatMessage: Sendable, Hashable, Identifiable {
     /// An error or context notice shown with the message ("older context was left out", the server's error).
     public var notice: String?
     public var parts: [ContentPart]
+    /// The tokens the answer took (assistant messages the gateway reported usage for).
+    public var usage: ResponseUsage?
 
     public init(
         id: String, conversationID: String, sequence: Int64, author: MessageAuthor, state: MessageState,
-        createdAt: Int64, model: String? = nil, notice: String? = nil, parts: [ContentPart]
+        createdAt: Int64, model: String? = nil, notice: String? = nil, parts: [ContentPart], usage: ResponseUsage? = nil
     ) {
         self.id = id
         self.conversationID = conversationID
@@ -29,6 +32,7 @@ public struct ChatMessage: Sendable, Hashable, Identifiable {
         self.model = model
         self.notice = notice
         self.parts = parts
+        self.usage = usage
     }
 
     /// All text parts joined.

@@ -135,5 +135,23 @@ public enum HistorySchema {
                 ) WITHOUT ROWID;
                 """
         ),
+        // What was typed at the prompt of `afm chat`, per conversation, for Up/Down and Ctrl-R (NULL: typed with no
+        // conversation open). Deleting a conversation deletes its inputs. And the token usage of each answer (from
+        // the gateway's `usage`), shown by the web chat.
+        Migration(
+            version: 4,
+            name: "input_history",
+            sql: """
+                CREATE TABLE input_history(
+                    id INTEGER PRIMARY KEY,
+                    conversation_id TEXT REFERENCES conversations(id) ON DELETE CASCADE,
+                    text TEXT NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE INDEX input_history_by_conversation ON input_history(conversation_id, id);
+                ALTER TABLE messages ADD COLUMN input_tokens INTEGER;
+                ALTER TABLE messages ADD COLUMN output_tokens INTEGER;
+                """
+        ),
     ]
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMClient
 import AFMStore
 import AFMSystem
 import Foundation
@@ -271,21 +272,65 @@ public final class HistoryStore {
         }
     }
 
+    // MARK: - Input history
+
+    /// The most inputs kept per conversation (older ones are dropped as new ones arrive).
+    public static let inputHistoryLimit = 1_000
+
+    /// Records a line typed at the prompt in a conversation (nil: none open); the same line twice in a row is kept once.
+    public func recordInput(_ text: String, conversationID: String?) throws {
+        guard !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { return }
+        try connection.transaction {
+            let last = try connection.scalarText(
+                "SELECT text FROM input_history WHERE conversation_id IS ? ORDER BY id DESC LIMIT 1", [.optional(conversationID)])
+            guard last != text else { return }
+            try connection.execute(
+                "INSERT INTO input_history(conversation_id, text, created_at) VALUES (?, ?, ?)",
+                [.optional(conversationID), .text(text), .integer(StoreClock.nowMilliseconds())]
+            )
+            try connection.execute(
+                """
+                DELETE FROM input_history WHERE conversation_id IS ? AND id <= (
+                    SELECT id FROM input_history WHERE conversation_id IS ? ORDER BY id DESC LIMIT 1 OFFSET ?)
+                """,
+                [.optional(conversationID), .optional(conversationID), .integer(Int64(Self.inputHistoryLimit))]
+            )
+        }
+    }
+
+    /// The inputs typed in a conversation, oldest first; with none open (nil), the newest inputs of every
+    /// conversation, so a fresh prompt can still recall what was asked before.
+    public func inputHistory(conversationID: String?, limit: Int = inputHistoryLimit) throws -> [String] {
+        let rows: [String]
+        if let conversationID {
+            rows = try connection.query(
+                "SELECT text FROM input_history WHERE conversation_id = ? ORDER BY id DESC LIMIT ?",
+                [.text(conversationID), .integer(Int64(limit))]
+            ) { $0.text(0) }
+        } else {
+            rows = try connection.query("SELECT text FROM input_history ORDER BY id DESC LIMIT ?", [.integer(Int64(limit))]) {
+                $0.text(0)
+            }
+        }
+        return rows.reversed()
+    }
+
     // MARK: - Messages
 
     /// The last `limit` messages before `sequence` (all when nil), oldest first.
     public func messages(conversationID: String, before sequence: Int64? = nil, limit: Int = 60) throws -> [ChatMessage] {
         let rows = try connection.query(
             """
-            SELECT id, conversation_id, sequence, author, state, created_at, model, notice FROM messages
-            WHERE conversation_id = ? AND sequence < ? ORDER BY sequence DESC LIMIT ?
+            SELECT id, conversation_id, sequence, author, state, created_at, model, notice, input_tokens, output_tokens
+            FROM messages WHERE conversation_id = ? AND sequence < ? ORDER BY sequence DESC LIMIT ?
             """,
             [.text(conversationID), .integer(sequence ?? Int64.max), .integer(Int64(limit))]
         ) { row in
             ChatMessage(
                 id: row.text(0), conversationID: row.text(1), sequence: row.integer(2),
                 author: MessageAuthor(rawValue: row.text(3)) ?? .user, state: MessageState(rawValue: row.text(4)) ?? .failed,
-                createdAt: row.integer(5), model: row.optionalText(6), notice: row.optionalText(7), parts: []
+                createdAt: row.integer(5), model: row.optionalText(6), notice: row.optionalText(7), parts: [],
+                usage: row.isNull(8) ? nil : ResponseUsage(inputTokens: row.int(8), outputTokens: row.int(9))
             )
         }
         var messages = Array(rows.reversed())
@@ -343,6 +388,13 @@ public final class HistoryStore {
                 .integer(Int64(image.byteCount)),
             ]
         )
+    }
+
+    /// The image stored with this hash, nil when there is none.
+    public func image(hash: String) throws -> ImageReference? {
+        try connection.query(
+            "SELECT hash, mime_type, width, height, byte_count FROM images WHERE hash = ?", [.text(hash)]
+        ) { ImageReference(hash: $0.text(0), mimeType: $0.text(1), width: $0.int(2), height: $0.int(3), byteCount: $0.int(4)) }.first
     }
 
     /// The bytes of an image part.
@@ -441,13 +493,18 @@ public final class HistoryStore {
         )
     }
 
-    /// Finishes an answer: its text, state, actual model and notice, in one transaction.
-    public func finishAnswer(messageID: String, text: String, state: MessageState, model: String?, notice: String?) throws {
+    /// Finishes an answer: its text, state, actual model, notice and token usage, in one transaction.
+    public func finishAnswer(
+        messageID: String, text: String, state: MessageState, model: String?, notice: String?, usage: ResponseUsage? = nil
+    ) throws {
         try connection.transaction {
             try updateAnswer(messageID: messageID, text: text)
             try connection.execute(
-                "UPDATE messages SET state = ?, model = coalesce(?, model), notice = ?, owner = NULL WHERE id = ?",
-                [.text(state.rawValue), .optional(model), .optional(notice), .text(messageID)]
+                "UPDATE messages SET state = ?, model = coalesce(?, model), notice = ?, owner = NULL, input_tokens = ?, output_tokens = ? WHERE id = ?",
+                [
+                    .text(state.rawValue), .optional(model), .optional(notice), usage.map { .integer(Int64($0.inputTokens)) } ?? .null,
+                    usage.map { .integer(Int64($0.outputTokens)) } ?? .null, .text(messageID),
+                ]
             )
             guard let conversationID = try connection.scalarText(
                 "SELECT conversation_id FROM messages WHERE id = ?", [.text(messageID)]
@@ -465,18 +522,19 @@ public final class HistoryStore {
     /// Conversations whose title or message text contains every word of `text` (newest first).
     ///
     /// Message text is matched through the FTS5 index (word prefixes); image bytes are never read.
-    public func search(_ text: String, limit: Int = 50) throws -> [SearchHit] {
+    /// - Parameter markers: what is put around the matched words in message snippets.
+    public func search(_ text: String, limit: Int = 50, markers: (open: String, close: String) = ("[", "]")) throws -> [SearchHit] {
         let words = text.split(whereSeparator: { $0.isWhitespace }).map(String.init)
         guard !words.isEmpty else { return [] }
         let query = words.map { "\"" + $0.replacingOccurrences(of: "\"", with: "\"\"") + "\"*" }.joined(separator: " ")
         var hits = try connection.query(
             """
-            SELECT c.id, c.title, m.sequence, snippet(parts_fts, 0, '[', ']', '…', 12)
+            SELECT c.id, c.title, m.sequence, snippet(parts_fts, 0, ?, ?, '…', 12)
             FROM parts_fts JOIN parts p ON p.id = parts_fts.rowid
             JOIN messages m ON m.id = p.message_id JOIN conversations c ON c.id = m.conversation_id
             WHERE parts_fts MATCH ? ORDER BY c.updated_at DESC, m.sequence DESC LIMIT ?
             """,
-            [.text(query), .integer(Int64(limit))]
+            [.text(markers.open), .text(markers.close), .text(query), .integer(Int64(limit))]
         ) { SearchHit(conversationID: $0.text(0), title: $0.text(1), sequence: $0.integer(2), snippet: $0.text(3)) }
         var titleSQL = "SELECT id, title FROM conversations WHERE 1"
         var arguments: [SQLValue] = []

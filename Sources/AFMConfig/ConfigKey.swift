@@ -76,6 +76,11 @@ extension ConfigKey {
         section: "Server", key: "IOThreads", type: .integer(0...64), defaultValue: "0",
         summary: "Threads that read requests and write responses (each runs one epoll loop; connections are spread "
             + "over them). 0: one per CPU afmd may run on, at most 4.")
+    /// `[Server] MaxConnections`: HTTP connections open at once; more are answered 503 and closed.
+    public static let serverMaxConnections = ConfigKey(
+        section: "Server", key: "MaxConnections", type: .integer(1...1_000_000), defaultValue: "1024",
+        summary: "HTTP connections open at once. One more is answered 503 (busy, Retry-After: 1) and closed; afmd "
+            + "raises its open-file limit to fit, or lowers this to what the limit allows and says so.")
     /// `[Server] AllowedHosts`: names accepted in `Host` besides loopback names and the listen address.
     public static let serverAllowedHosts = ConfigKey(
         section: "Server", key: "AllowedHosts", type: .list, defaultValue: "",

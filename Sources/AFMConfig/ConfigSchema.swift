@@ -5,7 +5,7 @@ public enum ConfigSchema {
     /// Every key, in the order of `etc/afmd.conf`.
     public static let keys: [ConfigKey] = [
         .serverListen, .serverShutdownTimeout, .serverRequestHeaderTimeout, .serverProcessingDeadline, .serverIOThreads,
-        .serverAllowedHosts, .serverAllowedOrigins,
+        .serverMaxConnections, .serverAllowedHosts, .serverAllowedOrigins,
         .backendsDirectory, .backendsDisabled, .backendsSilenceTimeout, .backendsCancelGrace, .backendsDrainTimeout,
         .responsesCommonPrompt, .responsesMaxOutputBytes,
         .adminSocket, .adminOperatorGroups, .adminSocketGroup,

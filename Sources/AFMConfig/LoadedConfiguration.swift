@@ -106,6 +106,8 @@ public struct LoadedConfiguration: Sendable {
     public var processingDeadline: Duration { duration(.serverProcessingDeadline) }
     /// `Server.IOThreads` (0: automatic).
     public var ioThreads: Int { integer(.serverIOThreads) }
+    /// `Server.MaxConnections`.
+    public var maxConnections: Int { integer(.serverMaxConnections) }
     /// `Backends.Directory`, or `nil` when empty (the daemon then picks the directory next to its executable).
     public var backendDirectory: String? { string(.backendsDirectory).isEmpty ? nil : string(.backendsDirectory) }
     /// `Backends.Disabled`.

@@ -22,6 +22,10 @@ public enum AFMErrorCode: String, Sendable, Hashable, CaseIterable {
     case incompatible = "incompatible"
     /// Host-only: the process hosting the backend (its runner) died mid-request. Never crosses the ABI.
     case backendCrashed = "backend_crashed"
+    /// Host-only: a structured answer (`text.format` `json_schema` or `json_object`) that a backend said it
+    /// finished is not JSON, or does not match the schema. The host checks every such answer before calling the
+    /// response `completed`; this is a backend's failure, never the client's. Never crosses the ABI.
+    case invalidStructuredOutput = "invalid_structured_output"
 
     /// The `AFM_ERR_*` value of this code in `afm_backend.h`.
     public var abiValue: Int32 {
@@ -41,6 +45,7 @@ public enum AFMErrorCode: String, Sendable, Hashable, CaseIterable {
         case .internal: 13
         case .incompatible: 14
         case .backendCrashed: 1000
+        case .invalidStructuredOutput: 1001
         }
     }
 
@@ -63,7 +68,7 @@ public enum AFMErrorCode: String, Sendable, Hashable, CaseIterable {
         case .modelUnavailable, .busy, .backendCrashed: 503
         case .timeout: 504
         case .cancelled: 499
-        case .toolFailed, .internal, .incompatible: 500
+        case .toolFailed, .internal, .incompatible, .invalidStructuredOutput: 500
         }
     }
 
@@ -85,7 +90,7 @@ public enum AFMErrorCode: String, Sendable, Hashable, CaseIterable {
         case .modelUnavailable, .busy, .rateLimited, .quotaExceeded, .backendCrashed: 69  // EX_UNAVAILABLE
         case .timeout: 75  // EX_TEMPFAIL
         case .cancelled: 130
-        case .toolFailed, .internal, .incompatible: 70  // EX_SOFTWARE
+        case .toolFailed, .internal, .incompatible, .invalidStructuredOutput: 70  // EX_SOFTWARE
         }
     }
 }

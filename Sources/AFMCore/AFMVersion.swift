@@ -6,5 +6,5 @@ public enum AFMVersion {
     public static let string = "0.1.0"
     /// The backend ABI this host speaks (major, highest minor).
     public static let abiMajor: UInt32 = 1
-    public static let abiMinor: UInt32 = 0
+    public static let abiMinor: UInt32 = 1
 }

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMBackends
 import AFMCore
+import AFMDialects
 import AFMHTTP
 import AFMJSON
 import AFMLogging
 import AFMResponses
 
-/// Routes HTTP requests to the gateway's endpoints and renders every error as the OpenAI envelope.
+/// Routes HTTP requests to the gateway's endpoints and renders every error in the envelope of the path's dialect
+/// (`APIDialect(path:)`: Anthropic's under `/v1/messages`, OpenAI's elsewhere).
 ///
 /// | method | path                      | answer                                        |
 /// |--------|---------------------------|-----------------------------------------------|
@@ -14,6 +16,9 @@ import AFMResponses
 /// | GET    | /status                   | version, backends, models, budgets            |
 /// | GET    | /v1/models, /models       | OpenAI model list                             |
 /// | POST   | /v1/responses, /responses | Responses API (JSON or SSE)                   |
+/// | POST   | /v1/chat/completions, /chat/completions | Chat Completions (JSON or SSE)  |
+/// | POST   | /v1/messages              | Anthropic Messages (JSON or SSE)              |
+/// | POST   | /v1/messages/count_tokens | `{"input_tokens": N}`                         |
 /// | OPTIONS| any of the above           | CORS preflight (204) for an accepted `Origin` |
 ///
 /// Before routing, ``BrowserRequestPolicy`` refuses foreign `Host`s and cross-site `Origin`s (403), and a POST must
@@ -29,8 +34,9 @@ struct APIHandler: Sendable {
     /// right here, without a task: the small endpoints, refusals, and a non-streaming response whose backend
     /// answered from inside `generate`. A response that has to wait for its backend continues as a task.
     func start(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
+        let dialect = APIDialect(path: request.path)
         if let refusal = browserPolicy.refusal(for: request) {
-            refuse(request, writer, refusal, origin: nil)
+            refuse(request, writer, AFMError(refusal), origin: nil, dialect: dialect)
             return .answered
         }
         // Present only when accepted: answers then carry the CORS fields a browser needs to read them.
@@ -41,21 +47,44 @@ struct APIHandler: Sendable {
         }
         switch (request.method, request.path) {
         case ("POST", "/v1/responses"), ("POST", "/responses"):
-            return startResponse(request, writer, origin: origin)
+            return startResponse(request, writer, origin: origin, dialect: .responses) { () throws(AFMError) in
+                let decoded = try ResponsesRequest(body: request.body)
+                return (decoded.pipeline, decoded.echo, ResponsesEncoder())
+            }
+        case ("POST", "/v1/chat/completions"), ("POST", "/chat/completions"):
+            return startResponse(request, writer, origin: origin, dialect: .chatCompletions) { () throws(AFMError) in
+                let decoded = try ChatCompletionsRequest(body: request.body)
+                return (decoded.pipeline, .init(), ChatCompletionsEncoder(includeUsage: decoded.includeUsage))
+            }
+        case ("POST", "/v1/messages"):
+            return startResponse(request, writer, origin: origin, dialect: .messages) { () throws(AFMError) in
+                (try MessagesRequest(body: request.body).pipeline, .init(), MessagesEncoder())
+            }
+        case ("POST", "/v1/messages/count_tokens"):
+            return countTokens(request, writer, origin: origin)
         case ("GET", "/health"), ("HEAD", "/health"):
             sendJSONNow(writer, status: 200, encoded: Self.healthBody, origin: origin)
         case ("GET", "/status"):
             sendJSONNow(writer, status: 200, encoded: status().encoded(), origin: origin)
         case ("GET", "/v1/models"), ("GET", "/models"):
             sendJSONNow(writer, status: 200, encoded: modelList().encoded(), origin: origin)
+        case ("GET", let path) where path.hasPrefix("/v1/models/") || path.hasPrefix("/models/"):
+            let id = String(path[path.index(after: path.lastIndex(of: "/")!)...])
+            if let entry = modelList()["data"]?.arrayValue?.first(where: { $0["id"]?.stringValue == id }) {
+                sendJSONNow(writer, status: 200, encoded: entry.encoded(), origin: origin)
+            } else {
+                sendErrorNow(
+                    writer, AFMError(.modelUnavailable, "The model '\(id)' does not exist or cannot answer now.", param: "model", publicCode: "model_not_found", httpStatus: 404),
+                    origin: origin, dialect: request.headers["anthropic-version"] != nil ? .messages : dialect)
+            }
         case (_, let path) where Self.endpoints.contains(path):
             sendErrorNow(
                 writer, AFMError(.invalidRequest, "Method \(request.method) is not allowed on \(request.path).", publicCode: "method_not_allowed", httpStatus: 405),
-                origin: origin)
+                origin: origin, dialect: dialect)
         default:
             sendErrorNow(
                 writer, AFMError(.invalidRequest, "No endpoint \(request.method) \(request.path).", publicCode: "not_found", httpStatus: 404),
-                origin: origin)
+                origin: origin, dialect: dialect)
         }
         return .answered
     }
@@ -72,58 +101,101 @@ struct APIHandler: Sendable {
         try? writer.respondNow(HTTPResponseHead(status: 204, headers: headers), body: [])
     }
 
-    private static let endpoints: Set<String> = ["/health", "/status", "/v1/models", "/models", "/v1/responses", "/responses"]
+    private static let endpoints: Set<String> = [
+        "/health", "/status", "/v1/models", "/models", "/v1/responses", "/responses", "/v1/chat/completions", "/chat/completions",
+        "/v1/messages", "/v1/messages/count_tokens",
+    ]
 
     private static let healthBody = Array(#"{"status":"ok"}"#.utf8)
 
     /// Validates, leases and starts without waiting; answers at once when the generation already ended.
-    private func startResponse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?) -> HTTPHandlerStart {
+    /// `decode` is the dialect's decoder: the pipeline's request, what a Responses answer echoes, and the encoder
+    /// that writes the answer in the dialect's wire format.
+    func startResponse<Encoder: AnswerEncoder>(
+        _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?, dialect: APIDialect,
+        decode: () throws(AFMError) -> (PipelineRequest, ResponseBuilder.Echo, Encoder)
+    ) -> HTTPHandlerStart {
         if let refusal = BrowserRequestPolicy.mediaTypeRefusal(for: request) {
-            refuse(request, writer, refusal, origin: origin)
+            refuse(request, writer, AFMError(refusal), origin: origin, dialect: dialect)
             return .answered
         }
         let prepared: ResponsesService.Prepared
+        let encoder: Encoder
         do {
-            prepared = try service.prepare(body: request.body)
+            let (pipelineRequest, echo, dialectEncoder) = try decode()
+            encoder = dialectEncoder
+            prepared = try service.prepare(pipelineRequest, echo: echo)
         } catch {
-            refuse(request, writer, error, origin: origin)
+            refuse(request, writer, error, origin: origin, dialect: dialect)
             return .answered
         }
         if prepared.startMayBlock {
             // A runner-hosted backend: `generate` waits for the runner's reply, which must not hold up the loop.
             return .continueAsync {
                 await writer.leaveEventLoop()
-                guard let started = self.start(prepared, request, writer, origin: origin) else { return }
-                await self.respond(started, writer, origin: origin)
+                guard let started = self.start(prepared, request, writer, origin: origin, dialect: dialect) else { return }
+                await self.respond(started, writer, origin: origin, encoder: encoder)
             }
         }
-        guard let started = start(prepared, request, writer, origin: origin) else { return .answered }
-        if !started.request.stream, let (status, body, error) = service.completeIfEnded(started) {
-            deliver(started, writer, status: status, body: body, error: error, origin: origin)
+        guard let started = start(prepared, request, writer, origin: origin, dialect: dialect) else { return .answered }
+        if !started.request.stream, let (status, body, error) = service.completeIfEnded(started, encoder: encoder) {
+            deliver(started, writer, status: status, body: body, error: error, origin: origin, dialect: dialect)
             return .answered
         }
-        return .continueAsync { await self.respond(started, writer, origin: origin) }
+        return .continueAsync { await self.respond(started, writer, origin: origin, encoder: encoder) }
+    }
+
+    /// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, counted as the backend would see the request.
+    private func countTokens(_ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?) -> HTTPHandlerStart {
+        if let refusal = BrowserRequestPolicy.mediaTypeRefusal(for: request) {
+            refuse(request, writer, AFMError(refusal), origin: origin, dialect: .messages)
+            return .answered
+        }
+        let prepared: ResponsesService.Prepared
+        do {
+            prepared = try service.prepare(MessagesRequest(body: request.body, counting: true).pipeline)
+        } catch {
+            refuse(request, writer, error, origin: origin, dialect: .messages)
+            return .answered
+        }
+        let answer: @Sendable () -> Void = {
+            do throws(AFMError) {
+                let tokens = try self.service.countInputTokens(prepared)
+                self.sendJSONNow(writer, status: 200, encoded: Array(#"{"input_tokens":\#(tokens)}"#.utf8), origin: origin)
+            } catch {
+                self.refuse(request, writer, error, origin: origin, dialect: .messages)
+            }
+        }
+        guard prepared.startMayBlock else {
+            answer()
+            return .answered
+        }
+        // A runner-hosted backend's tokenizer answers over its channel, which must not hold up the loop.
+        return .continueAsync {
+            await writer.leaveEventLoop()
+            answer()
+        }
     }
 
     /// Starts the generation, or answers the refusal and returns nil.
     private func start(
-        _ prepared: ResponsesService.Prepared, _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?
+        _ prepared: ResponsesService.Prepared, _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?, dialect: APIDialect
     ) -> ResponsesService.Started? {
         do {
             return try service.start(prepared)
         } catch {
-            refuse(request, writer, error, origin: origin)
+            refuse(request, writer, error, origin: origin, dialect: dialect)
             return nil
         }
     }
 
-    private func refuse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError, origin: String?) {
+    func refuse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError, origin: String?, dialect: APIDialect) {
         logger.info("request refused", ["code": error.publicCode, "status": String(error.httpStatus), "connection": String(request.connectionID)])
-        sendErrorNow(writer, error, origin: origin)
+        sendErrorNow(writer, error, origin: origin, dialect: dialect)
     }
 
     /// Answers a started request: as Server-Sent Events, or as one JSON body once the generation ended.
-    private func respond(_ started: ResponsesService.Started, _ writer: HTTPResponseWriter, origin: String?) async {
+    private func respond(_ started: ResponsesService.Started, _ writer: HTTPResponseWriter, origin: String?, encoder: some AnswerEncoder) async {
         let extra = Self.extraHeaders(started)
         if started.request.stream {
             var headers = HTTPHeaders()
@@ -140,21 +212,22 @@ struct APIHandler: Sendable {
                 log(started, nil)
                 return
             }
-            let outcome = await service.stream(started) { bytes in try await writer.write(bytes) }
+            let outcome = await service.stream(started, encoder: encoder) { bytes in try await writer.write(bytes) }
             try? await writer.finishStream()
             log(started, outcome)
         } else {
-            let (status, body, error) = await service.complete(started)
-            deliver(started, writer, status: status, body: body, error: error, origin: origin)
+            let (status, body, error) = await service.complete(started, encoder: encoder)
+            deliver(started, writer, status: status, body: body, error: error, origin: origin, dialect: encoder.dialect)
         }
     }
 
     /// Sends a non-streaming answer (or its error envelope) and logs the response.
     private func deliver(
-        _ started: ResponsesService.Started, _ writer: HTTPResponseWriter, status: Int, body: [UInt8], error: AFMError?, origin: String?
+        _ started: ResponsesService.Started, _ writer: HTTPResponseWriter, status: Int, body: [UInt8], error: AFMError?, origin: String?,
+        dialect: APIDialect
     ) {
         if let error {
-            sendErrorNow(writer, error, origin: origin)
+            sendErrorNow(writer, error, origin: origin, dialect: dialect)
         } else {
             sendJSONNow(writer, status: status, encoded: body, extra: Self.extraHeaders(started), origin: origin)
         }
@@ -185,8 +258,12 @@ struct APIHandler: Sendable {
         String(String.UnicodeScalarView(text.unicodeScalars.prefix(400).map { $0.isASCII && $0.value >= 0x20 && $0.value != 0x7f ? $0 : "?" }))
     }
 
-    /// The OpenAI model list: the models that can answer now, plus the aliases that resolve now (`auto`,
-    /// `on-device`, `private-cloud`). `/status` lists every model, usable or not.
+    /// The model list: the models that can answer now, plus the aliases that resolve now (`auto`, `on-device`,
+    /// `private-cloud`). `/status` lists every model, usable or not.
+    ///
+    /// One list serves both client families: each entry has OpenAI's members (`object`, `created`, `owned_by`)
+    /// and Anthropic's (`type`, `display_name`, `created_at`), and the list has OpenAI's `object` and Anthropic's
+    /// `has_more`/`first_id`/`last_id`. Each SDK reads its own members and ignores the others.
     private func modelList() -> JSONValue {
         var data: [JSONValue] = registry.models().filter(\.available).map { entry in
             [
@@ -194,6 +271,9 @@ struct APIHandler: Sendable {
                 "object": "model",
                 "created": 0,
                 "owned_by": .string(entry.backend),
+                "type": "model",
+                "display_name": .string(entry.model.id),
+                "created_at": "1970-01-01T00:00:00Z",
                 "context_window": .number(JSONNumber(entry.model.contextTokens)),
                 "max_input_tokens": .number(JSONNumber(entry.model.maxInputTokens)),
                 "max_output_tokens": .number(JSONNumber(entry.model.maxOutputTokens)),
@@ -202,14 +282,19 @@ struct APIHandler: Sendable {
         }
         for alias in BackendRegistry.aliases {
             guard let target = try? registry.resolve(alias) else { continue }
-            data.append(["id": .string(alias), "object": "model", "created": 0, "owned_by": "afm", "alias_of": .string(target)])
+            data.append([
+                "id": .string(alias), "object": "model", "created": 0, "owned_by": "afm", "type": "model", "display_name": .string(alias),
+                "created_at": "1970-01-01T00:00:00Z", "alias_of": .string(target),
+            ])
         }
-        return ["object": "list", "data": .array(data)]
+        return [
+            "object": "list", "data": .array(data), "has_more": false, "first_id": data.first?["id"] ?? nil, "last_id": data.last?["id"] ?? nil,
+        ]
     }
 
     /// Sends a JSON answer; it never waits (a complete response is queued whatever the client's speed). `origin` is
     /// an accepted `Origin`, which the answer then allows to read it.
-    private func sendJSONNow(
+    func sendJSONNow(
         _ writer: HTTPResponseWriter, status: Int, encoded body: [UInt8], extra: [(String, String)] = [], origin: String?
     ) {
         var headers = HTTPHeaders()
@@ -219,11 +304,12 @@ struct APIHandler: Sendable {
         try? writer.respondNow(HTTPResponseHead(status: status, headers: headers), body: body)
     }
 
-    private func sendErrorNow(_ writer: HTTPResponseWriter, _ error: AFMError, origin: String?) {
+    /// Sends an error in the envelope of the dialect the request was for.
+    func sendErrorNow(_ writer: HTTPResponseWriter, _ error: AFMError, origin: String?, dialect: APIDialect) {
         var extra: [(String, String)] = []
         if let seconds = error.retryAfterSeconds { extra.append(("Retry-After", String(seconds))) }
         // A cancelled request has no client left to read this; 499 is only for the log.
-        sendJSONNow(writer, status: error.httpStatus, encoded: error.envelope.encoded(), extra: extra, origin: origin)
+        sendJSONNow(writer, status: error.httpStatus, encoded: dialect.errorBody(error), extra: extra, origin: origin)
     }
 
     /// Lets the page of an accepted origin read the answer (and tells caches the answer depends on `Origin`).

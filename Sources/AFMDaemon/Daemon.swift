@@ -86,6 +86,8 @@ public final class Daemon: Sendable {
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
         http.processingDeadline = configuration.processingDeadline
         http.ioThreadCount = configuration.ioThreads
+        http.maxConnections = Self.fitConnectionLimit(
+            configuration.maxConnections, refusalHeadroom: http.refusalHeadroom, logger: logger)
         let statusBox = StatusBox()
         let browserPolicy = BrowserRequestPolicy.Shared(configuration.browserPolicy(listenHost: configuration.listen.host))
         self.browserPolicy = browserPolicy
@@ -96,6 +98,24 @@ public final class Daemon: Sendable {
             handler.start(request, writer)
         }
         statusBox.set(self)
+    }
+
+    /// Descriptors kept free for everything but HTTP connections: backends and their runners, model files, the
+    /// admin socket and its clients, the event loops.
+    static let reservedDescriptors = 256
+
+    /// Raises the soft `RLIMIT_NOFILE` so `wanted` connections (plus the refusal headroom and the reserve) fit; when
+    /// the hard limit is too low, returns the most connections it allows and says so: refusing with 503 at a known
+    /// count beats failing `accept` (or opening a model file) with EMFILE at an unknown one.
+    static func fitConnectionLimit(_ wanted: Int, refusalHeadroom: Int, logger: Logger) -> Int {
+        let needed = UInt64(wanted + refusalHeadroom + reservedDescriptors)
+        let soft = ResourceLimits.raiseOpenFilesSoftLimit(to: needed)
+        guard soft < needed else { return wanted }
+        let fitting = max(1, Int(soft) - refusalHeadroom - reservedDescriptors)
+        logger.warning(
+            "the open-file limit is too low for Server.MaxConnections; serving fewer connections",
+            ["MaxConnections": "\(wanted)", "RLIMIT_NOFILE": "\(soft)", "connections": "\(fitting)"])
+        return fitting
     }
 
     static func registryConfiguration(_ configuration: DaemonConfiguration, backendDirectory: String) -> BackendRegistry.Configuration {

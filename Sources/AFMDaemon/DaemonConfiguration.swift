@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMConfig
+import AFMHTTP
 import AFMSystem
 import Foundation
 
@@ -19,6 +20,8 @@ public struct DaemonConfiguration: Sendable {
     public var processingDeadline: Duration
     /// HTTP event-loop threads (`Server.IOThreads`, 0 resolved to one per usable CPU, at most 4).
     public var ioThreads: Int
+    /// `Server.MaxConnections`: HTTP connections open at once (see ``Daemon`` for how it meets `RLIMIT_NOFILE`).
+    public var maxConnections: Int
     /// `Server.AllowedHosts`: further names accepted in `Host` (`*`: any).
     public var allowedHosts: [String]
     /// `Server.AllowedOrigins`: web origins whose pages may call the API (`*`: any).
@@ -60,6 +63,7 @@ public struct DaemonConfiguration: Sendable {
         requestHeaderTimeout = loaded.requestHeaderTimeout
         processingDeadline = loaded.processingDeadline
         ioThreads = loaded.ioThreads > 0 ? loaded.ioThreads : min(4, max(1, CurrentProcess.usableProcessorCount))
+        maxConnections = loaded.maxConnections
         allowedHosts = loaded.list(.serverAllowedHosts)
         allowedOrigins = loaded.list(.serverAllowedOrigins)
         backendSettings = loaded.backendSettings

@@ -14,6 +14,8 @@ final class HTTPEventLoop: Sendable {
     enum Command: Sendable {
         /// Register an accepted connection with this loop.
         case adopt(HTTPConnection)
+        /// Register an accepted connection over `maxConnections` only to answer it 503 and close it.
+        case refuse(HTTPConnection)
         /// The connection's handler finished and the loop has work (held input, or a close to finish).
         case wake(UInt64)
         /// Graceful shutdown began: close idle keep-alive connections.

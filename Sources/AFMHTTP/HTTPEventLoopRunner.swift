@@ -39,17 +39,25 @@ final class HTTPEventLoopRunner {
     private let logger: Logger
     private var listener: FileDescriptor?
     private var acceptPausedUntil: UInt64?
+    /// When the connection limit was last logged (one warning per 10 s while it holds).
+    private var limitLoggedAt: UInt64?
     private var contexts: [UInt64: Context] = [:]
     private var events = EpollEventBuffer(capacity: 256)
     private let readBuffer: UnsafeMutableRawBufferPointer
     private var running = true
     private var lastSweep: UInt64 = 0
+    /// The last sweep stopped at ``maxExpiriesPerSweep``: sweep again right after the next (non-waiting) pass.
+    private var sweepUnfinished = false
     /// Output produced on this thread during a pass, sent at its end.
     private let deferredFlush = HTTPDeferredFlush()
 
     /// While a handler runs, at most this much further (pipelined) input is buffered before reading pauses.
     private static let heldInputLimit = 64 * 1024
     private static let sweepInterval: UInt64 = 100_000_000
+    /// A sweep closes at most this many timed-out connections before letting the loop serve I/O again: a thousand
+    /// slow clients that connected together expire together, and closing them all in one go would hold up every
+    /// other request on this loop for that long.
+    private static let maxExpiriesPerSweep = 128
     /// Handlers of requests with at most this many body bytes start on the loop's thread.
     static let inlineStartLimit = 64 * 1024
 
@@ -72,7 +80,7 @@ final class HTTPEventLoopRunner {
         while running {
             let count: Int
             do {
-                count = try loop.epoll.wait(into: &events, timeoutMilliseconds: 100)
+                count = try loop.epoll.wait(into: &events, timeoutMilliseconds: sweepUnfinished ? 0 : 100)
             } catch {
                 logger.error("epoll_wait failed; stopping the HTTP event loop", ["error": "\(error)"])
                 break
@@ -92,7 +100,7 @@ final class HTTPEventLoopRunner {
                 if !running { break }
             }
             let now = SystemClock.coarseMonotonicNanoseconds()
-            if elapsed(from: lastSweep, to: now) >= Self.sweepInterval {
+            if sweepUnfinished || elapsed(from: lastSweep, to: now) >= Self.sweepInterval {
                 lastSweep = now
                 sweep(now: now)
             }
@@ -111,6 +119,8 @@ final class HTTPEventLoopRunner {
         switch command {
         case .adopt(let connection):
             adopt(connection)
+        case .refuse(let connection):
+            refuse(connection)
         case .wake(let id):
             guard let context = contexts[id] else { return }
             process(context)
@@ -128,7 +138,16 @@ final class HTTPEventLoopRunner {
 
     private func acceptConnections() {
         guard let listener else { return }
+        let limits = core.configuration
         for _ in 0..<128 {
+            let open = core.connectionCount
+            if open >= limits.maxConnections + limits.refusalHeadroom {
+                // Even refusals would cost descriptors now: leave new connections in the kernel's backlog (which
+                // refuses or drops beyond its size) and look again at the next sweep.
+                pauseAccepting(listener)
+                logConnectionLimit(open: open)
+                return
+            }
             let accepted: AcceptedSocket
             do {
                 switch try listener.accept() {
@@ -142,8 +161,7 @@ final class HTTPEventLoopRunner {
                 case .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noBufferSpace, .noMemory:
                     // Level-triggered: retrying at once would spin. Pause accepting; the sweep resumes it.
                     logger.warning("accept failed; pausing for 100 ms", ["error": "\(error)"])
-                    try? loop.epoll.remove(listener)
-                    acceptPausedUntil = SystemClock.coarseMonotonicNanoseconds() + Self.sweepInterval
+                    pauseAccepting(listener)
                     return
                 default:
                     // EINVAL: the listener was shut down (stopListening/shutdown). Stop watching it.
@@ -156,12 +174,44 @@ final class HTTPEventLoopRunner {
             try? accepted.descriptor.setNoDelay(true)
             let connection = core.makeConnection(
                 descriptor: accepted.descriptor, remoteAddress: accepted.peer?.description ?? "unknown")
+            let refused = open >= limits.maxConnections
+            if refused {
+                core.countRefusal()
+                logConnectionLimit(open: open)
+            }
             if connection.loop === loop {
-                adopt(connection)
+                if refused { refuse(connection) } else { adopt(connection) }
             } else {
-                connection.loop.post(.adopt(connection))
+                connection.loop.post(refused ? .refuse(connection) : .adopt(connection))
             }
         }
+    }
+
+    /// Stops watching the listener until the next sweep (~100 ms), which adds it back.
+    private func pauseAccepting(_ listener: FileDescriptor) {
+        try? loop.epoll.remove(listener)
+        acceptPausedUntil = SystemClock.coarseMonotonicNanoseconds() + Self.sweepInterval
+    }
+
+    private func logConnectionLimit(open: Int) {
+        let now = SystemClock.coarseMonotonicNanoseconds()
+        if let last = limitLoggedAt, elapsed(from: last, to: now) < 10_000_000_000 { return }
+        limitLoggedAt = now
+        logger.warning(
+            "connection limit reached; refusing new connections with 503",
+            ["open": "\(open)", "limit": "\(core.configuration.maxConnections)", "refused": "\(core.refusedConnections)"])
+    }
+
+    /// Answers a connection over the limit with 503 `busy` and closes it (after the usual linger, so the answer
+    /// is not destroyed by a reset when the client's request arrives after the close).
+    private func refuse(_ connection: HTTPConnection) {
+        adopt(connection)
+        guard let context = contexts[connection.id] else { return }
+        let bytes = HTTPResponseEncoder.errorResponse(
+            status: 503, code: "busy", message: "The server has too many open connections; retry later.",
+            date: core.dateCache.current(), serverName: core.configuration.serverName, retryAfterSeconds: 1)
+        context.connection.sendErrorAndClose(bytes)
+        context.closing = true
     }
 
     private func adopt(_ connection: HTTPConnection) {
@@ -359,7 +409,16 @@ final class HTTPEventLoopRunner {
             try? loop.epoll.add(listener, events: [.readable], userData: HTTPEventLoop.listenerToken)
         }
         let configuration = core.timeouts
+        // One 408 for every connection that expires in this sweep: a crowd of slow clients that connected together
+        // expires together, and encoding the same answer a thousand times would hold up everyone else on this loop.
+        var timeoutAnswer: [UInt8]?
+        var expiries = 0
+        sweepUnfinished = false
         for context in Array(contexts.values) {
+            if expiries == Self.maxExpiriesPerSweep {
+                sweepUnfinished = true
+                break
+            }
             let connection = context.connection
             if !context.closing && context.handlerActive {
                 switch connection.inputStatus(markInputWaiting: false) {
@@ -413,12 +472,18 @@ final class HTTPEventLoopRunner {
                 let start = context.requestStartedAt ?? context.waitingSince
                 if elapsed(from: start, to: now) > configuration.requestHeader {
                     if context.parser.hasPartialRequest || context.served == 0 {
-                        sendError(
-                            context, status: 408, code: "request_timeout",
-                            message: "The request was not received in time.")
+                        let answer =
+                            timeoutAnswer
+                            ?? HTTPResponseEncoder.errorResponse(
+                                status: 408, code: "request_timeout", message: "The request was not received in time.",
+                                date: core.dateCache.current(), serverName: core.configuration.serverName)
+                        timeoutAnswer = answer
+                        context.connection.sendErrorAndClose(answer)
+                        context.closing = true
                     } else {
                         teardown(context, "idle keep-alive timeout")  // An idle keep-alive connection: close silently.
                     }
+                    expiries += 1
                 }
             }
         }

@@ -12,6 +12,8 @@ struct HTTPParseError: Error, Equatable, Sendable {
 
     static let headersTooLarge = HTTPParseError(
         status: 431, code: "headers_too_large", message: "The request line and headers exceed the size limit.")
+    static let tooManyHeaderFields = HTTPParseError(
+        status: 431, code: "headers_too_large", message: "The request has too many header fields.")
     static let bodyTooLarge = HTTPParseError(
         status: 413, code: "request_too_large", message: "The request body exceeds the size limit.")
     static func notImplemented(_ message: String) -> HTTPParseError {

@@ -28,7 +28,8 @@
 ///   missing or repeated `Host` on HTTP/1.1, invalid or conflicting `Content-Length`, `Content-Length`
 ///   together with `Transfer-Encoding`, `Transfer-Encoding` on HTTP/1.0, `chunked` repeated or not last,
 ///   malformed chunk lines.
-/// - 431 when the request line and headers exceed `maxHeaderBytes` (also for chunked trailers).
+/// - 431 when the request line and headers exceed `maxHeaderBytes`, or the field lines exceed `maxHeaderFields`
+///   (also for chunked trailers): a request of thousands of tiny fields costs a `String` pair each.
 /// - 413 when `Content-Length` (or the running total of chunk sizes) exceeds `maxBodyBytes`, decided from the
 ///   declared sizes before the body is read.
 /// - 501 for a transfer coding other than `chunked` (`gzip, chunked`): valid HTTP that this server does not
@@ -39,6 +40,8 @@ struct HTTPRequestParser {
     struct Limits: Sendable {
         var maxHeaderBytes: Int
         var maxBodyBytes: Int
+        /// The most header field lines a request may have (and, separately, trailer field lines).
+        var maxHeaderFields = 100
     }
 
     /// What ``next()`` found.
@@ -81,6 +84,7 @@ struct HTTPRequestParser {
     /// The most the body can grow to: the declared `Content-Length`, or the body limit for a chunked body.
     private var bodyCeiling = 0
     private var trailerBytes = 0
+    private var trailerFields = 0
 
     init(limits: Limits) { self.limits = limits }
 
@@ -187,6 +191,7 @@ struct HTTPRequestParser {
                         return fail(error)
                     case .success(0):
                         trailerBytes = 0
+                        trailerFields = 0
                         phase = .trailers
                     case .success(let size):
                         if size > limits.maxBodyBytes - body.count { return fail(.bodyTooLarge) }
@@ -226,6 +231,8 @@ struct HTTPRequestParser {
                     if start == end { return complete() }
                     trailerBytes += end - start + 2
                     if trailerBytes > limits.maxHeaderBytes { return fail(.headersTooLarge) }
+                    trailerFields += 1
+                    if trailerFields > limits.maxHeaderFields { return fail(.tooManyHeaderFields) }
                     // Trailer fields are tolerated and dropped: none of them matters to this server.
                     let valid = buffer.withUnsafeBufferPointer { bytes in
                         !ASCII.isWhitespace(bytes[start])
@@ -377,7 +384,7 @@ struct HTTPRequestParser {
                 return count - readIndex > limits.maxHeaderBytes ? .error(.headersTooLarge) : .needMoreData
             }
             if end - readIndex > limits.maxHeaderBytes { return .error(.headersTooLarge) }
-            let result = Self.parseHeadBlock(bytes, start: readIndex, end: end)
+            let result = Self.parseHeadBlock(bytes, start: readIndex, end: end, maxFields: limits.maxHeaderFields)
             readIndex = end
             return result
         }
@@ -387,7 +394,9 @@ struct HTTPRequestParser {
     }
 
     /// Parses a complete header block `bytes[start..<end]`, which ends with an empty line.
-    private static func parseHeadBlock(_ bytes: UnsafeBufferPointer<UInt8>, start: Int, end: Int) -> HeadResult {
+    private static func parseHeadBlock(
+        _ bytes: UnsafeBufferPointer<UInt8>, start: Int, end: Int, maxFields: Int
+    ) -> HeadResult {
         // Split into lines; `lineEnd` excludes the LF and a CR just before it.
         var lineStart = start
         func nextLine() -> (Int, Int)? {
@@ -418,8 +427,11 @@ struct HTTPRequestParser {
         var expectContinue = false
         var expectOther = false
 
+        var fieldCount = 0
         while let (fieldStart, fieldEnd) = nextLine() {
             if fieldStart == fieldEnd { break }  // The empty line.
+            fieldCount += 1
+            if fieldCount > maxFields { return .error(.tooManyHeaderFields) }
             if ASCII.isWhitespace(bytes[fieldStart]) {
                 return .error(.badRequest("Obsolete line folding is not allowed."))
             }

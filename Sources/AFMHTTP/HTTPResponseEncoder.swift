@@ -145,11 +145,13 @@ enum HTTPResponseEncoder {
         date: [UInt8],
         serverName: String?,
         close: Bool = true,
-        headOnly: Bool = false
+        headOnly: Bool = false,
+        retryAfterSeconds: Int? = nil
     ) -> [UInt8] {
         let body = HTTPErrorBody.json(message: message, type: HTTPErrorBody.type(forStatus: status), code: code)
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
+        if let retryAfterSeconds { headers.add(name: "Retry-After", value: "\(retryAfterSeconds)") }
         // The force try is safe: the status is one of the server's own and the fields above are constants.
         var out = try! encodeHead(
             status: status, headers: headers, framing: .length(body.count), connection: close ? .close : .omit,

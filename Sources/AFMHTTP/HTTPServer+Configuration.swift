@@ -2,9 +2,27 @@
 
 extension HTTPServer {
     /// Limits, timeouts and threading of an ``HTTPServer``. Every field has a production default.
+    ///
+    /// Memory per connection is bounded by these limits: a connection still sending its request holds at most
+    /// `maxHeaderBytes` + 64 KiB of input (one read) plus about 1 KiB of bookkeeping, a body being received at most
+    /// `maxBodyBytes` (reserved as bytes arrive, never on a declared length alone), pipelined input held while a
+    /// handler runs at most 128 KiB, and queued output at most `outboundHighWatermark` plus the one write that
+    /// crossed it (streaming writers wait). An idle keep-alive connection keeps at most a 64 KiB input buffer.
+    /// So `maxConnections` connections that trickle headers cost at most `maxConnections × (maxHeaderBytes +
+    /// 65 KiB)`: 129 MiB with the defaults.
     public struct Configuration: Sendable {
         /// The largest request line plus header block, in bytes. Larger → 431 and close. Default: 64 KiB.
         public var maxHeaderBytes = 64 * 1024
+        /// The most header field lines in a request (and trailer field lines in a chunked body). More → 431 and
+        /// close. HAProxy allows 101 by default; every browser and SDK sends fewer than 30. Default: 100.
+        public var maxHeaderFields = 100
+        /// The most connections open at once. A connection beyond it is accepted only to be answered 503 `busy`
+        /// (with `Retry-After: 1`) and closed; while `refusalHeadroom` refused ones are still closing, the server
+        /// stops accepting for 100 ms at a time and leaves new ones in the kernel's backlog, so descriptors
+        /// stay bounded (at most `maxConnections + refusalHeadroom` sockets) instead of running out. Default: 1024.
+        public var maxConnections = 1024
+        /// Refused connections that may be closing at once over `maxConnections` (see there). Default: 64.
+        public var refusalHeadroom = 64
         /// The largest request body, in bytes. A larger `Content-Length` → 413 before reading the body; a
         /// chunked body → 413 as soon as its declared chunk sizes cross the limit. Default: 16 MiB.
         public var maxBodyBytes = 16 * 1024 * 1024

@@ -139,6 +139,11 @@ public final class HTTPServer: Sendable {
         state.withLock { $0.core }?.connectionCount ?? 0
     }
 
+    /// Connections answered 503 `busy` because `maxConnections` were open, since the server started.
+    public var refusedConnectionCount: Int {
+        state.withLock { $0.core }?.refusedConnections ?? 0
+    }
+
     /// Stops accepting: new connection attempts are refused from now on. Idempotent.
     private func stopAccepting() {
         // The listener descriptor stays open until loop 0 ends (after `.stop`), so shutting it down here can

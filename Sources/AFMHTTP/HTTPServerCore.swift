@@ -27,6 +27,7 @@ final class HTTPServerCore: Sendable {
     private let nextLoop = Atomic<Int>(0)
     private let draining = Atomic<Bool>(false)
     private let registry = Mutex<[UInt64: HTTPConnection]>([:])
+    private let refusedCount = Atomic<Int>(0)
 
     init(configuration: HTTPServer.Configuration, logger: Logger, starter: @escaping HTTPStartingHandler)
         throws(SystemCallError)
@@ -35,7 +36,8 @@ final class HTTPServerCore: Sendable {
         self.logger = logger
         self.starter = starter
         limits = HTTPRequestParser.Limits(
-            maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes)
+            maxHeaderBytes: configuration.maxHeaderBytes, maxBodyBytes: configuration.maxBodyBytes,
+            maxHeaderFields: configuration.maxHeaderFields)
         timeouts = Timeouts(
             requestHeader: SystemClock.nanoseconds(configuration.requestHeaderTimeout),
             processing: SystemClock.nanoseconds(configuration.processingDeadline),
@@ -68,6 +70,11 @@ final class HTTPServerCore: Sendable {
     }
 
     var connectionCount: Int { registry.withLock { $0.count } }
+
+    /// Connections refused over `maxConnections` since the server started.
+    var refusedConnections: Int { refusedCount.load(ordering: .relaxed) }
+
+    func countRefusal() { refusedCount.add(1, ordering: .relaxed) }
 
     /// Every registered connection (a snapshot).
     var connections: [HTTPConnection] { registry.withLock { Array($0.values) } }

@@ -14,7 +14,7 @@ public enum GenerationRequestDocument {
     ///   - responseID: the public id of the response, for the backend's logs.
     ///   - maxOutputTokens: the resolved output cap (never absent in the document).
     public static func make(
-        for request: ResponsesRequest, model: String, responseID: String, maxOutputTokens: Int, system: [String], input: [JSONValue]
+        for request: PipelineRequest, model: String, responseID: String, maxOutputTokens: Int, system: [String], input: [JSONValue]
     ) -> JSONValue {
         [
             "request_version": .number(JSONNumber(version)),
@@ -30,6 +30,7 @@ public enum GenerationRequestDocument {
             "top_p": request.topP.map { .number(JSONNumber($0)) } ?? nil,
             "reasoning_effort": request.reasoningEffort.map(JSONValue.string) ?? nil,
             "stream": .bool(request.stream),
+            "output_format": request.outputFormat.documentValue,
         ]
     }
 
@@ -38,7 +39,7 @@ public enum GenerationRequestDocument {
     /// their values). Every request needs only these bytes; building the object first and freeing it was a
     /// measurable part of a small request's CPU (docs/PERFORMANCE.md).
     public static func encode(
-        for request: ResponsesRequest, model: String, responseID: String, maxOutputTokens: Int, system: [String], input: [JSONValue]
+        for request: PipelineRequest, model: String, responseID: String, maxOutputTokens: Int, system: [String], input: [JSONValue]
     ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(320)
@@ -74,8 +75,28 @@ public enum GenerationRequestDocument {
         if let effort = request.reasoningEffort { JSONEncoding.appendEscapedString(effort, to: &out) } else { out.append(literal: "null") }
         out.append(literal: #","stream":"#)
         out.append(literal: request.stream ? "true" : "false")
+        out.append(literal: #","output_format":"#)
+        switch request.outputFormat.kind {
+        case .text: out.append(literal: #"{"type":"text"}"#)
+        case .jsonObject: out.append(literal: #"{"type":"json_object"}"#)
+        case .jsonSchema: request.outputFormat.documentValue.encode(into: &out)
+        }
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// ``make(for:model:responseID:maxOutputTokens:system:input:)`` for a Responses request.
+    public static func make(
+        for request: ResponsesRequest, model: String, responseID: String, maxOutputTokens: Int, system: [String], input: [JSONValue]
+    ) -> JSONValue {
+        make(for: request.pipeline, model: model, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system, input: input)
+    }
+
+    /// ``encode(for:model:responseID:maxOutputTokens:system:input:)`` for a Responses request.
+    public static func encode(
+        for request: ResponsesRequest, model: String, responseID: String, maxOutputTokens: Int, system: [String], input: [JSONValue]
+    ) -> [UInt8] {
+        encode(for: request.pipeline, model: model, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system, input: input)
     }
 
     /// The document's `input` items for the request's items. Reasoning items are opened by `openReasoning`

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-import AFMCore
 
 /// The one table that says what the gateway does with each top-level field of `POST /v1/responses`.
 ///
@@ -7,63 +6,57 @@ import AFMCore
 /// `docs/responses-api.md`. DESIGN §4: refuse what we cannot do instead of emulating it, but accept and echo the
 /// fields real clients send routinely (Codex, Copilot, the Agents SDK) and that do not change the answer.
 public enum RequestPolicy {
-    /// What happens to one field.
-    public enum Disposition: Sendable, Hashable {
-        /// Honoured.
-        case supported
-        /// Accepted, has no effect, and is echoed in the response object.
-        case ignored
-        /// Refused with 400 and this error code.
-        case rejected(code: String, message: String)
-    }
+    public typealias Disposition = PolicyTable.Disposition
 
-    /// Every top-level field the gateway knows, in documentation order.
-    public static let fields: [(name: String, disposition: Disposition, note: String)] = [
-        ("model", .supported, "a served model id"),
-        ("input", .supported, "a string, or message items with input_text / output_text parts"),
-        ("instructions", .supported, "system text; kept apart from the conversation"),
-        ("stream", .supported, "true: Server-Sent Events; false: one JSON body"),
-        ("temperature", .supported, "0 to 2"),
-        ("top_p", .supported, "0 to 1"),
-        ("max_output_tokens", .supported, "1 or more; clamped to the model's output budget (and echoed)"),
-        ("tools", .supported, "function tools are passed to the backend"),
-        ("tool_choice", .supported, "auto, none, required, or {type:function,name}"),
-        ("parallel_tool_calls", .supported, "boolean"),
-        ("reasoning", .supported, "object or null"),
-        ("include", .supported, "list of strings"),
-        ("truncation", .supported, "auto or disabled"),
-        ("metadata", .ignored, "echoed"),
-        ("user", .ignored, "echoed"),
-        ("safety_identifier", .ignored, "echoed"),
-        ("prompt_cache_key", .ignored, "a cache-affinity hint; echoed"),
-        ("prompt_cache_retention", .ignored, "echoed"),
-        ("service_tier", .ignored, "echoed"),
-        ("client_metadata", .ignored, "sent by Codex"),
-        ("text", .ignored, "only format {type:text}; verbosity is echoed"),
-        ("stream_options", .ignored, "obfuscation is never added"),
-        ("store", .ignored, "absent or false; true is refused"),
-        ("top_logprobs", .ignored, "0 only"),
-        ("max_tool_calls", .ignored, "echoed"),
-        (
+    /// The table of `POST /v1/responses`.
+    public static let table = PolicyTable([
+        .init("model", .supported, "a served model id"),
+        .init("input", .supported, "a string, or message items with input_text / output_text parts"),
+        .init("instructions", .supported, "system text; kept apart from the conversation"),
+        .init("stream", .supported, "true: Server-Sent Events; false: one JSON body"),
+        .init("temperature", .supported, "0 to 2"),
+        .init("top_p", .supported, "0 to 1"),
+        .init("max_output_tokens", .supported, "1 or more; clamped to the model's output budget (and echoed)"),
+        .init("tools", .supported, "function tools are passed to the backend"),
+        .init("tool_choice", .supported, "auto, none, required, or {type:function,name}"),
+        .init("parallel_tool_calls", .supported, "boolean"),
+        .init("reasoning", .supported, "object or null"),
+        .init("include", .supported, "list of strings"),
+        .init("truncation", .supported, "auto or disabled"),
+        .init("text", .supported, "format text, json_object or json_schema (enforced and checked; echoed); verbosity is echoed"),
+        .init("metadata", .ignored, "echoed"),
+        .init("user", .ignored, "echoed"),
+        .init("safety_identifier", .ignored, "echoed"),
+        .init("prompt_cache_key", .ignored, "a cache-affinity hint; echoed"),
+        .init("prompt_cache_retention", .ignored, "echoed"),
+        .init("service_tier", .ignored, "echoed"),
+        .init("client_metadata", .ignored, "sent by Codex"),
+        .init("stream_options", .ignored, "obfuscation is never added"),
+        .init("store", .ignored, "absent or false; true is refused"),
+        .init("top_logprobs", .ignored, "0 only"),
+        .init("max_tool_calls", .ignored, "echoed"),
+        .init(
             "previous_response_id",
             .rejected(
                 code: "previous_response_not_found",
                 message: "This gateway stores no responses; resend the full conversation in 'input' instead of previous_response_id."),
             "clients retry statelessly"
         ),
-        (
+        .init(
             "conversation",
             .rejected(code: "unsupported_parameter", message: "Conversations are not stored by this gateway; send the full history in 'input'."),
             ""
         ),
-        ("background", .rejected(code: "unsupported_parameter", message: "Background responses are not supported."), "false is accepted"),
-        ("prompt", .rejected(code: "unsupported_parameter", message: "Stored prompt templates are not supported."), ""),
-    ]
+        .init("background", .rejected(code: "unsupported_parameter", message: "Background responses are not supported."), "false is accepted",
+            accepted: false),
+        .init("prompt", .rejected(code: "unsupported_parameter", message: "Stored prompt templates are not supported."), ""),
+    ])
 
-    private static let index: [String: Disposition] = Dictionary(uniqueKeysWithValues: fields.map { ($0.name, $0.disposition) })
+    /// Every top-level field, in documentation order.
+    public static var fields: [PolicyTable.Field] { table.fields }
 
     /// The disposition of a top-level field, or nil when the gateway does not know it.
     public static func disposition(of field: String) -> Disposition? {
-        index[field]
+        table.disposition(of: field)
     }
 }

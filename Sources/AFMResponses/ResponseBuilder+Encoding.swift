@@ -11,7 +11,7 @@ extension ResponseBuilder {
     /// `text`, `metadata`, …) are encoded from their `JSONValue`s as before; `reasoning`, `text`, `truncation` and
     /// `metadata` sent as `null` get their defaults, as in `responseObject()`.
     public func encodeResponseObject(into out: inout [UInt8]) {
-        let body = request.body
+        let body = echo.body
         let finished = outcome != nil
         out.reserveCapacity(out.count + 1024)
         out.append(literal: #"{"id":"#)
@@ -38,7 +38,7 @@ extension ResponseBuilder {
             out.append(literal: #"},"incomplete_details":null"#)
         }
         out.append(literal: #","instructions":"#)
-        if let instructions = request.instructions { JSONEncoding.appendEscapedString(instructions, to: &out) } else { out.append(literal: "null") }
+        if let instructions = echo.instructions { JSONEncoding.appendEscapedString(instructions, to: &out) } else { out.append(literal: "null") }
         out.append(literal: #","max_output_tokens":"#)
         out.append(decimal: maxOutputTokens)
         out.append(literal: #","max_tool_calls":"#)
@@ -73,9 +73,9 @@ extension ResponseBuilder {
             out.append(literal: #"{"format":{"type":"text"},"verbosity":"medium"}"#)
         }
         out.append(literal: #","tool_choice":"#)
-        Self.put(request.toolChoice, into: &out)
+        Self.put(echo.toolChoice, into: &out)
         out.append(literal: #","tools":"#)
-        if request.tools.isEmpty { out.append(literal: "[]") } else { JSONValue.array(request.tools).encode(into: &out) }
+        if echo.tools.isEmpty { out.append(literal: "[]") } else { JSONValue.array(echo.tools).encode(into: &out) }
         out.append(literal: #","top_logprobs":0,"top_p":"#)
         Self.put(request.topP.map { .number(JSONNumber($0)) } ?? Self.one, into: &out)
         out.append(literal: #","truncation":"#)

@@ -60,10 +60,66 @@ public struct ResponseBuilder: Sendable {
     /// The `code` of the error that ends a response whose output grew past `maximumOutputBytes`.
     public static let outputLimitCode = "output_limit_exceeded"
 
+    /// What the Responses dialect's response object echoes of its request (empty for the other dialects).
+    public struct Echo: Sendable {
+        public var body: JSONObject
+        public var instructions: String?
+        public var tools: [JSONValue]
+        public var toolChoice: JSONValue
+
+        public init(body: JSONObject = [:], instructions: String? = nil, tools: [JSONValue] = [], toolChoice: JSONValue = "auto") {
+            self.body = body
+            self.instructions = instructions
+            self.tools = tools
+            self.toolChoice = toolChoice
+        }
+    }
+
+    /// What the pipeline accepted from one backend event, in dialect-neutral terms: the other dialects' encoders
+    /// write their wire format from these (``recordsSteps``), the Responses dialect from the events ``consume``
+    /// returns.
+    public enum Step: Sendable, Hashable {
+        /// Text appended to the answer (never empty; text that may begin a stop sequence is held back first).
+        case text(String)
+        /// Visible reasoning text.
+        case reasoning(String)
+        /// Tool call number `call` (0, 1, … among the calls kept) began.
+        case callBegan(call: Int, callID: String, name: String)
+        /// More of call number `call`'s arguments (JSON text).
+        case callArguments(call: Int, delta: String)
+        /// The answer ended: ``outcome`` is set.
+        case ended
+    }
+
+    /// Why a completed answer ended, as the dialects that report it need it.
+    public enum StopReason: Sendable, Hashable {
+        /// The model stopped by itself.
+        case stop
+        /// The model wrote one of the request's stop sequences (the text ends before it).
+        case stopSequence(String)
+        /// The model called tools.
+        case toolCalls
+        /// The output cap (`max_output_tokens`) cut the answer.
+        case length
+    }
+
+    /// One finished output item in dialect-neutral terms (for the non-streaming encoders of other dialects).
+    public struct OutputView: Sendable {
+        public enum Kind: Sendable { case text, reasoning, toolCall }
+        public var kind: Kind
+        /// The text, the reasoning text, or the call's arguments (JSON text).
+        public var text: String
+        public var callID: String
+        public var name: String
+        /// Cut by the output cap or a failure.
+        public var incomplete: Bool
+    }
+
     public let responseID: String
     public let createdAt: Int
-    let request: ResponsesRequest
-    let model: String
+    let request: PipelineRequest
+    let echo: Echo
+    public let model: String
     let maxOutputTokens: Int
     let estimatedInputTokens: Int
     let seal: @Sendable ([UInt8]) -> String
@@ -72,8 +128,19 @@ public struct ResponseBuilder: Sendable {
     /// `output_limit_exceeded`, so a generation can never grow the host's memory without bound; the caller then
     /// cancels the generation.
     public let maximumOutputBytes: Int
-    /// Whether `start()` and `consume(_:now:)` build stream events (false for non-streaming requests).
+    /// Whether `start()` and `consume(_:now:)` build Responses stream events (false for non-streaming requests and
+    /// the other dialects).
     public var streamsEvents = true
+    /// Whether ``consume(_:now:)`` records ``Step``s for ``takeSteps()`` (streams of the other dialects).
+    public var recordsSteps = false
+    private var steps: [Step] = []
+    /// Text held back because it may be the start of a stop sequence.
+    private var heldText = ""
+    /// Why the answer ended, once it completed or was cut by the cap.
+    public private(set) var stopReason: StopReason?
+    /// Set when the builder ended the answer before the backend did (a stop sequence, the output limit): the
+    /// caller cancels the generation.
+    public private(set) var endedEarly = false
     private var sequence = 0
     private var items: [OutputItem] = []
     private var usage = BackendUsage()
@@ -96,18 +163,36 @@ public struct ResponseBuilder: Sendable {
     /// - Parameter seal: turns a backend's opaque reasoning state into `encrypted_content` (the host's sealer,
     ///   bound to the model id).
     public init(
-        responseID: String, request: ResponsesRequest, model: String, maxOutputTokens: Int, estimatedInputTokens: Int,
+        responseID: String, request: PipelineRequest, echo: Echo = Echo(), model: String, maxOutputTokens: Int, estimatedInputTokens: Int,
         createdAt: Int, maximumOutputBytes: Int = Self.defaultMaximumOutputBytes,
         seal: @escaping @Sendable ([UInt8]) -> String = { _ in "" }
     ) {
         self.responseID = responseID
         self.request = request
+        self.echo = echo
         self.model = model
         self.maxOutputTokens = maxOutputTokens
         self.estimatedInputTokens = estimatedInputTokens
         self.createdAt = createdAt
         self.maximumOutputBytes = maximumOutputBytes
         self.seal = seal
+    }
+
+    /// A builder for a Responses request, echoing it.
+    public init(
+        responseID: String, request: ResponsesRequest, model: String, maxOutputTokens: Int, estimatedInputTokens: Int,
+        createdAt: Int, maximumOutputBytes: Int = Self.defaultMaximumOutputBytes,
+        seal: @escaping @Sendable ([UInt8]) -> String = { _ in "" }
+    ) {
+        self.init(
+            responseID: responseID, request: request.pipeline, echo: request.echo, model: model, maxOutputTokens: maxOutputTokens,
+            estimatedInputTokens: estimatedInputTokens, createdAt: createdAt, maximumOutputBytes: maximumOutputBytes, seal: seal)
+    }
+
+    /// The steps recorded since the last call (with ``recordsSteps``).
+    public mutating func takeSteps() -> [Step] {
+        defer { steps.removeAll(keepingCapacity: true) }
+        return steps
     }
 
     // MARK: - Events
@@ -132,14 +217,15 @@ public struct ResponseBuilder: Sendable {
         case .textDelta(let text):
             guard !text.isEmpty else { return [] }
             textDeltas += 1
-            let index = openItem(.message, into: &out)
-            items[index].text += text
-            out.append(
-                event(
-                    nextSequence(), "response.output_text.delta",
-                    ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text), "logprobs": []]))
+            if request.stopSequences.isEmpty {
+                appendText(text, into: &out)
+            } else {
+                scanForStop(text, now: now, into: &out)
+            }
         case .reasoningText(let text):
             guard !text.isEmpty else { return [] }
+            flushHeldText(into: &out)
+            if recordsSteps { steps.append(.reasoning(text)) }
             let index = openItem(.reasoning, into: &out)
             if !items[index].hasTextPart {
                 items[index].hasTextPart = true
@@ -155,6 +241,7 @@ public struct ResponseBuilder: Sendable {
             let index = openItem(.reasoning, into: &out)
             items[index].state += bytes
         case .toolCallBegin(let toolIndex, let name, let callID):
+            flushHeldText(into: &out)
             // parallel_tool_calls: false → at most one call per response; later calls are dropped.
             if !request.parallelToolCalls && callsStarted >= 1 {
                 droppedToolIndices.insert(toolIndex)
@@ -172,10 +259,12 @@ public struct ResponseBuilder: Sendable {
             item.namespace = tool?.namespace
             item.toolIndex = toolIndex
             items.append(item)
+            if recordsSteps { steps.append(.callBegan(call: callsStarted - 1, callID: item.callID, name: name)) }
             out.append(event(nextSequence(), "response.output_item.added", ["output_index": number(items.count - 1), "item": itemSnapshot(items.count - 1)]))
         case .toolCallArguments(let toolIndex, let delta):
             guard !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) else { return [] }
             items[index].text += delta
+            if recordsSteps, !delta.isEmpty { steps.append(.callArguments(call: callOrdinal(index), delta: delta)) }
             if items[index].kind == .functionCall {
                 out.append(
                     event(nextSequence(), "response.function_call_arguments.delta", ["item_id": .string(items[index].id), "output_index": number(index), "delta": .string(delta)]))
@@ -185,25 +274,121 @@ public struct ResponseBuilder: Sendable {
         case .usage(let reported):
             record(reported)
         case .done(let reason):
+            flushHeldText(into: &out)
             completedAt = now
             switch reason {
             case .stop, .toolCalls:
-                closeOpenItems(into: &out, incomplete: false)
-                outcome = .completed
-                out.append(event(nextSequence(), "response.completed", ["response": responseSnapshot()]))
+                complete(reason == .toolCalls || callsStarted > 0 ? .toolCalls : .stop, into: &out)
             case .length:
                 closeOpenItems(into: &out, incomplete: true)
                 outcome = .incomplete(reason: "max_output_tokens")
+                stopReason = .length
                 out.append(event(nextSequence(), "response.incomplete", ["response": responseSnapshot()]))
             case .cancelled:
                 out += fail(AFMError(.cancelled, "The response was cancelled before it finished."))
             }
         case .failed(let code, let message):
+            flushHeldText(into: &out)
             completedAt = now
             backendFailure = (code, message)
             out += fail(Self.clientFacing(code, message))
         }
+        if recordsSteps, outcome != nil, steps.last != .ended { steps.append(.ended) }
         return out
+    }
+
+    /// What is wrong with a finished structured answer (`text.format` json_schema or json_object), or nil when it
+    /// is valid or none was asked for. The answer is the text of the message items; a turn that only calls tools
+    /// has no answer to check.
+    private func structuredOutputProblem() -> String? {
+        guard request.outputFormat.isStructured else { return nil }
+        let messages = items.filter { $0.kind == .message }
+        if messages.isEmpty && items.contains(where: { $0.kind == .functionCall || $0.kind == .customToolCall }) {
+            return nil
+        }
+        return request.outputFormat.check(messages.map(\.text).joined())
+    }
+
+    /// Ends the answer as completed.
+    private mutating func complete(_ reason: StopReason, into out: inout [JSONValue]) {
+        closeOpenItems(into: &out, incomplete: false)
+        if let problem = structuredOutputProblem() {
+            // Never `completed` with an answer the client's parser would choke on (docs/responses-api.md,
+            // "Structured outputs"). The answer was the backend's to get right, so it is logged like a backend
+            // failure.
+            backendFailure = (.invalidStructuredOutput, problem)
+            out += fail(
+                AFMError(
+                    .invalidStructuredOutput, "The model's answer does not satisfy \(request.outputFormat.param): \(problem).",
+                    param: request.outputFormat.param))
+            return
+        }
+        outcome = .completed
+        stopReason = reason
+        out.append(event(nextSequence(), "response.completed", ["response": responseSnapshot()]))
+    }
+
+    /// Appends text to the open message (opening one).
+    private mutating func appendText(_ text: String, into out: inout [JSONValue]) {
+        let index = openItem(.message, into: &out)
+        items[index].text += text
+        if recordsSteps { steps.append(.text(text)) }
+        out.append(
+            event(
+                nextSequence(), "response.output_text.delta",
+                ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text), "logprobs": []]))
+    }
+
+    /// Stop sequences: passes on the text up to the first stop sequence and ends the answer there (the caller
+    /// cancels the generation), or passes on all but the end that may be the start of one (held back until the
+    /// next text shows whether it is).
+    private mutating func scanForStop(_ text: String, now: Int, into out: inout [JSONValue]) {
+        let buffer = heldText + text
+        heldText = ""
+        var first: (range: Range<String.Index>, sequence: String)?
+        for sequence in request.stopSequences {
+            if let range = buffer.firstRange(of: sequence), first.map({ range.lowerBound < $0.range.lowerBound }) ?? true {
+                first = (range, sequence)
+            }
+        }
+        if let first {
+            let before = String(buffer[..<first.range.lowerBound])
+            if !before.isEmpty { appendText(before, into: &out) }
+            completedAt = now
+            endedEarly = true
+            complete(.stopSequence(first.sequence), into: &out)
+            if recordsSteps { steps.append(.ended) }
+            return
+        }
+        // Hold back the longest end of the buffer that is the start of some stop sequence.
+        var keep = buffer.endIndex
+        for sequence in request.stopSequences {
+            var length = min(sequence.count - 1, buffer.count)
+            while length > 0 {
+                let start = buffer.index(buffer.endIndex, offsetBy: -length)
+                if sequence.hasPrefix(buffer[start...]) {
+                    if start < keep { keep = start }
+                    break
+                }
+                length -= 1
+            }
+        }
+        let passed = String(buffer[..<keep])
+        heldText = String(buffer[keep...])
+        if !passed.isEmpty { appendText(passed, into: &out) }
+    }
+
+    /// Passes on text held back for a stop sequence that did not come.
+    private mutating func flushHeldText(into out: inout [JSONValue]) {
+        guard !heldText.isEmpty else { return }
+        let text = heldText
+        heldText = ""
+        appendText(text, into: &out)
+    }
+
+    /// The number of the tool call at output index `index` among the calls kept.
+    private func callOrdinal(_ index: Int) -> Int {
+        items[..<index].count { $0.kind == .functionCall || $0.kind == .customToolCall }
     }
 
     /// The error a client sees for a backend failure. Messages of server-side failures (5xx: internal,
@@ -237,6 +422,7 @@ public struct ResponseBuilder: Sendable {
         }
         completedAt = now
         exceededOutputLimit = true
+        endedEarly = true
         return fail(
             AFMError(
                 .internal,
@@ -268,6 +454,7 @@ public struct ResponseBuilder: Sendable {
         // on any event whose data has a truthy "error" (reference §0.6).
         out.append(event(nextSequence(), "error", ["code": .string(error.publicCode), "message": .string(error.message), "param": error.param.map(JSONValue.string) ?? nil]))
         out.append(event(nextSequence(), "response.failed", ["response": responseSnapshot()]))
+        if recordsSteps { steps.append(.ended) }
         return out
     }
 
@@ -447,8 +634,21 @@ public struct ResponseBuilder: Sendable {
     /// The indices of the output items.
     var itemIndices: Range<Int> { items.indices }
 
+    /// The output items in dialect-neutral terms.
+    public var outputViews: [OutputView] {
+        items.map { item in
+            let kind: OutputView.Kind =
+                switch item.kind {
+                case .message: .text
+                case .reasoning: .reasoning
+                case .functionCall, .customToolCall: .toolCall
+                }
+            return OutputView(kind: kind, text: item.text, callID: item.callID, name: item.name, incomplete: item.incomplete)
+        }
+    }
+
     public func responseObject() -> JSONValue {
-        let body = request.body
+        let body = echo.body
         let status: String
         var incompleteDetails: JSONValue = nil
         var error: JSONValue = nil
@@ -471,7 +671,7 @@ public struct ResponseBuilder: Sendable {
             "status": .string(status),
             "error": error,
             "incomplete_details": incompleteDetails,
-            "instructions": request.instructions.map(JSONValue.string) ?? nil,
+            "instructions": echo.instructions.map(JSONValue.string) ?? nil,
             "max_output_tokens": number(maxOutputTokens),
             "max_tool_calls": body["max_tool_calls"] ?? nil,
             "model": .string(model),
@@ -486,8 +686,8 @@ public struct ResponseBuilder: Sendable {
             "background": false,
             "temperature": request.temperature.map { .number(JSONNumber($0)) } ?? Self.one,
             "text": body["text"]?.nonNull ?? ["format": ["type": "text"], "verbosity": "medium"],
-            "tool_choice": request.toolChoice,
-            "tools": .array(request.tools),
+            "tool_choice": echo.toolChoice,
+            "tools": .array(echo.tools),
             "top_logprobs": 0,
             "top_p": request.topP.map { .number(JSONNumber($0)) } ?? Self.one,
             "truncation": body["truncation"]?.nonNull ?? "disabled",

@@ -14,8 +14,8 @@ public enum ResponseID {
 
     private static let counter = Atomic<UInt64>(0)
 
-    /// `prefix` followed by 24 lowercase hex digits, unique within the process.
-    public static func make(_ prefix: String) -> String {
+    /// `prefix`, `separator` and 24 lowercase hex digits, unique within the process.
+    public static func make(_ prefix: String, separator: UInt8 = UInt8(ascii: "_")) -> String {
         let sequence = counter.wrappingAdd(1, ordering: .relaxed).newValue
         let high = mix(sequence ^ key.0)
         let low = UInt32(truncatingIfNeeded: mix(sequence &+ key.1))
@@ -27,7 +27,7 @@ public enum ResponseID {
                 buffer[index] = byte
                 index += 1
             }
-            buffer[index] = UInt8(ascii: "_")
+            buffer[index] = separator
             index += 1
             for shift in stride(from: 60, through: 0, by: -4) {
                 buffer[index] = hexDigit(UInt8(truncatingIfNeeded: high >> UInt64(shift)) & 0xF)

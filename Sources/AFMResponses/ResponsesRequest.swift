@@ -7,212 +7,137 @@ import AFMJSON
 /// Parsing checks every field against `RequestPolicy` and the shapes of `reference/responses-api.md` §1.1–1.2
 /// and throws an `AFMError` naming the offending field (`param`) for anything else.
 public struct ResponsesRequest: Sendable {
-    /// One item of the conversation, normalized.
-    public enum Item: Sendable, Hashable {
-        /// A user or assistant message; parts are `{"type":"text"}` or `{"type":"image"}` document parts.
-        case message(role: String, parts: [JSONValue])
-        case functionCall(callID: String, name: String, arguments: String, namespace: String?)
-        case functionCallOutput(callID: String, output: String)
-        /// A custom tool call replayed; the backend sees it as a function call with `{"input": …}`.
-        case customToolCall(callID: String, name: String, input: String)
-        case customToolCallOutput(callID: String, output: String)
-        /// A reasoning item replayed with its sealed state (nil when the client sent none).
-        case reasoning(encryptedContent: String?)
-    }
+    public typealias Item = PipelineRequest.Item
 
-    public var model: String
-    /// System text in order: `instructions`, then `system`/`developer` messages.
-    public var system: [String]
-    public var items: [Item]
-    public var stream: Bool
-    public var temperature: Double?
-    public var topP: Double?
-    public var maxOutputTokens: Int?
-    /// The normalized tools and tool choice.
-    public var toolSet: ToolSet
+    /// The request the pipeline serves.
+    public var pipeline: PipelineRequest
     /// `tools` and `tool_choice` as sent, for echoing in the response object.
     public var tools: [JSONValue]
     public var toolChoice: JSONValue
-    public var parallelToolCalls: Bool
-    /// `reasoning.effort` as sent (nil when absent or null).
-    public var reasoningEffort: String?
-    /// `truncation`: `auto` drops the oldest complete turns until the input fits; `disabled` refuses instead.
-    public var truncationAuto: Bool
-    /// How many `input_image` parts the whole history carries.
-    public var imageCount: Int
-    /// Warnings for the `x-afm-warning` response headers.
-    public var warnings: [String] { toolSet.warnings }
     public var instructions: String?
     /// The raw body, for echoing accepted-and-ignored fields in the response object.
     public var body: JSONObject
+
+    public var model: String { pipeline.model }
+    /// System text in order: `instructions`, then `system`/`developer` messages.
+    public var system: [String] { pipeline.system }
+    public var items: [Item] { pipeline.items }
+    public var stream: Bool { pipeline.stream }
+    public var temperature: Double? { pipeline.temperature }
+    public var topP: Double? { pipeline.topP }
+    public var maxOutputTokens: Int? { pipeline.maxOutputTokens }
+    /// The normalized tools and tool choice.
+    public var toolSet: ToolSet { pipeline.toolSet }
+    public var parallelToolCalls: Bool { pipeline.parallelToolCalls }
+    /// `reasoning.effort` as sent (nil when absent or null).
+    public var reasoningEffort: String? { pipeline.reasoningEffort }
+    /// `truncation`: `auto` drops the oldest complete turns until the input fits; `disabled` refuses instead.
+    public var truncationAuto: Bool { pipeline.truncationAuto }
+    /// How many `input_image` parts the whole history carries.
+    public var imageCount: Int { pipeline.imageCount }
+    /// The form the answer must take (`text.format`): text, any JSON object, or JSON matching a schema.
+    public var outputFormat: OutputFormat { pipeline.outputFormat }
+    /// Warnings for the `x-afm-warning` response headers.
+    public var warnings: [String] { pipeline.warnings }
+
+    /// What the response object echoes of this request.
+    public var echo: ResponseBuilder.Echo {
+        ResponseBuilder.Echo(body: body, instructions: instructions, tools: tools, toolChoice: toolChoice)
+    }
 
     /// Parses and validates a request body.
     ///
     /// - Throws: `AFMError` (400) with `param` set to the offending field.
     public init(body bytes: [UInt8]) throws(AFMError) {
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(bytes, limits: .init(maxDepth: 64))
-        } catch {
-            let code = error.kind == .depthLimitExceeded ? "nesting_too_deep" : "invalid_json"
-            throw AFMError(.invalidRequest, "The request body is not valid JSON: \(error.message)", publicCode: code)
-        }
-        guard let object = value.objectValue else {
-            throw AFMError(.invalidRequest, "The request body must be a JSON object, not \(value.typeName).", publicCode: "invalid_json")
-        }
-        try self.init(object: object)
+        try self.init(object: RequestFields.object(bytes))
     }
 
     /// Validates an already parsed body.
     public init(object: JSONObject) throws(AFMError) {
-        for (key, value) in object {
-            switch RequestPolicy.disposition(of: key) {
-            case nil:
-                throw AFMError(.invalidRequest, "Unknown parameter: '\(key)'.", param: key, publicCode: "unknown_parameter")
-            case .rejected(let code, let message)?:
-                if key == "background", value == .bool(false) { continue }
-                if value.isNull { continue }
-                throw AFMError(.invalidRequest, message, param: key, publicCode: code)
-            case .supported?, .ignored?:
-                continue
-            }
-        }
+        try RequestPolicy.table.check(object)
         body = object
 
-        guard let model = object["model"] else {
-            throw AFMError(.invalidRequest, "Missing required parameter: 'model'.", param: "model", publicCode: "missing_required_parameter")
-        }
-        guard let modelName = model.stringValue, !modelName.isEmpty, modelName.utf8.count <= 256 else {
-            throw Self.typeError("model", expected: "a non-empty string of at most 256 bytes", got: model)
-        }
-        self.model = modelName
-
-        if let store = object["store"], !store.isNull {
-            guard let flag = store.boolValue else { throw Self.typeError("store", expected: "a boolean", got: store) }
-            if flag {
-                throw AFMError(
-                    .invalidRequest, "store: true is not supported: this gateway keeps no responses. Send store: false or omit it.",
-                    param: "store", publicCode: "unsupported_parameter")
-            }
-        }
-        stream = try Self.optionalBool(object, "stream") ?? false
-        parallelToolCalls = try Self.optionalBool(object, "parallel_tool_calls") ?? true
-        temperature = try Self.optionalNumber(object, "temperature", in: 0...2)
-        topP = try Self.optionalNumber(object, "top_p", in: 0...1)
-        if let cap = object["max_output_tokens"], !cap.isNull {
-            guard let number = cap.numberValue, number.isInteger, let tokens = number.intValue else {
-                throw Self.typeError("max_output_tokens", expected: "an integer", got: cap)
-            }
-            guard tokens >= 1 else {
-                throw AFMError(
-                    .invalidRequest, "Invalid 'max_output_tokens': expected a value >= 1, but got \(number.literal).",
-                    param: "max_output_tokens", publicCode: "integer_below_min_value")
-            }
-            maxOutputTokens = tokens
-        } else {
-            maxOutputTokens = nil
-        }
+        let model = try RequestFields.model(object)
+        try RequestFields.checkStore(object)
+        let stream = try RequestFields.optionalBool(object, "stream") ?? false
+        let parallelToolCalls = try RequestFields.optionalBool(object, "parallel_tool_calls") ?? true
+        let temperature = try RequestFields.optionalNumber(object, "temperature", in: 0...2)
+        let topP = try RequestFields.optionalNumber(object, "top_p", in: 0...1)
+        let maxOutputTokens = try RequestFields.optionalInteger(object, "max_output_tokens", minimum: 1)
         if let topLogprobs = object["top_logprobs"], !topLogprobs.isNull, topLogprobs.numberValue?.int64Value != 0 {
             throw AFMError(.invalidRequest, "top_logprobs is not supported; send 0 or omit it.", param: "top_logprobs", publicCode: "unsupported_parameter")
         }
+        var outputFormat = OutputFormat.text
         if let text = object["text"], !text.isNull {
-            guard let textObject = text.objectValue else { throw Self.typeError("text", expected: "an object", got: text) }
-            if let format = textObject["format"], !format.isNull, format["type"]?.stringValue != "text" {
-                throw AFMError(
-                    .invalidRequest, "Structured output (text.format other than {\"type\":\"text\"}) is not supported.",
-                    param: "text.format", publicCode: "unsupported_parameter")
-            }
+            guard let textObject = text.objectValue else { throw RequestFields.typeError("text", expected: "an object", got: text) }
+            outputFormat = try OutputFormat.responses(textObject["format"])
         }
 
         var system: [String] = []
         if let instructions = object["instructions"], !instructions.isNull {
-            guard let text = instructions.stringValue else { throw Self.typeError("instructions", expected: "a string", got: instructions) }
+            guard let text = instructions.stringValue else { throw RequestFields.typeError("instructions", expected: "a string", got: instructions) }
             self.instructions = text
             if !text.isEmpty { system.append(text) }
         } else {
             self.instructions = nil
         }
 
-        guard let input = object["input"] else {
-            throw AFMError(.invalidRequest, "Missing required parameter: 'input'.", param: "input", publicCode: "missing_required_parameter")
-        }
-        var items: [Item] = []
+        guard let input = object["input"] else { throw RequestFields.missing("input") }
+        var conversation = ConversationItems()
+        let imageCount: Int
         switch input {
         case .string(let text):
-            items.append(.message(role: "user", parts: [["type": "text", "text": .string(text)]]))
+            try conversation.append(.message(role: "user", parts: [["type": "text", "text": .string(text)]]), outputParam: "input")
             imageCount = 0
         case .array(let list):
             guard !list.isEmpty else {
                 throw AFMError(.invalidRequest, "'input' must not be an empty array.", param: "input", publicCode: "empty_array")
             }
             var images = 0
-            var callIDs = Set<String>()
             for (index, element) in list.enumerated() {
                 let param = "input[\(index)]"
                 guard let item = try Self.parseItem(element, param: param, system: &system, images: &images) else { continue }
-                switch item {
-                case .functionCall(let callID, _, _, _), .customToolCall(let callID, _, _):
-                    callIDs.insert(callID)
-                case .functionCallOutput(let callID, _), .customToolCallOutput(let callID, _):
-                    guard callIDs.contains(callID) else {
-                        throw AFMError(
-                            .invalidRequest, "No tool call found for the output with call_id '\(callID)': every output must follow the call it answers.",
-                            param: "\(param).call_id", publicCode: "invalid_value")
-                    }
-                default:
-                    break
-                }
-                items.append(item)
+                try conversation.append(item, outputParam: "\(param).call_id")
             }
             imageCount = images
         default:
-            throw Self.typeError("input", expected: "a string or an array of items", got: input)
+            throw RequestFields.typeError("input", expected: "a string or an array of items", got: input)
         }
-        guard items.contains(where: {
-            switch $0 {
-            case .message(let role, _): role == "user"
-            case .reasoning: false
-            default: true
-            }
-        }) else {
-            throw AFMError(.invalidRequest, "'input' must contain at least one user message or tool output.", param: "input")
-        }
-        self.system = system
-        self.items = items
+        let items = try conversation.finished(param: "input", what: "user message or tool output")
 
-        toolSet = try ToolSet(tools: object["tools"], choice: object["tool_choice"])
+        let toolSet = try ToolSet(tools: object["tools"], choice: object["tool_choice"])
         tools = object["tools"]?.arrayValue ?? []
         toolChoice = object["tool_choice"]?.nonNull ?? "auto"
 
+        var reasoningEffort: String?
         if let reasoning = object["reasoning"], !reasoning.isNull {
-            guard let reasoningObject = reasoning.objectValue else { throw Self.typeError("reasoning", expected: "an object", got: reasoning) }
+            guard let reasoningObject = reasoning.objectValue else { throw RequestFields.typeError("reasoning", expected: "an object", got: reasoning) }
             if let effort = reasoningObject["effort"], !effort.isNull {
-                guard let name = effort.stringValue else { throw Self.typeError("reasoning.effort", expected: "a string", got: effort) }
+                guard let name = effort.stringValue else { throw RequestFields.typeError("reasoning.effort", expected: "a string", got: effort) }
                 guard ["none", "minimal", "low", "medium", "high", "xhigh", "max"].contains(name) else {
                     throw AFMError(
                         .invalidRequest, "Invalid 'reasoning.effort': '\(name)'. Supported: none, low, medium, high.",
                         param: "reasoning.effort", publicCode: "invalid_value")
                 }
                 reasoningEffort = name
-            } else {
-                reasoningEffort = nil
             }
-        } else {
-            reasoningEffort = nil
         }
+        var truncationAuto = false
         if let truncation = object["truncation"], !truncation.isNull {
             guard let mode = truncation.stringValue, mode == "auto" || mode == "disabled" else {
                 throw AFMError(.invalidRequest, "Invalid 'truncation': use \"auto\" or \"disabled\".", param: "truncation", publicCode: "invalid_value")
             }
             truncationAuto = mode == "auto"
-        } else {
-            truncationAuto = false
         }
         if let include = object["include"], !include.isNull {
             guard let list = include.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
-                throw Self.typeError("include", expected: "an array of strings", got: include)
+                throw RequestFields.typeError("include", expected: "an array of strings", got: include)
             }
         }
+        pipeline = PipelineRequest(
+            dialect: .responses, model: model, system: system, items: items, stream: stream, temperature: temperature, topP: topP,
+            maxOutputTokens: maxOutputTokens, toolSet: toolSet, parallelToolCalls: parallelToolCalls, reasoningEffort: reasoningEffort,
+            truncationAuto: truncationAuto, imageCount: imageCount, outputFormat: outputFormat)
     }
 
     private static func parseItem(_ element: JSONValue, param: String, system: inout [String], images: inout Int) throws(AFMError) -> Item? {
@@ -335,26 +260,7 @@ public struct ResponsesRequest: Sendable {
         return result
     }
 
-    private static func optionalBool(_ object: JSONObject, _ key: String) throws(AFMError) -> Bool? {
-        guard let value = object[key], !value.isNull else { return nil }
-        guard let flag = value.boolValue else { throw typeError(key, expected: "a boolean", got: value) }
-        return flag
-    }
-
-    private static func optionalNumber(_ object: JSONObject, _ key: String, in range: ClosedRange<Double>) throws(AFMError) -> Double? {
-        guard let value = object[key], !value.isNull else { return nil }
-        guard let number = value.numberValue?.doubleValue else { throw typeError(key, expected: "a number", got: value) }
-        guard range.contains(number) else {
-            throw AFMError(
-                .invalidRequest, "Invalid '\(key)': expected a value between \(range.lowerBound) and \(range.upperBound).",
-                param: key, publicCode: "invalid_value")
-        }
-        return number
-    }
-
     static func typeError(_ param: String, expected: String, got value: JSONValue) -> AFMError {
-        AFMError(
-            .invalidRequest, "Invalid type for '\(param)': expected \(expected), but got \(value.typeName).",
-            param: param, publicCode: "invalid_type")
+        RequestFields.typeError(param, expected: expected, got: value)
     }
 }

@@ -8,14 +8,17 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// Serves `POST /v1/responses` without knowing about HTTP: validate → lease → generate → build the answer.
+/// The one generation pipeline, for every API dialect, without knowing about HTTP: validate → lease → generate →
+/// build the answer.
 ///
 /// ```
-///  body ─► ResponsesRequest ─► registry.lease(model) ─► generation request document ─► backend.generate
-///                                                                         │ events
-///  JSON body or SSE bytes ◄─ ResponseBuilder ◄────────────────────────────┘
+///  body ─► dialect decoder ─► PipelineRequest ─► registry.lease(model) ─► generation request document ─► generate
+///                                                                                      │ events
+///  JSON body or SSE bytes ◄─ dialect's AnswerEncoder ◄─ ResponseBuilder ◄──────────────┘
 /// ```
-/// The caller's task being cancelled (client gone) cancels the generation.
+/// A dialect only decodes its body into a ``PipelineRequest`` and encodes the builder's events or steps
+/// (``AnswerEncoder``); budgets, truncation, capabilities, the common prompt, stop sequences, output caps and the
+/// token monitor are here. The caller's task being cancelled (client gone) cancels the generation.
 public final class ResponsesService: Sendable {
     private let registry: BackendRegistry
     private let logger: Logger
@@ -61,7 +64,7 @@ public final class ResponsesService: Sendable {
 
     /// A request that passed validation and whose generation is running.
     public struct Started: Sendable {
-        public let request: ResponsesRequest
+        public let request: PipelineRequest
         public let stream: GenerationStream
         public let builder: ResponseBuilder
         public let backendID: String
@@ -76,7 +79,8 @@ public final class ResponsesService: Sendable {
     /// A validated request holding a lease on its backend, not started yet. Pass it to ``start(_:)`` exactly once
     /// (which releases the lease when starting fails): a prepared request that is dropped keeps its lease.
     public struct Prepared: Sendable {
-        public let request: ResponsesRequest
+        public let request: PipelineRequest
+        let echo: ResponseBuilder.Echo
         let commonPrompt: String
         let lease: BackendLease
 
@@ -90,10 +94,18 @@ public final class ResponsesService: Sendable {
     /// - Throws: `AFMError` for invalid requests and unknown or unavailable models; nothing is held then.
     public func prepare(body: [UInt8]) throws(AFMError) -> Prepared {
         let request = try ResponsesRequest(body: body)
+        return try prepare(request.pipeline, echo: request.echo)
+    }
+
+    /// Leases the model's backend for a request a dialect decoded.
+    ///
+    /// - Parameter echo: what a Responses response object echoes (nothing for the other dialects).
+    /// - Throws: `AFMError` for unknown or unavailable models; nothing is held then.
+    public func prepare(_ request: PipelineRequest, echo: ResponseBuilder.Echo = .init()) throws(AFMError) -> Prepared {
         // Snapshot before any other setup: an edit made while this request runs affects later requests only.
         let prompt = currentCommonPrompt
         let lease = try registry.lease(model: request.model)
-        return Prepared(request: request, commonPrompt: prompt, lease: lease)
+        return Prepared(request: request, echo: echo, commonPrompt: prompt, lease: lease)
     }
 
     /// Starts a prepared request's generation.
@@ -102,7 +114,7 @@ public final class ResponsesService: Sendable {
     ///   nothing has been generated when this throws.
     public func start(_ prepared: Prepared) throws(AFMError) -> Started {
         do {
-            return try start(prepared.request, lease: prepared.lease, commonPrompt: prepared.commonPrompt)
+            return try start(prepared.request, echo: prepared.echo, lease: prepared.lease, commonPrompt: prepared.commonPrompt)
         } catch {
             prepared.lease.release()
             throw error
@@ -118,10 +130,21 @@ public final class ResponsesService: Sendable {
     }
 
 
-    private func start(_ request: ResponsesRequest, lease: BackendLease, commonPrompt: String) throws(AFMError) -> Started {
+    /// The generation request document of a request, and the input tokens it counts.
+    private struct Fitted {
+        var document: [UInt8]
+        var inputTokens: Int
+        var droppedTurns: Int
+    }
+
+    /// Builds the document and checks the input budget: counts the input the backend will see, and drops the
+    /// oldest complete turns when the request asks for truncation.
+    ///
+    /// - Parameter exact: count with the backend's tokenizer even when the estimate fits (count_tokens).
+    private func fit(
+        _ request: PipelineRequest, lease: BackendLease, system: [String], responseID: String, maxOutputTokens: Int, exact: Bool = false
+    ) throws(AFMError) -> Fitted {
         let model = lease.model
-        try Self.checkCapabilities(request, model: model)
-        let system = (commonPrompt.isEmpty ? [] : [commonPrompt]) + request.system
         let modelID = model.id
         let sealer = self.sealer
         let open: (String, Int) throws(AFMError) -> [UInt8]? = { blob, index throws(AFMError) in
@@ -133,11 +156,6 @@ public final class ResponsesService: Sendable {
                     param: "input[\(index)].encrypted_content", publicCode: "invalid_encrypted_content")
             }
         }
-
-        // Budget: count the input the backend will see; drop the oldest complete turns when asked to.
-        let budget = lease.model.maxOutputTokens
-        let maxOutputTokens = min(request.maxOutputTokens ?? budget, budget)
-        let responseID = ResponseID.make("resp")
         var items = request.items
         var dropped = 0
         var document: [UInt8]
@@ -149,55 +167,92 @@ public final class ResponsesService: Sendable {
             // The estimate overestimates on purpose: when even it fits, the backend's exact (and costlier) count
             // cannot exceed the budget, so the tokenizer is asked only for inputs near or over the limit.
             let estimate = InputEstimate.tokens(system: system, input: input)
-            inputTokens = estimate <= model.maxInputTokens ? estimate : lease.countInputTokens(requestDocument: document) ?? estimate
-            if inputTokens <= model.maxInputTokens { break }
+            inputTokens = estimate <= model.maxInputTokens && !exact ? estimate : lease.countInputTokens(requestDocument: document) ?? estimate
+            if inputTokens <= model.maxInputTokens || exact { break }
             guard request.truncationAuto, let shorter = Truncation.droppingOldestTurn(items) else {
                 throw AFMError(
                     .contextLengthExceeded,
                     "This model's maximum input is \(model.maxInputTokens) tokens, but the request has \(inputTokens) tokens\(dropped > 0 ? " even after dropping \(dropped) older turns" : ""). Shorten the input\(request.truncationAuto ? "" : " or send truncation: \"auto\"").",
-                    param: "input", publicCode: "context_length_exceeded")
+                    param: request.dialect.conversationField, publicCode: "context_length_exceeded")
             }
             items = shorter
             dropped += 1
         }
+        return Fitted(document: document, inputTokens: inputTokens, droppedTurns: dropped)
+    }
 
-        let stream = try lease.start(requestDocument: document)
-        monitor.begin(id: responseID, model: model.id, backend: lease.generation.backendID, inputTokens: inputTokens)
+    private func start(_ request: PipelineRequest, echo: ResponseBuilder.Echo, lease: BackendLease, commonPrompt: String) throws(AFMError) -> Started {
+        let model = lease.model
+        try Self.checkCapabilities(request, model: model)
+        let system = (commonPrompt.isEmpty ? [] : [commonPrompt]) + request.system
+        let modelID = model.id
+        let sealer = self.sealer
+        let budget = model.maxOutputTokens
+        let maxOutputTokens = min(request.maxOutputTokens ?? budget, budget)
+        let responseID = ResponseID.make(request.dialect.idPrefix, separator: request.dialect.idSeparator)
+        let fitted = try fit(request, lease: lease, system: system, responseID: responseID, maxOutputTokens: maxOutputTokens)
+
+        let stream = try lease.start(requestDocument: fitted.document)
+        monitor.begin(id: responseID, model: model.id, backend: lease.generation.backendID, dialect: request.dialect, inputTokens: fitted.inputTokens)
         let builder = ResponseBuilder(
-            responseID: responseID, request: request, model: model.id, maxOutputTokens: maxOutputTokens,
-            estimatedInputTokens: inputTokens, createdAt: Self.now(), maximumOutputBytes: maxOutputBytes.load(ordering: .relaxed),
+            responseID: responseID, request: request, echo: echo, model: model.id, maxOutputTokens: maxOutputTokens,
+            estimatedInputTokens: fitted.inputTokens, createdAt: Self.now(), maximumOutputBytes: maxOutputBytes.load(ordering: .relaxed),
             seal: { state in sealer.seal(state, modelID: modelID) })
         return Started(
             request: request, stream: stream, builder: builder, backendID: lease.generation.backendID, warnings: request.warnings,
-            truncatedTurns: dropped > 0 ? dropped : nil, inputTokens: inputTokens)
+            truncatedTurns: fitted.droppedTurns > 0 ? fitted.droppedTurns : nil, inputTokens: fitted.inputTokens)
+    }
+
+    /// Counts a prepared request's input tokens as the backend would see them, without generating (Anthropic's
+    /// `count_tokens`): the backend's tokenizer when it has one, else the host's estimate. Releases the lease.
+    ///
+    /// - Throws: `AFMError` for capability violations; the lease is released either way.
+    public func countInputTokens(_ prepared: Prepared) throws(AFMError) -> Int {
+        defer { prepared.lease.release() }
+        let request = prepared.request
+        let model = prepared.lease.model
+        try Self.checkCapabilities(request, model: model)
+        let system = (prepared.commonPrompt.isEmpty ? [] : [prepared.commonPrompt]) + request.system
+        return try fit(
+            request, lease: prepared.lease, system: system, responseID: ResponseID.make("count"), maxOutputTokens: model.maxOutputTokens,
+            exact: true
+        ).inputTokens
     }
 
     /// Refuses what the model cannot do, instead of silently emulating it.
-    static func checkCapabilities(_ request: ResponsesRequest, model: BackendDescription.Model) throws(AFMError) {
+    static func checkCapabilities(_ request: PipelineRequest, model: BackendDescription.Model) throws(AFMError) {
         let capabilities = model.capabilities
         if request.imageCount > 0 && !capabilities.vision {
             throw AFMError(
-                .unsupportedCapability, "The model '\(model.id)' does not accept images.", param: "input", publicCode: "unsupported_capability")
+                .unsupportedCapability, "The model '\(model.id)' does not accept images.", param: request.dialect.conversationField, publicCode: "unsupported_capability")
         }
         if !request.toolSet.tools.isEmpty && !capabilities.tools && request.toolSet.choice != .none {
             throw AFMError(
                 .unsupportedCapability, "The model '\(model.id)' does not support tools.", param: "tools", publicCode: "unsupported_capability")
         }
+        if request.outputFormat.isStructured && !capabilities.structuredOutput {
+            throw AFMError(
+                .unsupportedCapability,
+                "The model '\(model.id)' does not support structured output (\(request.outputFormat.param) "
+                    + "json_schema or json_object); its backend cannot constrain its answer to JSON.",
+                param: request.outputFormat.param, publicCode: "unsupported_capability")
+        }
         if let effort = request.reasoningEffort {
+            let field = request.dialect.reasoningField
             guard capabilities.reasoning else {
                 throw AFMError(
-                    .unsupportedCapability, "The model '\(model.id)' does not reason; omit reasoning.effort.",
-                    param: "reasoning.effort", publicCode: "unsupported_capability")
+                    .unsupportedCapability, "The model '\(model.id)' does not reason; omit \(field).",
+                    param: field, publicCode: "unsupported_capability")
             }
             if effort == "none" && !capabilities.reasoningOptional {
                 throw AFMError(
-                    .unsupportedCapability, "The model '\(model.id)' cannot turn reasoning off (reasoning.effort: none).",
-                    param: "reasoning.effort", publicCode: "unsupported_capability")
+                    .unsupportedCapability, "The model '\(model.id)' cannot turn reasoning off (\(field): none).",
+                    param: field, publicCode: "unsupported_capability")
             }
             guard ["none", "low", "medium", "high"].contains(effort) else {
                 throw AFMError(
-                    .unsupportedCapability, "reasoning.effort '\(effort)' is not supported by '\(model.id)'; use low, medium or high.",
-                    param: "reasoning.effort", publicCode: "unsupported_capability")
+                    .unsupportedCapability, "\(field) '\(effort)' is not supported by '\(model.id)'; use low, medium or high.",
+                    param: field, publicCode: "unsupported_capability")
             }
         }
     }
@@ -205,6 +260,12 @@ public final class ResponsesService: Sendable {
     /// Runs a started generation to its end and returns the non-streaming answer: the encoded response object with
     /// 200, or the error envelope with its status when the generation failed.
     public func complete(_ started: Started) async -> (status: Int, body: [UInt8], error: AFMError?) {
+        await complete(started, encoder: ResponsesEncoder())
+    }
+
+    /// Runs a started generation to its end and returns the non-streaming answer in `encoder`'s dialect: its body
+    /// with 200, or the dialect's error envelope with its status when the generation failed.
+    public func complete(_ started: Started, encoder: some AnswerEncoder) async -> (status: Int, body: [UInt8], error: AFMError?) {
         var builder = started.builder
         builder.streamsEvents = false
         let stream = started.stream
@@ -214,7 +275,7 @@ public final class ResponsesService: Sendable {
         stream.resumeConsumerOnEmittingThread()
         // What is already buffered is taken without awaiting; a generation that ended there needs no cancellation
         // handler either.
-        if Self.takeBuffered(stream, into: &builder) { return answer(builder) }
+        if Self.takeBuffered(stream, into: &builder) { return answer(builder, encoder: encoder) }
         var reporter = MonitorReporter(counts: builder.usageCounts)
         await withTaskCancellationHandler {
             for await event in stream {
@@ -226,17 +287,22 @@ public final class ResponsesService: Sendable {
         } onCancel: {
             stream.cancel()
         }
-        return answer(builder)
+        return answer(builder, encoder: encoder)
     }
 
     /// The non-streaming answer without waiting, when the generation has already ended (a backend that answered
     /// from inside `generate`: docs/backend-abi.md §5); nil when it has not, and then nothing was consumed.
     public func completeIfEnded(_ started: Started) -> (status: Int, body: [UInt8], error: AFMError?)? {
+        completeIfEnded(started, encoder: ResponsesEncoder())
+    }
+
+    /// ``completeIfEnded(_:)`` in `encoder`'s dialect.
+    public func completeIfEnded(_ started: Started, encoder: some AnswerEncoder) -> (status: Int, body: [UInt8], error: AFMError?)? {
         guard started.stream.hasEnded else { return nil }
         var builder = started.builder
         builder.streamsEvents = false
         guard Self.takeBuffered(started.stream, into: &builder) else { return nil }
-        return answer(builder)
+        return answer(builder, encoder: encoder)
     }
 
     /// Consumes the buffered events; returns whether the terminal one was among them.
@@ -250,28 +316,36 @@ public final class ResponsesService: Sendable {
         return false
     }
 
-    /// Books the finished request and encodes its answer: the response object with 200, or the error envelope.
-    private func answer(_ builder: ResponseBuilder) -> (status: Int, body: [UInt8], error: AFMError?) {
+    /// Books the finished request and encodes its answer: the dialect's body with 200, or its error envelope.
+    private func answer(_ builder: ResponseBuilder, encoder: some AnswerEncoder) -> (status: Int, body: [UInt8], error: AFMError?) {
         finish(builder)
         if case .failed(let error)? = builder.outcome {
-            return (error.httpStatus, error.envelope.encoded(), error)
+            return (error.httpStatus, encoder.dialect.errorBody(error), error)
         }
-        var body: [UInt8] = []
-        builder.encodeResponseObject(into: &body)
-        return (200, body, nil)
+        return (200, encoder.body(builder), nil)
     }
 
     /// Runs a started generation as Server-Sent Events, handing each chunk of bytes to `write`.
     /// When `write` throws (client gone) the generation is cancelled; its remaining events are still read so
     /// the usage the backend reports for the cancelled generation is counted.
     public func stream(_ started: Started, write: @Sendable ([UInt8]) async throws -> Void) async -> ResponseBuilder.Outcome? {
+        await stream(started, encoder: ResponsesEncoder(), write: write)
+    }
+
+    /// Runs a started generation as a stream in `encoder`'s dialect (see ``stream(_:write:)``).
+    public func stream<Encoder: AnswerEncoder>(
+        _ started: Started, encoder: Encoder, write: @Sendable ([UInt8]) async throws -> Void
+    ) async -> ResponseBuilder.Outcome? {
         var builder = started.builder
+        builder.streamsEvents = Encoder.readsResponsesEvents
+        builder.recordsSteps = !Encoder.readsResponsesEvents
         let stream = started.stream
         let monitor = self.monitor
         return await withTaskCancellationHandler {
+            var encoder = encoder
             var clientGone = false
             do {
-                try await write(Self.encode(builder.start()))
+                try await write(encoder.streamStart(&builder))
             } catch {
                 clientGone = true
                 stream.cancel()
@@ -279,10 +353,13 @@ public final class ResponsesService: Sendable {
             var reporter = MonitorReporter(counts: builder.usageCounts)
             for await event in stream {
                 let events = Self.consume(event, into: &builder, stream: stream)
+                let steps = builder.recordsSteps ? builder.takeSteps() : []
                 reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
-                guard !clientGone, !events.isEmpty else { continue }
+                guard !clientGone, !events.isEmpty || !steps.isEmpty else { continue }
+                let bytes = encoder.streamBytes(events: events, steps: steps, builder: builder)
+                guard !bytes.isEmpty else { continue }
                 do {
-                    try await write(Self.encode(events))
+                    try await write(bytes)
                 } catch {
                     clientGone = true
                     stream.cancel()
@@ -308,7 +385,7 @@ public final class ResponsesService: Sendable {
     }
 
     /// Hands one event to the builder. When the builder ended the response before the backend did (its output
-    /// went past `MaxOutputBytes`), the generation is cancelled; its remaining events are still read (and ignored)
+    /// went past `MaxOutputBytes`, or the model wrote a stop sequence), the generation is cancelled; its remaining events are still read (and ignored)
     /// so the stream ends normally (their usage still counts).
     ///
     /// With `cancelOffThread` the cancel is delivered from a dispatch queue, not the calling thread: a consumer
@@ -319,9 +396,9 @@ public final class ResponsesService: Sendable {
         _ event: BackendEvent, into builder: inout ResponseBuilder, stream: GenerationStream, now: Int = ResponsesService.now(),
         cancelOffThread: Bool = false
     ) -> [JSONValue] {
-        let wasExceeded = builder.exceededOutputLimit
+        let wasEnded = builder.endedEarly
         let events = builder.consume(event, now: now)
-        if builder.exceededOutputLimit && !wasExceeded && !event.isTerminal {
+        if builder.endedEarly && !wasEnded && !event.isTerminal {
             if cancelOffThread {
                 DispatchQueue.global(qos: .userInitiated).async { stream.cancel() }
             } else {

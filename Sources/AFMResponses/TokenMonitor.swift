@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMBackends
+import AFMCore
 import AFMJSON
 import Foundation
 import Synchronization
@@ -18,6 +19,8 @@ public final class TokenMonitor: Sendable {
         public var id: String
         public var model: String
         public var backend: String
+        /// The API dialect the request came in.
+        public var dialect: APIDialect
         /// `running`, `completed`, `incomplete`, `failed` or `cancelled`.
         public var state: String
         public var inputTokens: Int
@@ -35,6 +38,17 @@ public final class TokenMonitor: Sendable {
         public var outputTokens = 0
         public var reasoningTokens = 0
         public var cachedTokens = 0
+        /// Requests per API dialect.
+        public var requestsByDialect: [APIDialect: Int] = [:]
+
+        mutating func add(_ request: Request) {
+            requests += 1
+            inputTokens += request.inputTokens
+            outputTokens += request.outputTokens
+            reasoningTokens += request.reasoningTokens
+            cachedTokens += request.cachedTokens
+            requestsByDialect[request.dialect, default: 0] += 1
+        }
     }
 
     private struct State {
@@ -106,10 +120,10 @@ public final class TokenMonitor: Sendable {
             })
     }
 
-    func begin(id: String, model: String, backend: String, inputTokens: Int) {
+    func begin(id: String, model: String, backend: String, dialect: APIDialect = .responses, inputTokens: Int) {
         state.withLock { state in
             state.running[id] = Request(
-                id: id, model: model, backend: backend, state: "running", inputTokens: inputTokens, outputTokens: 0,
+                id: id, model: model, backend: backend, dialect: dialect, state: "running", inputTokens: inputTokens, outputTokens: 0,
                 reasoningTokens: 0, cachedTokens: 0, updatedVersion: state.version + 1)
             state.lastUpdated = id
             state.version += 1
@@ -130,11 +144,7 @@ public final class TokenMonitor: Sendable {
             guard var request = state.running.removeValue(forKey: id) else { return }
             request.apply(counts, version: state.version + 1)
             request.state = outcome
-            state.finished.requests += 1
-            state.finished.inputTokens += request.inputTokens
-            state.finished.outputTokens += request.outputTokens
-            state.finished.reasoningTokens += request.reasoningTokens
-            state.finished.cachedTokens += request.cachedTokens
+            state.finished.add(request)
             state.remember(request)
             state.lastUpdated = id
             state.version += 1
@@ -148,13 +158,7 @@ public final class TokenMonitor: Sendable {
     public var totals: Totals {
         state.withLock { state in
             var totals = state.finished
-            for request in state.running.values {
-                totals.requests += 1
-                totals.inputTokens += request.inputTokens
-                totals.outputTokens += request.outputTokens
-                totals.reasoningTokens += request.reasoningTokens
-                totals.cachedTokens += request.cachedTokens
-            }
+            for request in state.running.values { totals.add(request) }
             return totals
         }
     }
@@ -165,20 +169,16 @@ public final class TokenMonitor: Sendable {
             (state.finished, Array(state.running.values), state.recent, state.lastUpdated)
         }
         var all = totals
-        for request in running {
-            all.requests += 1
-            all.inputTokens += request.inputTokens
-            all.outputTokens += request.outputTokens
-            all.reasoningTokens += request.reasoningTokens
-            all.cachedTokens += request.cachedTokens
-        }
+        for request in running { all.add(request) }
+        var byDialect = JSONObject()
+        for dialect in APIDialect.allCases { byDialect[dialect.rawValue] = .number(JSONNumber(all.requestsByDialect[dialect] ?? 0)) }
         let lastRequest = running.first { $0.id == last } ?? recent.last { $0.id == last }
         return [
             "since": .string(ISO8601DateFormatter().string(from: startedAt)),
             "totals": [
                 "requests": .number(JSONNumber(all.requests)), "input_tokens": .number(JSONNumber(all.inputTokens)),
                 "output_tokens": .number(JSONNumber(all.outputTokens)), "reasoning_tokens": .number(JSONNumber(all.reasoningTokens)),
-                "cached_tokens": .number(JSONNumber(all.cachedTokens)),
+                "cached_tokens": .number(JSONNumber(all.cachedTokens)), "requests_by_dialect": .object(byDialect),
             ],
             "running": .number(JSONNumber(running.count)),
             "last_updated": lastRequest.map(\.json) ?? nil,
@@ -200,7 +200,7 @@ extension TokenMonitor.Request {
 
     var json: JSONValue {
         [
-            "id": .string(id), "model": .string(model), "backend": .string(backend), "state": .string(state),
+            "id": .string(id), "model": .string(model), "backend": .string(backend), "dialect": .string(dialect.rawValue), "state": .string(state),
             "input_tokens": .number(JSONNumber(inputTokens)), "output_tokens": .number(JSONNumber(outputTokens)),
             "reasoning_tokens": .number(JSONNumber(reasoningTokens)), "cached_tokens": .number(JSONNumber(cachedTokens)),
         ]

@@ -51,7 +51,7 @@ public struct ToolSet: Sendable {
 
     public init() {}
 
-    /// Parses `tools` and `tool_choice`.
+    /// Parses Responses `tools` and `tool_choice`.
     ///
     /// - Throws: `AFMError` 400 naming the JSON path of the problem.
     public init(tools value: JSONValue?, choice choiceValue: JSONValue?) throws(AFMError) {
@@ -61,11 +61,59 @@ public struct ToolSet: Sendable {
                 try add(entry, path: "tools[\(index)]", namespace: nil)
             }
         }
+        try checkNames()
+        choice = try Self.parseChoice(choiceValue, tools: tools, dropped: dropped)
+    }
+
+    /// Adds a function tool from any dialect: `name` must be 1–128 characters of a-z, A-Z, 0-9, `_`, `-`, `.`,
+    /// and `parameters` (absent or null: no arguments) must be in the schema subset constrained decoding can
+    /// enforce. `path` names the tool object (`tools[2]`, `tools[2].function`), `parametersKey` the member that holds
+    /// its schema (`parameters`, Anthropic's `input_schema`).
+    public mutating func addFunction(
+        _ object: JSONObject, path: String, parametersKey: String = "parameters", namespace: String? = nil
+    ) throws(AFMError) {
+        let name = try Self.name(object, path: path)
+        let description = try Self.optionalString(object, "description", path: path)
+        let parameters = object[parametersKey]?.nonNull ?? ["type": "object", "properties": [:]]
+        let report: ToolSchemaReport
+        do {
+            report = try ToolSchemaValidator.validate(parameters, path: "\(path).\(parametersKey)")
+        } catch {
+            throw AFMError(
+                .invalidRequest, "Unsupported tool schema at '\(error.path)': \(error.message)", param: error.path,
+                publicCode: "invalid_tool_schema")
+        }
+        warnings += report.warnings
+        tools.append(Tool(name: name, description: description, parameters: report.normalized, namespace: namespace, kind: .function))
+    }
+
+    /// Drops a tool that runs on the provider's side (a hosted or server tool), with a warning.
+    public mutating func drop(hosted type: String, path: String) {
+        dropped.append(type)
+        warnings.append("\(path): hosted tool '\(type)' is not available on this gateway and was dropped")
+    }
+
+    /// Sets the tool choice a dialect decoded, after checking it against the tools: `required` needs a tool, and a
+    /// named tool must be among them. Also refuses duplicate tool names.
+    ///
+    /// - Parameter param: the field of the choice (`tool_choice`), and `nameParam` the field of a named tool.
+    public mutating func setChoice(_ choice: Choice, param: String, nameParam: String) throws(AFMError) {
+        try checkNames()
+        switch choice {
+        case .required where tools.isEmpty:
+            throw AFMError(.invalidRequest, "\(param) 'required' needs at least one tool.", param: param, publicCode: "invalid_value")
+        case .named(let name) where !tools.contains(where: { $0.name == name }):
+            throw AFMError(.invalidRequest, "\(param) names '\(name)', which is not among the tools.", param: nameParam, publicCode: "invalid_value")
+        default:
+            self.choice = choice
+        }
+    }
+
+    private func checkNames() throws(AFMError) {
         var seen = Set<String>()
         for tool in tools where !seen.insert(tool.name).inserted {
             throw AFMError(.invalidRequest, "Duplicate tool name '\(tool.name)'.", param: "tools", publicCode: "invalid_value")
         }
-        choice = try Self.parseChoice(choiceValue, tools: tools, dropped: dropped)
     }
 
     private mutating func add(_ entry: JSONValue, path: String, namespace: String?) throws(AFMError) {
@@ -75,19 +123,7 @@ public struct ToolSet: Sendable {
         }
         switch type {
         case "function":
-            let name = try Self.name(object, path: path)
-            let description = try Self.optionalString(object, "description", path: path)
-            let parameters = object["parameters"]?.nonNull ?? ["type": "object", "properties": [:]]
-            let report: ToolSchemaReport
-            do {
-                report = try ToolSchemaValidator.validate(parameters, path: "\(path).parameters")
-            } catch {
-                throw AFMError(
-                    .invalidRequest, "Unsupported tool schema at '\(error.path)': \(error.message)", param: error.path,
-                    publicCode: "invalid_tool_schema")
-            }
-            warnings += report.warnings
-            tools.append(Tool(name: name, description: description, parameters: report.normalized, namespace: namespace, kind: .function))
+            try addFunction(object, path: path, namespace: namespace)
         case "custom":
             let name = try Self.name(object, path: path)
             var description = try Self.optionalString(object, "description", path: path) ?? ""
@@ -110,8 +146,7 @@ public struct ToolSet: Sendable {
             }
             for (index, tool) in inner.enumerated() { try add(tool, path: "\(path).tools[\(index)]", namespace: name) }
         case let hosted where Self.hostedTypes.contains(hosted):
-            dropped.append(hosted)
-            warnings.append("\(path): hosted tool '\(hosted)' is not available on this gateway and was dropped")
+            drop(hosted: hosted, path: path)
         default:
             throw AFMError(.invalidRequest, "Unsupported tool type '\(type)' at '\(path)'.", param: "\(path).type", publicCode: "invalid_value")
         }

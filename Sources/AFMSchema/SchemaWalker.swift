@@ -9,10 +9,12 @@ import AFMJSON
 /// and `additionalProperties: false` (and an inferred `type`) made explicit.
 struct SchemaWalker {
     let references: SchemaReferences
+    let purpose: SchemaPurpose
     private(set) var warnings: [String] = []
 
-    init(references: SchemaReferences) {
+    init(references: SchemaReferences, purpose: SchemaPurpose = .toolParameters) {
         self.references = references
+        self.purpose = purpose
     }
 
     // MARK: - Nodes
@@ -37,7 +39,7 @@ struct SchemaWalker {
                 throw ToolSchemaError(path: SchemaPath.member(path, key), message: "\(key) is not supported: \(hint)")
             case .rootOnly where !isRoot:
                 throw ToolSchemaError(
-                    path: SchemaPath.member(path, key), message: "\(key) is only supported at the top of parameters")
+                    path: SchemaPath.member(path, key), message: "\(key) is only supported at the top of \(purpose.rootName)")
             default:
                 continue
             }
@@ -45,6 +47,12 @@ struct SchemaWalker {
         if isRoot,
             schema.allSatisfy({ Self.isAnnotationOrRoot($0.key) && $0.key != "$defs" && $0.key != "definitions" })
         {
+            guard purpose == .toolParameters else {
+                throw ToolSchemaError(
+                    path: path,
+                    message: "an empty schema allows any JSON value, which cannot be enforced; declare a type, or ask "
+                        + "for {\"type\": \"json_object\"}")
+            }
             return try noArguments(schema, path: path)
         }
 
@@ -74,7 +82,7 @@ struct SchemaWalker {
                 path: path,
                 message: "a schema must declare a type (or enum, const, anyOf or $ref); untyped values are open-ended")
         }
-        if isRoot {
+        if isRoot, purpose == .toolParameters {
             // Arguments are always one object: no union, no null.
             let resolved = references.resolve(schema)
             let isObject =
@@ -225,11 +233,11 @@ struct SchemaWalker {
             }
             throw ToolSchemaError(
                 path: typePath,
-                message: "type unions are supported only as [\"<type>\", \"null\"]; use anyOf of object schemas")
+                message: "type unions are supported only as [\"<type>\", \"null\"]; use anyOf")
         case .array:
             throw ToolSchemaError(
                 path: typePath,
-                message: "type unions are supported only as [\"<type>\", \"null\"]; use anyOf of object schemas")
+                message: "type unions are supported only as [\"<type>\", \"null\"]; use anyOf")
         default:
             throw wrongType(typePath, "a type name or [\"<type>\", \"null\"]", value)
         }
@@ -292,17 +300,44 @@ struct SchemaWalker {
         for (index, branch) in branches.enumerated() {
             output.append(try node(branch, path: SchemaPath.index(path, index), depth: depth + 1))
         }
-        // Branches are known to be objects now. A single non-null branch may be any schema (nullable);
-        // several must all be objects, which a grammar tells apart by their properties.
-        let nonNull = branches.enumerated().filter { !references.isNull($0.element.objectValue ?? [:]) }
-        if nonNull.count > 1 {
-            for (index, branch) in nonNull where !references.isObjectLike(branch.objectValue ?? [:]) {
+        // Branches are known to be objects now. A parser that commits to the first branch that matches (the
+        // tool-call parser is a PEG) must never be able to pick the wrong one, so the branches have to be told
+        // apart by what they start with: object schemas (told apart by their properties) and literals
+        // (enum/const) may repeat; string, number-or-integer, boolean, array and nested unions appear once each.
+        // `{"type": "null"}` branches make the union nullable.
+        var seenKinds = Set<String>()
+        for (index, branch) in branches.enumerated() {
+            let schema = branch.objectValue ?? [:]
+            guard !references.isNull(schema), let kind = unionKind(schema) else { continue }
+            guard seenKinds.insert(kind).inserted else {
                 throw ToolSchemaError(
                     path: SchemaPath.index(path, index),
-                    message: "anyOf branches must all be object schemas, or one schema and {\"type\": \"null\"}")
+                    message: "anyOf has two \(kind) branches, which a parser cannot tell apart; branches may be "
+                        + "objects and literals (enum/const), with at most one string, number or integer, boolean, "
+                        + "array and nested union, plus {\"type\": \"null\"}")
             }
         }
         return .array(output)
+    }
+
+    /// What an anyOf branch starts with, for telling branches apart: nil for kinds that may repeat (objects,
+    /// literals), else `string`, `number` (integer too: `1` starts both), `boolean`, `array` or `union`.
+    private func unionKind(_ schema: JSONObject) -> String? {
+        if references.isObjectLike(schema) { return nil }
+        let resolved = references.resolve(schema)
+        if resolved["enum"] != nil || resolved["const"] != nil { return nil }
+        if resolved["anyOf"] != nil { return "union" }
+        var names: [String] = []
+        switch resolved["type"] {
+        case .string(let name)?: names = [name]
+        case .array(let list)?: names = list.compactMap(\.stringValue)
+        default: if resolved["items"] != nil { names = ["array"] }
+        }
+        switch names.first(where: { $0 != "null" }) {
+        case "integer", "number": return "number"
+        case let name?: return name
+        case nil: return nil
+        }
     }
 
     private mutating func properties(_ value: JSONValue, path: String, depth: Int) throws(ToolSchemaError)

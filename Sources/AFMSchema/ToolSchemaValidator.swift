@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 public import AFMJSON
 
-/// Checks a function tool's `parameters` against the JSON Schema subset a backend can enforce with
-/// constrained decoding, and normalizes it.
+/// Checks a schema — a function tool's `parameters`, or the schema of a structured answer (`text.format`) —
+/// against the JSON Schema subset a backend can enforce with constrained decoding, and normalizes it. Tools and
+/// structured outputs share this one subset; ``SchemaInstanceValidator`` checks answers against its output.
 ///
 /// # The subset
 /// - **Objects** declare `properties` (their order is kept end to end) and may list `required` (declared
@@ -18,9 +19,12 @@ public import AFMJSON
 /// - **`enum`** (non-empty) and **`const`**, of any JSON values; with a `type`, every value must have it.
 /// - **Nullable:** `"type": ["<type>", "null"]` (kept as written; unions of two non-null types are refused),
 ///   or `anyOf` with one schema and `{"type": "null"}`.
-/// - **`anyOf`:** branches that are all object schemas (directly, through `$ref`, or as nested unions of
-///   objects), plus optionally `{"type": "null"}`; or one schema of any type plus null. `anyOf` and `$ref`
-///   combine only with annotations.
+/// - **`anyOf`:** branches a parser can tell apart by their first bytes: any number of object schemas
+///   (directly, through `$ref`, or as nested unions of objects) and literals (`enum`/`const`: string-literal
+///   unions), at most one each of string, number-or-integer, boolean, array and nested union, plus optionally
+///   `{"type": "null"}` (Optional). `anyOf` and `$ref` combine only with annotations.
+/// - **The top:** for tool parameters, one object (`{}` means no arguments); for outputs, any schema of the
+///   subset but an empty one.
 /// - **`$ref`** to `#`, `#/$defs/<name>` or `#/definitions/<name>` (definitions only at the top). Recursion
 ///   is fine when an object or array lies on the cycle; a cycle of bare references (`A → B → A`) is refused,
 ///   as are undefined names.
@@ -40,26 +44,30 @@ public enum ToolSchemaValidator {
     /// How many schema levels may nest below `parameters` (properties, items, anyOf branches, definitions).
     public static let maximumDepth = 32
 
-    /// Validates `schema` (the `parameters` of a function tool) and returns it normalized, or throws naming
-    /// the JSON path.
+    /// Validates `schema` (the `parameters` of a function tool, or the schema of a structured answer) and returns
+    /// it normalized, or throws naming the JSON path.
     ///
     /// - Parameters:
-    ///   - schema: The `parameters` value. (A `null` `parameters` is the caller's to map to `{}`.)
-    ///   - path: The path of `schema` in the request, for example `tools[0].parameters`; every error path and
-    ///     warning starts with it.
+    ///   - schema: The `parameters` value (a `null` `parameters` is the caller's to map to `{}`), or the `schema`
+    ///     of `text.format`.
+    ///   - path: The path of `schema` in the request, for example `tools[0].parameters` or
+    ///     `text.format.schema`; every error path and warning starts with it.
+    ///   - purpose: What the schema describes; only the rules for its top differ (``SchemaPurpose``).
     /// - Returns: The normalized schema and the warnings for unenforced keywords.
     /// - Throws: ``ToolSchemaError`` for the first problem found.
-    public static func validate(_ schema: JSONValue, path: String) throws(ToolSchemaError) -> ToolSchemaReport {
+    public static func validate(_ schema: JSONValue, path: String, purpose: SchemaPurpose = .toolParameters)
+        throws(ToolSchemaError) -> ToolSchemaReport
+    {
         guard case .object(let root) = schema else {
             let message =
                 schema.boolValue != nil
-                ? "boolean schemas (true/false) are not supported; parameters must be an object schema"
-                : "parameters must be a JSON object schema, not \(schema.typeName)"
+                ? "boolean schemas (true/false) are not supported; \(purpose.rootName) must be an object schema"
+                : "\(purpose.rootName) must be a JSON object schema, not \(schema.typeName)"
             throw ToolSchemaError(path: path, message: message)
         }
         var references = try SchemaReferences(root: root, rootPath: path)
         try references.analyze()
-        var walker = SchemaWalker(references: references)
+        var walker = SchemaWalker(references: references, purpose: purpose)
         let normalized = try walker.node(schema, path: path, depth: 0, isRoot: true)
         return ToolSchemaReport(normalized: normalized, warnings: walker.warnings)
     }

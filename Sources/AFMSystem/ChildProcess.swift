@@ -115,7 +115,7 @@ public struct ChildProcess: Sendable, Hashable {
 }
 
 /// Runs `body` with a NULL-terminated C array of the strings, valid for the call.
-private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
     let pointers = strings.map { strdup($0) }
     defer { for pointer in pointers { free(pointer) } }
     let terminated = pointers + [nil]
@@ -123,12 +123,21 @@ private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<Uns
 }
 
 /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34), which the Glibc module does not import.
-private enum SpawnSymbols {
+enum SpawnSymbols {
     typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
     static let addCloseFrom: AddCloseFrom = {
         guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
             fatalError("libc lacks posix_spawn_file_actions_addclosefrom_np; AFMSystem needs glibc 2.34 or later")
         }
         return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
+
+    typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, UnsafePointer<CChar>?) -> Int32
+    /// `posix_spawn_file_actions_addchdir_np` (glibc 2.29): the child's working directory.
+    static let addChdir: AddChdir = {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addchdir_np") else {
+            fatalError("libc lacks posix_spawn_file_actions_addchdir_np; AFMSystem needs glibc 2.29 or later")
+        }
+        return unsafeBitCast(symbol, to: AddChdir.self)
     }()
 }

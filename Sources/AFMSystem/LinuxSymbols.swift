@@ -17,6 +17,7 @@ enum LinuxSymbols {
         @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32)
         -> Int32
     typealias SetThreadName = @convention(c) (pthread_t, UnsafePointer<CChar>?) -> Int32
+    typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>?, Int32) -> Int32
     typealias GetAffinity = @convention(c) (pid_t, Int, UnsafeMutableRawPointer?) -> Int32
     /// `prctl` is variadic in C, which Swift does not import; called with all five arguments, as the kernel takes them.
     typealias ProcessControl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
@@ -27,6 +28,7 @@ enum LinuxSymbols {
     static let eventfd: EventFD = resolve("eventfd")
     static let accept4: Accept4 = resolve("accept4")
     static let setThreadName: SetThreadName = resolve("pthread_setname_np")
+    static let pipe2: Pipe2 = resolve("pipe2")
     static let getAffinity: GetAffinity = resolve("sched_getaffinity")
     static let processControl: ProcessControl = resolve("prctl")
 

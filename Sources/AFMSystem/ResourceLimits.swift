@@ -16,6 +16,26 @@ public enum ResourceLimits {
         try set(resource: Int32(RLIMIT_NOFILE.rawValue), to: count)
     }
 
+    /// The soft (in force) and hard (ceiling) limit of open descriptors, `RLIMIT_NOFILE`. The corresponding C
+    /// function is `getrlimit`.
+    public static func openFilesLimit() -> (soft: UInt64, hard: UInt64) {
+        var value = rlimit()
+        _ = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &value)
+        return (UInt64(value.rlim_cur), UInt64(value.rlim_max))
+    }
+
+    /// Raises the soft limit of open descriptors to `wanted`, or to the hard limit if that is lower (no privilege
+    /// needed); never lowers it. Returns the soft limit now in force. The corresponding C function is `setrlimit`.
+    @discardableResult
+    public static func raiseOpenFilesSoftLimit(to wanted: UInt64) -> UInt64 {
+        let (soft, hard) = openFilesLimit()
+        let target = min(wanted, hard)
+        guard target > soft else { return soft }
+        var limit = rlimit(rlim_cur: rlim_t(target), rlim_max: rlim_t(hard))
+        guard setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return soft }
+        return target
+    }
+
     /// The nice value of the process's main thread (on Linux nice is per thread; a thread starts with its
     /// creator's, and libdispatch sets its own workers' by QoS). The corresponding C function is `getpriority`.
     public static func processNice() -> Int32 {

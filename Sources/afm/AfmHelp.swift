@@ -7,8 +7,14 @@ enum AfmHelp {
 
         Usage:
           afm chat [--model ID] [--url URL] [--data-dir DIR]     interactive chat with saved history
+          afm chat --web [--listen HOST:PORT] [--url URL] [--data-dir DIR]
+                                                                 serve the chat page on the same history
           afm chat --import DIR [--data-dir DIR]                 import an archive (conversations.json + Images/)
           afm respond [--model ID] [--url URL] [TEXT | -]        one answer for scripts (TEXT, or standard input)
+          afm agent [--model ID] [--url URL] [--instructions TEXT | -f FILE] [--mcp NAME=COMMAND]…
+                    [--schema FILE] [--max-tool-calls N] [--tool-timeout S] [--json] [--config FILE] [PROMPT | -]
+                                                                 an agent with MCP tools: one turn with PROMPT,
+                                                                 else a session (history kept until it ends)
           afm --help | --version
 
         Options:
@@ -16,9 +22,13 @@ enum AfmHelp {
           --url URL       the gateway (default: http://127.0.0.1:11535)
           --data-dir DIR  where history.sqlite and images/ live (default: $XDG_DATA_HOME/afm,
                           else ~/.local/share/afm)
+          --listen HOST:PORT  where afm chat --web listens (default: 127.0.0.1:11536, loopback only)
 
-        In a chat, type a message and press Enter. Ctrl-C stops the answer being written (and clears the line at the
+        In a chat, type a message and press Enter; Alt-Enter or Ctrl-J starts a new line, and pasted text is never sent
+        early. Arrows, Home/End, Ctrl-A/E, Alt-B/F and Ctrl-Left/Right move; Up/Down recall this conversation's
+        earlier inputs; Ctrl-R searches them. Ctrl-C stops the answer being written (and clears the line at the
         prompt); Ctrl-D on an empty line or /quit leaves. Unsent text is kept as a draft for the next start.
+        NO_COLOR=1 turns colours off.
 
         Commands in a chat:
           /new               start a new conversation
@@ -33,8 +43,15 @@ enum AfmHelp {
           /copy              print the last answer as plain text (and copy it on terminals that allow it)
           /help, /quit
 
-        Exit status (afm respond): 0 answered; 64 usage; 65 invalid request or context too long; 69 server or
-        model unavailable; 75 timeout; 70 internal error; 130 interrupted.
+        afm agent: --mcp starts an MCP server over stdio (repeatable; COMMAND is split on spaces, quotes kept);
+        --schema asks for JSON matching a JSON Schema file; --max-tool-calls caps a turn's tool calls; --tool-timeout
+        limits each call (default 60 s); --json prints every event as one JSON line. The file
+        $XDG_CONFIG_HOME/afm/agent.conf (or --config FILE) may set [Agent] Model, URL, Instructions, MaxToolCalls,
+        ToolTimeout and [MCP.<name>] Command, Args, Env (KEY=VALUE, repeatable), Directory, StartupTimeout,
+        ToolTimeout. In a session, /new forgets the conversation, /quit leaves, Ctrl-C stops the turn.
+
+        Exit status (afm respond, afm agent): 0 answered; 64 usage; 65 invalid request, schema or context too long;
+        69 server or model unavailable; 75 timeout; 70 internal error or a tool server failing; 130 interrupted.
         See afm(1).
         """
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
+import AFMClient
 import AFMCore
 import AFMSystem
 import Foundation
@@ -29,6 +30,8 @@ enum AfmMain {
         case .version:
             console.write("afm \(AFMVersion.string)\n")
         case .chat:
+            // Taken by the chat's signal thread (a terminal resize redraws the line); blocked before any thread starts.
+            SignalListener.blockInCallingThread([SIGWINCH])
             let status: Int32
             do {
                 let store = try HistoryStore(directory: dataDirectory)
@@ -38,6 +41,8 @@ enum AfmMain {
                 exit(70)
             }
             exit(status)  // after the store is released: it removes its lease file
+        case .web(let host, let port):
+            exit(WebCommand(console: console, client: client, dataDirectory: dataDirectory).run(host: host, port: port))
         case .importArchive(let directory):
             do {
                 let store = try HistoryStore(directory: dataDirectory)
@@ -53,6 +58,8 @@ enum AfmMain {
             }
         case .respond(let text):
             exit(RespondCommand(console: console, client: client, model: options.model).run(text: text))
+        case .agent(let agentOptions):
+            exit(AgentCommand(console: console, options: agentOptions).run())
         }
         exit(0)
     }

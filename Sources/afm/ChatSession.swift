@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
+import AFMClient
 import AFMImageCodec
 import AFMStore
 import AFMSystem
@@ -27,6 +28,10 @@ final class ChatSession {
     private var typeAhead: [UInt8] = []
     private var savedDraft = ""
     private var running = true
+    /// Readable after the terminal changed size (SIGWINCH), so the line is drawn again at the new width.
+    private let resized: EventFD?
+    /// The conversation whose inputs ``editor`` recalls (`.some(nil)`: none open; nil: not loaded yet).
+    private var historyConversation: String??
 
     init(store: HistoryStore, console: Console, client: ResponsesClient, model: String?) {
         self.store = store
@@ -36,7 +41,15 @@ final class ChatSession {
         let interactive = Terminal.isTerminal(keyboard)
         terminal = interactive ? Terminal(descriptor: keyboard) : nil
         editor = LineEditor(echo: interactive)
+        resized = interactive ? try? EventFD() : nil
+        if let resized {
+            // SIGWINCH is blocked in every thread (AfmMain) and taken here; the main loop polls the eventfd.
+            try? SignalListener.start([SIGWINCH]) { _ in resized.signal() }
+        }
     }
+
+    /// The terminal's width (80 when unknown).
+    private var columns: Int { Terminal.columns(console.output) ?? Terminal.columns(keyboard) ?? 80 }
 
     // MARK: - Loop
 
@@ -44,8 +57,13 @@ final class ChatSession {
     func run() -> Int32 {
         if let terminal {
             do { try terminal.enterKeyMode() } catch { console.error("afm: cannot set up the terminal: \(error)") }
+            // Bracketed paste: the terminal marks pasted text, so its line breaks do not send it early.
+            console.write("\u{1B}[?2004h")
         }
-        defer { terminal?.restore() }
+        defer {
+            if terminal != nil { console.write("\u{1B}[?2004l") }
+            terminal?.restore()
+        }
         restoreSession()
         prompt()
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -53,7 +71,12 @@ final class ChatSession {
             var bytes = typeAhead
             typeAhead = []
             if bytes.isEmpty {
-                _ = try? PollSet.waitReadable([keyboard], timeoutMilliseconds: -1)
+                let ready = (try? PollSet.waitReadable([keyboard] + (resized.map { [$0.descriptor] } ?? []), timeoutMilliseconds: -1)) ?? []
+                if let resized, ready.contains(resized.descriptor) {
+                    resized.drain()
+                    console.write(editor.redraw(columns: columns))
+                    if !ready.contains(keyboard) { continue }
+                }
                 let result = try? buffer.withUnsafeMutableBytes { try keyboard.read(into: $0) }
                 if case .wouldBlock? = result { continue }
                 // A read error (a terminal that went away) ends the session like end of input, instead of
@@ -85,6 +108,7 @@ final class ChatSession {
                 break
             }
             console.write(echo)
+            if terminal != nil && editor.needsRedraw && running { console.write(editor.redraw(columns: columns)) }
             saveDraftIfChanged(typing: true)
         }
         saveDraftIfChanged()
@@ -99,8 +123,12 @@ final class ChatSession {
     private func prompt() {
         guard running, terminal != nil else { return }
         let label = confirmingDelete != nil ? "delete? [y/N]> " : attachments.isEmpty ? "you> " : "you [\(attachments.count) image(s)]> "
+        if historyConversation != .some(current?.id) {
+            historyConversation = .some(current?.id)
+            editor.history = (try? store.inputHistory(conversationID: current?.id)) ?? []
+        }
         // The line may hold a draft from the history or an imported archive: shown escaped, kept as stored.
-        console.write(console.bold(label) + (terminal != nil ? editor.displayText : ""))
+        console.write(editor.start(prompt: console.bold(label), columns: columns))
     }
 
     /// Saves the prompt line as the draft. Only an interactive session has drafts: a piped one neither
@@ -191,8 +219,11 @@ final class ChatSession {
         guard !trimmed.isEmpty else { return }
         guard trimmed.hasPrefix("/") else {
             send([.text(line)], typedLine: line)
+            // Kept for Up/Down and Ctrl-R in the conversation it went to (a new one is created by send).
+            remember(line)
             return
         }
+        remember(line)
         let command = trimmed.prefix { $0 != " " }
         let argument = trimmed.dropFirst(command.count).trimmingCharacters(in: .whitespaces)
         switch command {
@@ -212,6 +243,13 @@ final class ChatSession {
         case "/copy": copy()
         default: console.write("unknown command \(console.field(command)) — /help lists them\n")
         }
+    }
+
+    /// Records a typed line in the input history of the open conversation (interactive sessions only).
+    private func remember(_ line: String) {
+        guard terminal != nil else { return }
+        try? store.recordInput(line, conversationID: current?.id)
+        if historyConversation == .some(current?.id), editor.history.last != line { editor.history.append(line) }
     }
 
     private func startNew(announce: Bool) {
@@ -301,7 +339,7 @@ final class ChatSession {
         var text = console.shown(message.text)
         for image in message.images { text += " [image \(image.width)×\(image.height)]" }
         if message.author == .assistant {
-            var renderer = MarkdownRenderer(colors: console.isTerminal)
+            var renderer = console.markdownRenderer()
             console.write(console.bold(label) + renderer.feed(text) + renderer.finish() + "\n")
         } else {
             console.write(console.bold(label) + text + "\n")

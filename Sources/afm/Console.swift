@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMChat
 import AFMLogging
 import AFMSystem
+import Foundation
 
 /// Standard output and error for the client: unbuffered writes, colours only on a terminal.
 ///
@@ -14,9 +16,18 @@ final class Console {
     let errors = FileDescriptor(rawValue: 2)
     /// Whether standard output is a terminal (colours, cursor control and OSC 52 are used only then).
     let isTerminal: Bool
+    /// Whether styling escapes are used: on a terminal, unless `NO_COLOR` is set (https://no-color.org).
+    let colors: Bool
 
-    init() {
+    init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         isTerminal = Terminal.isTerminal(FileDescriptor(rawValue: 1))
+        colors = isTerminal && (environment["NO_COLOR"] ?? "").isEmpty
+    }
+
+    /// A Markdown renderer for this output: laid out on a terminal (at its width when each line starts), plain text
+    /// through a pipe, no styling escapes with `NO_COLOR`.
+    func markdownRenderer() -> MarkdownRenderer {
+        MarkdownRenderer(formatting: isTerminal, colors: colors) { Terminal.columns(FileDescriptor(rawValue: 1)) ?? 80 }
     }
 
     /// Writes text to standard output.
@@ -37,10 +48,10 @@ final class Console {
     func field(_ text: some StringProtocol) -> String { TerminalSafeText.neutralized(text) }
 
     /// Text in a dim style on a terminal, plain otherwise.
-    func dim(_ text: String) -> String { isTerminal ? "\u{1B}[2m" + text + "\u{1B}[22m" : text }
+    func dim(_ text: String) -> String { colors ? "\u{1B}[2m" + text + "\u{1B}[22m" : text }
 
     /// Text in bold on a terminal, plain otherwise.
-    func bold(_ text: String) -> String { isTerminal ? "\u{1B}[1m" + text + "\u{1B}[22m" : text }
+    func bold(_ text: String) -> String { colors ? "\u{1B}[1m" + text + "\u{1B}[22m" : text }
 
     static func writeAll(_ bytes: [UInt8], to descriptor: FileDescriptor) {
         var offset = 0

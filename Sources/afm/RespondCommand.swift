@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
+import AFMClient
 import AFMCore
 import AFMSystem
 import Foundation

@@ -42,7 +42,7 @@ import Testing
         #expect(status.reasonCode == "abi_mismatch")
         let reason = try #require(status.reason)
         #expect(reason.contains("c-fixture.json"))
-        #expect(reason.contains("ABI 2.x") && reason.contains("ABI 1.0"))
+        #expect(reason.contains("ABI 2.x") && reason.contains("ABI 1.1"))
         #expect(throws: AFMError.self) { try harness.registry.lease(model: "c-echo") }
     }
 
@@ -55,7 +55,7 @@ import Testing
         #expect(status.reasonCode == "abi_mismatch")
         let reason = try #require(status.reason)
         #expect(reason.contains("c-fixture.so"))
-        #expect(reason.contains("ABI 2.0") && reason.contains("ABI 1.0"))
+        #expect(reason.contains("ABI 2.1") && reason.contains("ABI 1.1"))
     }
 
     @Test(arguments: Hosting.both) func refusesALibraryWithoutTheEntrySymbol(hosting: String) async throws {

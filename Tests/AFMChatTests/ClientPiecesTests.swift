@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
+import AFMClient
 import AFMImageCodec
 import AFMSystem
 import Foundation
@@ -53,7 +54,7 @@ import Testing
     @Test(arguments: ["-5", "12abc", "-9223372036854775808"])
     func anInvalidContentLengthIsAnErrorNotACrash(_ length: String) throws {
         let url = try serveOnce("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n{\"data\":[]}")
-        let error = try #require(throws: HistoryError.self) { try ResponsesClient(url: url).listModels(timeoutMilliseconds: 5_000) }
+        let error = try #require(throws: ClientError.self) { try ResponsesClient(url: url).listModels(timeoutMilliseconds: 5_000) }
         #expect(error.message.contains("Content-Length"))
     }
 

@@ -320,7 +320,7 @@ import Testing
             try #require(try connection.query("PRAGMA foreign_key_check") { $0.text(0) }.count == 3)
         }
         let store = try makeStore(directory)
-        #expect(try store.connection.schemaVersion() == 3)
+        #expect(try store.connection.schemaVersion() == 4)
         #expect(try store.connection.query("SELECT message_id || ':' || coalesce(text, image_hash) FROM parts") { $0.text(0) } == ["m1:kept words"])
         #expect(try store.connection.query("SELECT id FROM messages") { $0.text(0) } == ["m1"])
         #expect(try store.connection.query("PRAGMA foreign_key_check") { $0.text(0) }.isEmpty)

@@ -251,7 +251,7 @@ import Testing
         tree.write("etc/afm/afmd.conf", "[Server]\nListen=127.0.0.1:9\nBogus=1\n")
         let bad = ConfigCheck(loader: ConfigurationLoader(paths: tree.paths))
         #expect(bad.exitStatus == 78)
-        #expect(bad.report.hasSuffix("Error: \(file):3: unknown key 'Bogus' in [Server]; known keys: Listen, ShutdownTimeoutSeconds, RequestHeaderTimeoutSeconds, ProcessingDeadlineSeconds, IOThreads, AllowedHosts, AllowedOrigins"))
+        #expect(bad.report.hasSuffix("Error: \(file):3: unknown key 'Bogus' in [Server]; known keys: Listen, ShutdownTimeoutSeconds, RequestHeaderTimeoutSeconds, ProcessingDeadlineSeconds, IOThreads, MaxConnections, AllowedHosts, AllowedOrigins"))
     }
 
     @Test func pathModes() {

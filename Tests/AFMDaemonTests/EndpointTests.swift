@@ -157,7 +157,7 @@ import Testing
         }
         let version = try run(["--version"])
         #expect(version.status == 0)
-        #expect(version.output.hasPrefix("afmd ") && version.output.contains("ABI 1.0"))
+        #expect(version.output.hasPrefix("afmd ") && version.output.contains("ABI 1.1"))
         let help = try run(["--help"])
         #expect(help.status == 0)
         for flag in ["--listen", "--config", "--config-root", "--backend-dir", "--version"] { #expect(help.output.contains(flag)) }

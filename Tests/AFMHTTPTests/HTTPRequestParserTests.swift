@@ -175,6 +175,24 @@ import Testing
         #expect(error(text)?.status == 431)
     }
 
+    @Test func countsHeaderFieldLinesAgainstTheirLimit() throws {
+        let limits = HTTPRequestParser.Limits(maxHeaderBytes: 64 * 1024, maxBodyBytes: 64, maxHeaderFields: 100)
+        func fields(_ count: Int) -> String {
+            // Host is one of the fields: `count` field lines in all.
+            "GET / HTTP/1.1\r\nHost: t\r\n" + (1..<count).map { "x\($0): v\r\n" }.joined() + "\r\n"
+        }
+        #expect(error(fields(100), limits: limits) == nil)
+        let tooMany = try #require(error(fields(101), limits: limits))
+        #expect(tooMany.status == 431)
+        #expect(tooMany.code == "headers_too_large")
+        #expect(tooMany.message.contains("too many header fields"))
+        // Trailers have their own count with the same limit.
+        func trailers(_ count: Int) -> String { (0..<count).map { "t\($0): v\r\n" }.joined() + "\r\n" }
+        let chunked = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n"
+        #expect(error(chunked + trailers(101), limits: limits)?.status == 431)
+        #expect(error(chunked + trailers(100), limits: limits) == nil)
+    }
+
     @Test(arguments: MalformedCase.all)
     func rejectsMalformedRequestWithoutSockets(_ testCase: MalformedCase) {
         let bytes = testCase.raw.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }

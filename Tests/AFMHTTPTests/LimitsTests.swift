@@ -16,6 +16,24 @@ import Testing
         }
     }
 
+    /// nginx and HAProxy refuse thousands of tiny fields (HAProxy allows 101); each costs this server two strings.
+    @Test func rejectsFiveThousandSmallHeaderFieldsWith431() async throws {
+        try await withTestServer { _, port in
+            let client = try TestClient(port: port)
+            let fields = (0..<5000).map { "a\($0):b\r\n" }.joined()
+            try await client.send("GET / HTTP/1.1\r\nHost: t\r\n" + fields + "\r\n")
+            let response = try await client.readResponse()
+            #expect(response.status == 431)
+            #expect(response.bodyText.contains(#""code":"headers_too_large""#))
+            #expect(response.bodyText.contains("too many header fields"))
+            #expect(try await client.waitForEOF())
+            // A hundred fields are still fine.
+            let ordinary = try TestClient(port: port)
+            try await ordinary.send("GET / HTTP/1.1\r\nHost: t\r\n" + (1..<100).map { "a\($0):b\r\n" }.joined() + "\r\n")
+            #expect(try await ordinary.readResponse().status == 200)
+        }
+    }
+
     @Test func acceptsHeaderBlockJustUnderLimit() async throws {
         var configuration = HTTPServer.Configuration()
         configuration.maxHeaderBytes = 4096

@@ -240,3 +240,67 @@ import Testing
         #expect(String(decoding: direct, as: UTF8.self) == String(decoding: builder.responseObject().encoded(), as: UTF8.self))
     }
 }
+
+/// The host's check of structured answers (`text.format`) before `completed`.
+@Suite struct StructuredAnswerBuilderTests {
+    static let body = #"""
+        {"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"P","schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}}
+        """#
+
+    func builder(_ body: String = body) throws -> ResponseBuilder {
+        ResponseBuilder(
+            responseID: "resp_1", request: try ResponsesRequest(body: Array(body.utf8)), model: "m", maxOutputTokens: 100,
+            estimatedInputTokens: 3, createdAt: 1_760_000_000)
+    }
+
+    func finish(_ deltas: [String], _ reason: FinishReason = .stop, body: String = body) throws -> ResponseBuilder {
+        var builder = try builder(body)
+        _ = builder.start()
+        for delta in deltas { _ = builder.consume(.textDelta(delta), now: 1) }
+        _ = builder.consume(.done(reason), now: 2)
+        return builder
+    }
+
+    @Test func aMatchingAnswerCompletes() throws {
+        #expect(try finish([#"{"a""#, #":1}"#]).outcome == .completed)
+    }
+
+    @Test func aBrokenOrMismatchedAnswerFails() throws {
+        for deltas in [[#"{"a":"#], [#"{"a":"one"}"#], [#"{}"#], ["Sure: ", #"{"a":1}"#]] {
+            let builder = try finish(deltas)
+            guard case .failed(let error)? = builder.outcome else {
+                Issue.record("\(deltas) → \(String(describing: builder.outcome))")
+                continue
+            }
+            #expect(error.publicCode == "invalid_structured_output")
+            #expect(error.httpStatus == 500)
+            #expect(builder.responseObject()["error"]?["code"] == "invalid_structured_output")
+        }
+    }
+
+    @Test func aCutAnswerIsIncomplete() throws {
+        #expect(try finish([#"{"a"#], .length).outcome == .incomplete(reason: "max_output_tokens"))
+    }
+
+    @Test func jsonObjectNeedsAnObjectAndTextNeedsNothing() throws {
+        let object = #"{"model":"m","input":"hi","text":{"format":{"type":"json_object"}}}"#
+        #expect(try finish([#"{"x":[1]}"#], body: object).outcome == .completed)
+        #expect(try finish(["[1]"], body: object).outcome != .completed)
+        #expect(try finish(["not json"], body: #"{"model":"m","input":"hi"}"#).outcome == .completed)
+    }
+
+    /// A turn that only calls tools has no answer to check.
+    @Test func aToolCallTurnIsNotChecked() throws {
+        let body = #"""
+            {"model":"m","input":"hi","text":{"format":{"type":"json_object"}},
+             "tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{}}}]}
+            """#
+        var builder = try builder(body)
+        _ = builder.start()
+        _ = builder.consume(.toolCallBegin(index: 0, name: "f", callID: "c"), now: 1)
+        _ = builder.consume(.toolCallArguments(index: 0, delta: "{}"), now: 1)
+        _ = builder.consume(.toolCallEnd(index: 0), now: 1)
+        _ = builder.consume(.done(.toolCalls), now: 2)
+        #expect(builder.outcome == .completed)
+    }
+}

@@ -61,7 +61,7 @@ import Testing
         (#"{"model":"m","input":"x","max_output_tokens":-5}"#, "integer_below_min_value", "max_output_tokens"),
         (#"{"model":"m","input":"x","max_output_tokens":1.5}"#, "invalid_type", "max_output_tokens"),
         (#"{"model":"m","input":"x","max_output_tokens":99999999999999999999999}"#, "invalid_type", "max_output_tokens"),
-        (#"{"model":"m","input":"x","text":{"format":{"type":"json_schema"}}}"#, "unsupported_parameter", "text.format"),
+        (#"{"model":"m","input":"x","text":{"format":{"type":"json_schema"}}}"#, "missing_required_parameter", "text.format.name"),
         (#"{"model":"m","input":"x","top_logprobs":3}"#, "unsupported_parameter", "top_logprobs"),
         (#"{"model":"m","input":[{"role":"robot","content":"x"}]}"#, "invalid_value", "input[0].role"),
         (#"{"model":"m","input":[{"type":"message","content":"x"}]}"#, "missing_required_parameter", "input[0].role"),

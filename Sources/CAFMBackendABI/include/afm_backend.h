@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * afm_backend.h: the one contract between the AFM host (afmd, afm-backend-runner) and a model backend.
  *
- * ABI 1.0. This header compiles as C99 and as C++17. It is the whole interface: a backend links no host
+ * ABI 1.1. This header compiles as C99 and as C++17. It is the whole interface: a backend links no host
  * symbols, sees no sockets and no HTTP, and exports exactly one function, afm_backend_negotiate().
  *
  * Versioning rules (see docs/backend-abi.md for the rationale and the JSON documents):
@@ -44,7 +44,10 @@ extern "C" {
 /* ---------------------------------------------------------------------------------------------------- */
 
 #define AFM_ABI_MAJOR 1
-#define AFM_ABI_MINOR 0
+/* 1.1: structured output. The generation request document carries `output_format` (the normalized JSON Schema
+ * of the answer, or "any JSON object"), and a model's describe capabilities may say "structured_output": true.
+ * No struct changed. The host believes that capability only from a backend that reports minor >= 1. */
+#define AFM_ABI_MINOR 1
 
 /** The name of the only symbol a backend exports. */
 #define AFM_BACKEND_ENTRY_SYMBOL "afm_backend_negotiate"

@@ -35,6 +35,14 @@
 #ifndef FIXTURE_ABI_MAJOR
 #define FIXTURE_ABI_MAJOR AFM_ABI_MAJOR /* -DFIXTURE_ABI_MAJOR=2: claim another major and refuse */
 #endif
+#ifndef FIXTURE_ABI_MINOR
+#define FIXTURE_ABI_MINOR AFM_ABI_MINOR /* -DFIXTURE_ABI_MINOR=0: an ABI 1.0 backend */
+#endif
+#ifdef FIXTURE_CLAIMS_STRUCTURED_OUTPUT /* describe says "structured_output": true (a 1.0 backend cannot mean it) */
+#define FIXTURE_STRUCTURED_OUTPUT "true"
+#else
+#define FIXTURE_STRUCTURED_OUTPUT "false"
+#endif
 #ifndef FIXTURE_VERSION
 #define FIXTURE_VERSION "1.0.0" /* -DFIXTURE_VERSION=\"2.0.0\": another build of the same backend */
 #endif
@@ -660,7 +668,7 @@ static afm_status fixture_describe(afm_instance *instance, const afm_writer *wri
         n += snprintf(document + n, sizeof document - (size_t)n,
                       "%s{\"id\":\"%s\",\"context_tokens\":4096,\"max_input_tokens\":3072,\"max_output_tokens\":1024,"
                       "\"capabilities\":{\"streaming\":true,\"tools\":false,\"vision\":false,\"reasoning\":false,"
-                      "\"reasoning_optional\":true}}",
+                      "\"reasoning_optional\":true,\"structured_output\":" FIXTURE_STRUCTURED_OUTPUT "}}",
                       m > first_model ? "," : "", model_ids[m]);
     }
     if (n > 0 && (size_t)n < sizeof document) n += snprintf(document + n, sizeof document - (size_t)n, "]}");
@@ -829,14 +837,14 @@ AFM_EXPORT afm_status FIXTURE_ENTRY(const afm_host_api *host, afm_backend_info *
         return fail(error, AFM_ERR_INCOMPATIBLE, FIXTURE_ID ": host or out missing or too small");
     out->struct_size = (uint32_t)sizeof *out;
     out->abi_major = FIXTURE_ABI_MAJOR;
-    out->abi_minor = AFM_ABI_MINOR;
+    out->abi_minor = FIXTURE_ABI_MINOR;
     out->reserved0 = 0;
     out->id = FIXTURE_ID;
     out->version = FIXTURE_VERSION;
     out->vtable = NULL;
     if (host->abi_major != FIXTURE_ABI_MAJOR)
         return fail(error, AFM_ERR_INCOMPATIBLE, FIXTURE_ID " speaks AFM ABI %u.%u; host offered %u.%u",
-                    (unsigned)FIXTURE_ABI_MAJOR, (unsigned)AFM_ABI_MINOR, (unsigned)host->abi_major,
+                    (unsigned)FIXTURE_ABI_MAJOR, (unsigned)FIXTURE_ABI_MINOR, (unsigned)host->abi_major,
                     (unsigned)host->abi_minor);
     out->vtable = &fixture_vtable;
     return AFM_OK;

@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-import AFMCore
-import AFMHTTP
 import Synchronization
 
-/// Which `Host`s and `Origin`s afmd answers, and the media type of its POSTs: the defences of a loopback API against
-/// the web pages its user's browser opens.
+/// Which `Host`s and `Origin`s a loopback server answers (afmd, and the web chat of `afm chat --web`), and the media
+/// type of its POSTs: the defences of a loopback API against the web pages its user's browser opens.
 ///
 /// - **DNS rebinding.** A page re-resolves the attacker's own name to 127.0.0.1 and then reads afmd "same-origin"
 ///   (`/status`, answers); its requests carry the attacker's name in `Host`. Accepted `Host`s: loopback names
@@ -24,10 +22,62 @@ import Synchronization
 /// `Origin` and `Content-Type` may appear once: with two, a check and a later reader could each take another one,
 /// so the request is refused (400 `duplicate_header`, `param` names the field).
 ///
-/// Refusals are OpenAI error envelopes: 403 `forbidden_host` / `forbidden_origin`, 415 `unsupported_media_type`,
-/// 400 `duplicate_header`.
+/// Refusals (``Refusal``) become OpenAI error envelopes: 403 `forbidden_host` / `forbidden_origin`, 415
+/// `unsupported_media_type`, 400 `duplicate_header`; each server words their message (afmd names its settings).
 /// Checks compare bytes in place: an accepted request costs no allocation.
-struct BrowserRequestPolicy: Sendable, Equatable {
+public struct BrowserRequestPolicy: Sendable, Equatable {
+    /// Why a request is refused.
+    public enum Refusal: Error, Sendable, Equatable {
+        /// `Host` (or an absolute target) names no address of this server: DNS rebinding.
+        case forbiddenHost
+        /// `Origin` names another site: a cross-site request.
+        case forbiddenOrigin
+        /// A field that must appear once appears more often (`Origin`, `Content-Type`).
+        case duplicateHeader(String)
+        /// A POST (PUT, DELETE) body not declared as JSON.
+        case unsupportedMediaType
+
+        /// The error code clients see.
+        public var code: String {
+            switch self {
+            case .forbiddenHost: "forbidden_host"
+            case .forbiddenOrigin: "forbidden_origin"
+            case .duplicateHeader: "duplicate_header"
+            case .unsupportedMediaType: "unsupported_media_type"
+            }
+        }
+
+        /// The HTTP status.
+        public var status: Int {
+            switch self {
+            case .forbiddenHost, .forbiddenOrigin: 403
+            case .duplicateHeader: 400
+            case .unsupportedMediaType: 415
+            }
+        }
+
+        /// The field at fault (`duplicate_header`), else nil.
+        public var param: String? {
+            if case .duplicateHeader(let field) = self { return field }
+            return nil
+        }
+
+        /// A message that names no server setting.
+        public var message: String {
+            switch self {
+            case .forbiddenHost: "The Host header names no address of this server (a protection against DNS rebinding)."
+            case .forbiddenOrigin: "Requests from the web origin in the Origin header are not allowed (a protection against cross-site requests)."
+            case .duplicateHeader(let field): "The \(field) header field appears more than once; send it once."
+            case .unsupportedMediaType: "A POST body must be sent with Content-Type: application/json."
+            }
+        }
+
+        /// The JSON error envelope (``HTTPErrorBody``) with ``message``.
+        public var body: [UInt8] {
+            HTTPErrorBody.json(message: message, type: "invalid_request_error", code: code, param: param)
+        }
+    }
+
     /// The listen host, lower-cased, without brackets.
     private var listenHost: String
     private var listenIsWildcard: Bool
@@ -38,7 +88,11 @@ struct BrowserRequestPolicy: Sendable, Equatable {
     private var allowedOrigins: [String]
     private var anyOrigin: Bool
 
-    init(listenHost: String, allowedHosts: [String], allowedOrigins: [String]) {
+    /// - Parameters:
+    ///   - listenHost: the address listened on.
+    ///   - allowedHosts: further names accepted in `Host` (`*`: any).
+    ///   - allowedOrigins: further origins accepted in `Origin` (`*`: any).
+    public init(listenHost: String, allowedHosts: [String] = [], allowedOrigins: [String] = []) {
         self.listenHost = listenHost.lowercased()
         listenIsWildcard = Self.isWildcard(self.listenHost)
         anyHost = allowedHosts.contains("*")
@@ -52,7 +106,7 @@ struct BrowserRequestPolicy: Sendable, Equatable {
     }
 
     /// The same policy for a listener moved to `host`.
-    func listening(on host: String) -> Self {
+    public func listening(on host: String) -> Self {
         var copy = self
         copy.listenHost = host.lowercased()
         copy.listenIsWildcard = Self.isWildcard(copy.listenHost)
@@ -63,7 +117,7 @@ struct BrowserRequestPolicy: Sendable, Equatable {
 
     /// Why `request` must be refused before routing (its target's or `Host`'s name, its `Origin`, a repeated
     /// `Origin` or `Content-Type`), or nil.
-    func refusal(for request: HTTPRequest) -> AFMError? {
+    public func refusal(for request: HTTPRequest) -> Refusal? {
         // One pass over the fields for all three names (a handful of fields; compared by length first).
         var hostField: String?
         var origin: String?
@@ -80,32 +134,18 @@ struct BrowserRequestPolicy: Sendable, Equatable {
             default: break
             }
         }
-        if origins > 1 { return Self.duplicate("Origin") }
-        if contentTypes > 1 { return Self.duplicate("Content-Type") }
+        if origins > 1 { return .duplicateHeader("Origin") }
+        if contentTypes > 1 { return .duplicateHeader("Content-Type") }
         let host = Self.targetHost(request.target) ?? hostField.map { Self.hostPart(Substring($0)) }
-        if let host, !accepts(host: host) {
-            return AFMError(
-                .invalidRequest,
-                "The Host header names no address of this gateway (a protection against DNS rebinding); "
-                    + "list further names in [Server] AllowedHosts.",
-                publicCode: "forbidden_host", httpStatus: 403)
-        }
-        if let origin, !accepts(origin: Substring(origin), host: host) {
-            return AFMError(
-                .invalidRequest,
-                "Requests from the web origin in the Origin header are not allowed (a protection against cross-site "
-                    + "requests); list allowed origins in [Server] AllowedOrigins.",
-                publicCode: "forbidden_origin", httpStatus: 403)
-        }
+        if let host, !accepts(host: host) { return .forbiddenHost }
+        if let origin, !accepts(origin: Substring(origin), host: host) { return .forbiddenOrigin }
         return nil
     }
 
     /// Why the body of POST `request` must be refused (it is not declared as JSON), or nil.
-    static func mediaTypeRefusal(for request: HTTPRequest) -> AFMError? {
+    public static func mediaTypeRefusal(for request: HTTPRequest) -> Refusal? {
         if let type = request.headers["Content-Type"], isJSON(Substring(type)) { return nil }
-        return AFMError(
-            .invalidRequest, "A POST body must be sent with Content-Type: application/json.",
-            publicCode: "unsupported_media_type", httpStatus: 415)
+        return .unsupportedMediaType
     }
 
     func accepts(host: Substring) -> Bool {
@@ -123,12 +163,6 @@ struct BrowserRequestPolicy: Sendable, Equatable {
         let requestHost = host ?? Substring(listenHost)
         if Self.sameIgnoringCase(originHost, requestHost) { return true }
         return Self.isLoopbackName(originHost) && Self.isLoopbackName(requestHost)
-    }
-
-    private static func duplicate(_ field: String) -> AFMError {
-        AFMError(
-            .invalidRequest, "The \(field) header field appears more than once; send it once.", param: field,
-            publicCode: "duplicate_header", httpStatus: 400)
     }
 
     // MARK: - Names
@@ -259,16 +293,16 @@ struct BrowserRequestPolicy: Sendable, Equatable {
 }
 
 extension BrowserRequestPolicy {
-    /// The policy in force: read by the handler for every request, replaced by the daemon on a reload or a rebind.
-    final class Shared: Sendable {
+    /// The policy in force: read by the handler for every request, replaced by the server on a reload or a rebind.
+    public final class Shared: Sendable {
         private let policy: Mutex<BrowserRequestPolicy>
 
-        init(_ policy: BrowserRequestPolicy) { self.policy = Mutex(policy) }
+        public init(_ policy: BrowserRequestPolicy) { self.policy = Mutex(policy) }
 
         /// ``BrowserRequestPolicy/refusal(for:)`` of the policy in force.
-        func refusal(for request: HTTPRequest) -> AFMError? { policy.withLock { $0.refusal(for: request) } }
+        public func refusal(for request: HTTPRequest) -> Refusal? { policy.withLock { $0.refusal(for: request) } }
 
         /// Replaces the policy in force.
-        func set(_ value: BrowserRequestPolicy) { policy.withLock { $0 = value } }
+        public func set(_ value: BrowserRequestPolicy) { policy.withLock { $0 = value } }
     }
 }

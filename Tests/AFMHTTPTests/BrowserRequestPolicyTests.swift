@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Testing
 
-@testable import AFMDaemon
+@testable import AFMHTTP
 
 /// The `Host`/`Origin`/media-type rules without a daemon: listen addresses the live tests cannot bind (a wildcard, a
 /// LAN address), and the parsing corners of the fields.

@@ -31,7 +31,7 @@ struct ChunkedDecoder: Sendable {
                 index += 1
                 guard byte == 0x0A else {
                     if byte != 0x0D { line.append(byte) }
-                    guard line.count < 4096 else { throw HistoryError("malformed chunked response (line too long)") }
+                    guard line.count < 4096 else { throw ClientError("malformed chunked response (line too long)") }
                     continue
                 }
                 let text = String(decoding: line, as: UTF8.self)
@@ -40,7 +40,7 @@ struct ChunkedDecoder: Sendable {
                 case .size:
                     let digits = text.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
                     guard let size = Int(digits, radix: 16), size >= 0 else {
-                        throw HistoryError("malformed chunk size '\(digits)'")
+                        throw ClientError("malformed chunk size '\(digits)'")
                     }
                     state = size == 0 ? .trailers : .data(remaining: size)
                 case .dataEnd:

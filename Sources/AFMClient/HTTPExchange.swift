@@ -25,12 +25,12 @@ final class HTTPExchange {
     /// Connects and sends the request.
     init(url: ServerURL, method: String, path: String, body: [UInt8]?, accept: String) throws {
         guard let address = url.socketAddress else {
-            throw HistoryError("cannot connect to \(url): only numeric addresses and localhost are supported")
+            throw ClientError("cannot connect to \(url): only numeric addresses and localhost are supported")
         }
         do {
             descriptor = try FileDescriptor.connectTCP(to: address)
         } catch {
-            throw HistoryError("cannot connect to \(url): \(error.errno)")
+            throw ClientError("cannot connect to \(url): \(error.errno)")
         }
         var request = "\(method) \(url.pathPrefix)\(path) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nAccept: \(accept)\r\n"
         request += "User-Agent: afm-chat\r\nConnection: close\r\n"
@@ -47,7 +47,7 @@ final class HTTPExchange {
             try descriptor.setNonBlocking(true)
         } catch {
             descriptor.close()
-            throw HistoryError("cannot send the request to \(url): \(error)")
+            throw ClientError("cannot send the request to \(url): \(error)")
         }
     }
 
@@ -69,9 +69,9 @@ final class HTTPExchange {
             let result = try buffer.withUnsafeMutableBytes { try descriptor.read(into: $0) }
             guard case .processed(let count) = result else { return output }
             if count == 0 {
-                guard headDone else { throw HistoryError("the server closed the connection without an answer") }
+                guard headDone else { throw ClientError("the server closed the connection without an answer") }
                 if chunked && !decoder.isDone || contentLength.map({ bodyReceived < $0 }) ?? false {
-                    throw HistoryError("the server closed the connection in the middle of the answer")
+                    throw ClientError("the server closed the connection in the middle of the answer")
                 }
                 isComplete = true
                 return output
@@ -87,7 +87,7 @@ final class HTTPExchange {
         let deadline = Int64(SystemClock.monotonicNanoseconds() / 1_000_000) + Int64(timeoutMilliseconds)
         while !isComplete {
             let remaining = deadline - Int64(SystemClock.monotonicNanoseconds() / 1_000_000)
-            guard remaining > 0 else { throw HistoryError("no complete answer within \(timeoutMilliseconds / 1000) s") }
+            guard remaining > 0 else { throw ClientError("no complete answer within \(timeoutMilliseconds / 1000) s") }
             _ = try descriptor.poll(readable: true, writable: false, timeoutMilliseconds: Int32(remaining))
             body += try readAvailable()
         }
@@ -99,7 +99,7 @@ final class HTTPExchange {
         if !headDone {
             head += bytes
             guard let end = findHeadEnd() else {
-                guard head.count < 65_536 else { throw HistoryError("the server's response head is too large") }
+                guard head.count < 65_536 else { throw ClientError("the server's response head is too large") }
                 return []
             }
             try parseHead(head[..<end])
@@ -134,7 +134,7 @@ final class HTTPExchange {
         let lines = String(decoding: bytes, as: UTF8.self).components(separatedBy: "\r\n")
         let statusParts = lines[0].split(separator: " ", maxSplits: 2)
         guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."), let code = Int(statusParts[1]) else {
-            throw HistoryError("the server did not answer with HTTP/1.1 (\(lines[0].prefix(40)))")
+            throw ClientError("the server did not answer with HTTP/1.1 (\(lines[0].prefix(40)))")
         }
         status = code
         for line in lines.dropFirst() {
@@ -145,7 +145,7 @@ final class HTTPExchange {
             if name == "content-length" {
                 // A negative or non-numeric length is refused here (it would otherwise trap slicing the body).
                 guard let length = Int(value), length >= 0 else {
-                    throw HistoryError("the server sent an invalid Content-Length (\(value.prefix(40)))")
+                    throw ClientError("the server sent an invalid Content-Length (\(value.prefix(40)))")
                 }
                 contentLength = length
             }

@@ -48,14 +48,15 @@ public final class ResponseStream {
         }
         var events: [StreamEvent] = []
         for message in parser.feed(bytes) {
-            guard let event = Self.event(for: message, sawError: &sawError) else { continue }
-            events.append(event)
-            switch event {
-            case .completed, .incomplete, .failed:
-                isFinished = true
-                exchange.close()
-                return events
-            default: break
+            for event in Self.events(for: message, sawError: &sawError) {
+                events.append(event)
+                switch event {
+                case .completed, .incomplete, .failed:
+                    isFinished = true
+                    exchange.close()
+                    return events
+                default: break
+                }
             }
         }
         if exchange.isComplete && !isFinished {
@@ -71,15 +72,29 @@ public final class ResponseStream {
         return [event]
     }
 
-    /// Maps one SSE message to a client event (nil for events the client ignores).
-    static func event(for message: SSEParser.Message, sawError: inout Bool) -> StreamEvent? {
-        guard let value = try? JSONParser.parse(message.data) else { return nil }
+    /// Maps one SSE message to client events (none for events the client ignores): a terminal response event
+    /// gives its usage first, then the terminal event.
+    static func events(for message: SSEParser.Message, sawError: inout Bool) -> [StreamEvent] {
+        guard let value = try? JSONParser.parse(message.data) else { return [] }
         let type = value["type"]?.stringValue ?? message.event
+        guard let event = event(type: type, value: value, sawError: &sawError) else { return [] }
+        switch event {
+        case .completed, .incomplete, .failed:
+            guard let usage = value["response"]?["usage"].flatMap(ResponseUsage.init(json:)) else { return [event] }
+            return [.usage(usage), event]
+        default:
+            return [event]
+        }
+    }
+
+    private static func event(type: String, value: JSONValue, sawError: inout Bool) -> StreamEvent? {
         switch type {
         case "response.created":
             return .started(model: value["response"]?["model"]?.stringValue ?? "")
         case "response.output_text.delta":
             return .textDelta(value["delta"]?.stringValue ?? "")
+        case "response.output_item.done":
+            return value["item"].map(StreamEvent.outputItem)
         case "response.completed":
             return .completed
         case "response.incomplete":

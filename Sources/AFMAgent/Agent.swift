@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMClient
+import AFMJSON
+import Synchronization
+
+/// An agent: instructions, a model, tools and a default turn policy, with the history of its complete turns.
+///
+/// An agent talks to a gateway over its HTTP API (Responses) like any client, so it works with any afmd and any
+/// model. Turns of one agent never overlap: ``run(_:policy:)`` queues them in order. Separate agents run
+/// concurrently.
+///
+/// ```
+/// run(prompt) ─► turn queue ─► tools of the turn ─► steps: StepController ─► POST /v1/responses ─► ToolRuntime
+///                                                   └► completed: history += turn │ failed/cancelled: history unchanged
+/// ```
+public final class Agent: Sendable {
+    /// What an agent is made of.
+    public struct Configuration: Sendable {
+        /// The gateway.
+        public var url: ServerURL
+        /// The model id (or alias) every step asks.
+        public var model: String
+        /// The system text of every step.
+        public var instructions: String?
+        /// Tools offered on every turn.
+        public var tools: [AgentTool]
+        /// Sources of more tools, asked at the start of every turn (MCP servers).
+        public var toolProviders: [any AgentToolProvider]
+        /// The policy of turns that give none.
+        public var policy: TurnPolicy
+
+        public init(
+            url: ServerURL = .default, model: String, instructions: String? = nil, tools: [AgentTool] = [],
+            toolProviders: [any AgentToolProvider] = [], policy: TurnPolicy = TurnPolicy()
+        ) {
+            self.url = url
+            self.model = model
+            self.instructions = instructions
+            self.tools = tools
+            self.toolProviders = toolProviders
+            self.policy = policy
+        }
+    }
+
+    private struct State {
+        /// Complete turns, oldest first; each is the prompt, then calls, outputs and the answer.
+        var turns: [[JSONValue]] = []
+        /// The model's input budget from `/v1/models` once asked (nil inside: the gateway did not say).
+        var inputBudget: Int??
+    }
+
+    public let configuration: Configuration
+    private let state = Mutex(State())
+    private let queue = TurnQueue()
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// The transcript of the complete turns as Responses input items (prompt, calls, outputs, answers).
+    public var history: [JSONValue] { state.withLock { $0.turns.flatMap { $0 } } }
+
+    /// How many complete turns the history holds.
+    public var turnCount: Int { state.withLock { $0.turns.count } }
+
+    /// Forgets the history.
+    public func clearHistory() {
+        state.withLock { $0.turns = [] }
+    }
+
+    /// Starts a turn (it waits for the agent's earlier turns to end) and returns it at once.
+    public func run(_ prompt: String, policy: TurnPolicy? = nil) -> AgentRun {
+        let (events, continuation) = AsyncStream<AgentEvent>.makeStream()
+        let control = TurnControl()
+        let outcome = TurnOutcome()
+        let policy = policy ?? configuration.policy
+        let task = Task {
+            await self.execute(prompt: prompt, policy: policy, control: control, continuation: continuation, outcome: outcome)
+        }
+        control.setTask(task)
+        return AgentRun(events: events, control: control, outcome: outcome)
+    }
+
+    private func execute(
+        prompt: String, policy: TurnPolicy, control: TurnControl, continuation: AsyncStream<AgentEvent>.Continuation,
+        outcome: TurnOutcome
+    ) async {
+        let emit: @Sendable (AgentEvent) -> Void = { continuation.yield($0) }
+        guard await queue.acquire() else {
+            finish(.failure(.cancelled), continuation: continuation, outcome: outcome)
+            return
+        }
+        defer { queue.release() }
+        var tools = configuration.tools
+        for provider in configuration.toolProviders { tools += await provider.currentTools() }
+        let executor = TurnExecutor(
+            client: ResponsesClient(url: configuration.url), model: configuration.model, instructions: configuration.instructions,
+            tools: tools, policy: policy, history: state.withLock { $0.turns }, inputBudget: await inputBudget(),
+            control: control, emit: emit)
+        let result: Result<AgentResponse, AgentError>
+        do {
+            let (response, items) = try await executor.run(prompt: prompt)
+            state.withLock { $0.turns.append(items) }
+            result = .success(response)
+        } catch {
+            result = .failure(error)
+        }
+        // Nothing of the turn may still run when it reports its end (a handler that timed out may).
+        control.end()
+        await control.awaitWork()
+        finish(result, continuation: continuation, outcome: outcome)
+    }
+
+    private func finish(
+        _ result: Result<AgentResponse, AgentError>, continuation: AsyncStream<AgentEvent>.Continuation, outcome: TurnOutcome
+    ) {
+        switch result {
+        case .success(let response): continuation.yield(.completed(response))
+        case .failure(let error): continuation.yield(.failed(error))
+        }
+        continuation.finish()
+        outcome.set(result)
+    }
+
+    /// The model's `max_input_tokens` from `/v1/models` (an alias resolved to its target), asked once.
+    private func inputBudget() async -> Int? {
+        if let known = state.withLock({ $0.inputBudget }) { return known }
+        let models = (try? await ResponsesClient(url: configuration.url).modelsAsync()) ?? []
+        var entry = models.first { $0.id == configuration.model }
+        if let target = entry?.aliasOf { entry = models.first { $0.id == target } }
+        let budget = entry?.maxInputTokens
+        // A gateway that could not be asked is asked again next turn.
+        if !models.isEmpty { state.withLock { $0.inputBudget = .some(budget) } }
+        return budget
+    }
+}

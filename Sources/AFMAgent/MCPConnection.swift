@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMSystem
+import Foundation
+import Synchronization
+
+/// JSON-RPC 2.0 with one MCP server over its standard streams: one message per line (newline-delimited, no
+/// `Content-Length` headers), requests matched to responses by id, notifications handed to a handler.
+///
+/// ```
+///  request() ─► outbox ─► writer thread ─► child's stdin          (blocking writes never on the cooperative pool)
+///  child's stdout/stderr ─► reader thread ─► responses (by id) ─► the waiting request
+///                                          └► notifications ─► handler; server requests ─► ping {} / −32601
+///  EOF on stdout (the server died) ─► every waiting request fails at once, later ones too: never a hang
+///  close(): stdin closed ─► 2 s ─► SIGTERM ─► 2 s ─► SIGKILL, then reaped
+/// ```
+final class MCPConnection: Sendable {
+    /// The longest line accepted from the server (a larger one is a protocol error that closes the connection).
+    static let maximumLineBytes = 16 << 20
+    /// How much of the server's standard error is kept for error messages.
+    static let stderrTailBytes = 2048
+
+    private struct State {
+        var nextID = 0
+        var pending: [Int: CheckedContinuation<JSONValue, any Error>] = [:]
+        var timers: [Int: Task<Void, Never>] = [:]
+        /// Why no more requests can be answered (set once).
+        var closedReason: String?
+        var outbox: [[UInt8]] = []
+        var closingInput = false
+        var stderrTail: [UInt8] = []
+        var exit: ChildExitStatus?
+        var notificationHandler: (@Sendable (String, JSONValue?) -> Void)?
+    }
+
+    let name: String
+    private let process: ChildProcess
+    private let streams: ChildProcess.StandardStreams
+    private let state = Mutex(State())
+    private let writerWake: EventFD
+    private let readerWake: EventFD
+
+    /// Starts the server process and the reader and writer threads.
+    init(configuration: MCPServerConfiguration) throws(AgentError) {
+        name = configuration.name
+        var environment = ProcessInfo.processInfo.environment
+        for (key, value) in configuration.environment { environment[key] = value }
+        do {
+            writerWake = try EventFD()
+            readerWake = try EventFD()
+            (process, streams) = try ChildProcess.spawn(
+                command: configuration.command, arguments: configuration.arguments,
+                environment: environment.map { "\($0.key)=\($0.value)" }.sorted(), directory: configuration.directory)
+        } catch {
+            throw AgentError(.toolFailed, "MCP server \(configuration.name): cannot start \(configuration.command): \(error)")
+        }
+        do {
+            try IOThread.spawn(name: "afm-mcp-read") { [self] in readLoop() }.detach()
+            try IOThread.spawn(name: "afm-mcp-write") { [self] in writeLoop() }.detach()
+        } catch {
+            process.killImmediately()
+            _ = process.wait()
+            throw AgentError(.toolFailed, "MCP server \(configuration.name): cannot start a thread: \(error)")
+        }
+    }
+
+    /// Receives the server's notifications (`notifications/tools/list_changed`, …).
+    func setNotificationHandler(_ handler: @escaping @Sendable (String, JSONValue?) -> Void) {
+        state.withLock { $0.notificationHandler = handler }
+    }
+
+    /// Sends a request and waits for its result; the server's JSON-RPC error, its death, the timeout and task
+    /// cancellation fail it.
+    func request(_ method: String, params: JSONValue?, timeout: Duration) async throws(AgentError) -> JSONValue {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        var message: JSONObject = ["jsonrpc": "2.0", "id": .number(JSONNumber(id)), "method": .string(method)]
+        if let params { message["params"] = params }
+        let bytes = JSONValue.object(message).encoded() + [0x0A]
+        do {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<JSONValue, any Error>) in
+                    let refusal: String? = state.withLock { state in
+                        if let reason = state.closedReason { return reason }
+                        state.pending[id] = continuation
+                        state.outbox.append(bytes)
+                        return nil
+                    }
+                    if let refusal {
+                        continuation.resume(throwing: AgentError(.toolFailed, refusal))
+                        return
+                    }
+                    writerWake.signal()
+                    let timer = Task { [weak self, name] in
+                        guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                        self?.finish(
+                            id: id,
+                            with: .failure(
+                                AgentError(.toolFailed, "MCP server \(name) did not answer \(method) within \(ToolRuntime.seconds(timeout))")))
+                    }
+                    let resolved = state.withLock { state in
+                        guard state.pending[id] != nil else { return true }
+                        state.timers[id] = timer
+                        return false
+                    }
+                    if resolved { timer.cancel() }
+                }
+            } onCancel: {
+                finish(id: id, with: .failure(AgentError.cancelled))
+                notify("notifications/cancelled", params: ["requestId": .number(JSONNumber(id)), "reason": "cancelled"])
+            }
+        } catch let error as AgentError {
+            throw error
+        } catch {
+            throw AgentError(.toolFailed, "MCP server \(name): \(error)")
+        }
+    }
+
+    /// Sends a notification (no answer expected).
+    func notify(_ method: String, params: JSONValue? = nil) {
+        var message: JSONObject = ["jsonrpc": "2.0", "method": .string(method)]
+        if let params { message["params"] = params }
+        send(JSONValue.object(message))
+    }
+
+    private func send(_ message: JSONValue) {
+        let queued = state.withLock { state in
+            guard state.closedReason == nil else { return false }
+            state.outbox.append(message.encoded() + [0x0A])
+            return true
+        }
+        if queued { writerWake.signal() }
+    }
+
+    /// Stops the server: its input closed, then `SIGTERM`, then `SIGKILL`, each after `grace`; then reaped.
+    /// Waiting requests fail. Returns how the server ended.
+    @discardableResult
+    func close(grace: Duration = .seconds(2)) async -> ChildExitStatus? {
+        fail(reason: "the MCP server \(name) was shut down", closingInput: true)
+        return await withCheckedContinuation { (continuation: CheckedContinuation<ChildExitStatus?, Never>) in
+            do {
+                try IOThread.spawn(name: "afm-mcp-stop") { [self] in
+                    var status = waitForExit(within: grace)
+                    if status == nil {
+                        process.terminate()
+                        status = waitForExit(within: grace)
+                    }
+                    if status == nil {
+                        process.killImmediately()
+                        status = waitForExit(within: .seconds(60))
+                    }
+                    readerWake.signal()
+                    continuation.resume(returning: status)
+                }.detach()
+            } catch {
+                process.killImmediately()
+                readerWake.signal()
+                continuation.resume(returning: nil)
+            }
+        }
+    }
+
+    /// The last lines the server wrote to its standard error.
+    var stderrTail: String {
+        String(decoding: state.withLock { $0.stderrTail }, as: UTF8.self)
+    }
+
+    // MARK: - Completion
+
+    private func finish(id: Int, with result: Result<JSONValue, AgentError>) {
+        let (continuation, timer) = state.withLock { state in
+            (state.pending.removeValue(forKey: id), state.timers.removeValue(forKey: id))
+        }
+        timer?.cancel()
+        continuation?.resume(with: result.mapError { $0 as any Error })
+    }
+
+    /// Fails every waiting request and refuses later ones with `reason` (the first reason wins).
+    private func fail(reason: String, closingInput: Bool = false) {
+        let (waiting, timers, message) = state.withLock { state in
+            if state.closedReason == nil { state.closedReason = reason }
+            if closingInput { state.closingInput = true }
+            defer {
+                state.pending = [:]
+                state.timers = [:]
+            }
+            return (Array(state.pending.values), Array(state.timers.values), state.closedReason ?? reason)
+        }
+        writerWake.signal()
+        for timer in timers { timer.cancel() }
+        for continuation in waiting { continuation.resume(throwing: AgentError(.toolFailed, message)) }
+    }
+
+    // MARK: - Threads
+
+    /// Reaps the child once (whoever comes first keeps the status).
+    private func reap() -> ChildExitStatus? {
+        state.withLock { state in
+            if let exit = state.exit { return exit }
+            state.exit = process.reapIfExited()
+            return state.exit
+        }
+    }
+
+    private func waitForExit(within duration: Duration) -> ChildExitStatus? {
+        let deadline = ContinuousClock.now + duration
+        while true {
+            if let status = reap() { return status }
+            if ContinuousClock.now >= deadline { return nil }
+            usleep(10_000)
+        }
+    }
+
+    private func writeLoop() {
+        while true {
+            let (batch, closing) = state.withLock { state in
+                defer { state.outbox = [] }
+                return (state.outbox, state.closingInput)
+            }
+            for message in batch {
+                do {
+                    try streams.input.writeAllToPipe(message)
+                } catch {
+                    fail(reason: "MCP server \(name) stopped reading its input (\(error))")
+                    break
+                }
+            }
+            if closing {
+                streams.input.close()
+                return
+            }
+            _ = try? PollSet.waitReadable([writerWake.descriptor], timeoutMilliseconds: -1)
+            writerWake.drain()
+        }
+    }
+
+    private func readLoop() {
+        var line: [UInt8] = []
+        var outputOpen = true
+        var errorOpen = true
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        defer {
+            streams.output.close()
+            streams.error.close()
+        }
+        while outputOpen || errorOpen {
+            var watched = [readerWake.descriptor]
+            if outputOpen { watched.append(streams.output) }
+            if errorOpen { watched.append(streams.error) }
+            guard let ready = try? PollSet.waitReadable(watched, timeoutMilliseconds: -1) else { return }
+            if ready.contains(readerWake.descriptor) { return }
+            if outputOpen && ready.contains(streams.output) {
+                let count = read(streams.output, into: &buffer)
+                if count == 0 {
+                    outputOpen = false
+                    serverClosedOutput()
+                } else if count > 0 {
+                    for byte in buffer[0..<count] {
+                        if byte == 0x0A {
+                            handle(line: line)
+                            line.removeAll(keepingCapacity: true)
+                        } else {
+                            line.append(byte)
+                        }
+                    }
+                    if line.count > Self.maximumLineBytes {
+                        fail(reason: "MCP server \(name) sent a line over \(Self.maximumLineBytes) bytes")
+                        line = []
+                    }
+                }
+            }
+            if errorOpen && ready.contains(streams.error) {
+                let count = read(streams.error, into: &buffer)
+                if count == 0 {
+                    errorOpen = false
+                } else if count > 0 {
+                    state.withLock { state in
+                        state.stderrTail += buffer[0..<count]
+                        if state.stderrTail.count > Self.stderrTailBytes {
+                            state.stderrTail.removeFirst(state.stderrTail.count - Self.stderrTailBytes)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads what is there: the byte count, 0 at end of file or on an error (both end the stream), -1 for
+    /// nothing yet.
+    private func read(_ descriptor: FileDescriptor, into buffer: inout [UInt8]) -> Int {
+        switch try? buffer.withUnsafeMutableBytes({ try descriptor.read(into: $0) }) {
+        case .processed(let count)?: count
+        case .wouldBlock?: -1
+        case nil: 0
+        }
+    }
+
+    /// The server's stdout ended: it exited or is about to; every request fails now.
+    private func serverClosedOutput() {
+        let status = waitForExit(within: .milliseconds(200))
+        let tail = stderrTail.split(separator: "\n").suffix(3).joined(separator: " | ")
+        var reason = "MCP server \(name) exited"
+        reason += status.map { " (\($0))" } ?? " (closed its output)"
+        if !tail.isEmpty { reason += ": \(tail)" }
+        fail(reason: reason)
+    }
+
+    private func handle(line: [UInt8]) {
+        guard line.contains(where: { $0 != 0x20 && $0 != 0x0D && $0 != 0x09 }) else { return }
+        guard let message = try? JSONParser.parse(line) else { return }  // not JSON-RPC (a stray print): ignored
+        if let method = message["method"]?.stringValue {
+            if let id = message["id"], !id.isNull {
+                // A request from the server: only ping is answered; this client offers no other capability.
+                if method == "ping" {
+                    send(["jsonrpc": "2.0", "id": id, "result": [:]])
+                } else {
+                    send(["jsonrpc": "2.0", "id": id, "error": ["code": -32601, "message": .string("method not found: \(method)")]])
+                }
+            } else {
+                let handler = state.withLock { $0.notificationHandler }
+                handler?(method, message["params"])
+            }
+            return
+        }
+        guard let id = message["id"]?.numberValue?.intValue else { return }
+        if let error = message["error"] {
+            let code = error["code"]?.numberValue?.intValue ?? 0
+            let text = error["message"]?.stringValue ?? "error"
+            finish(id: id, with: .failure(AgentError(.toolFailed, "MCP server \(name): \(text) (JSON-RPC \(code))")))
+        } else {
+            finish(id: id, with: .success(message["result"] ?? .null))
+        }
+    }
+}

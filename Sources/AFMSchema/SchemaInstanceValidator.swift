@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+public import AFMJSON
+
+/// Checks a JSON value against a schema that ``ToolSchemaValidator`` normalized: the host's last word on a
+/// structured answer before it calls the response `completed`, whichever backend wrote it.
+///
+/// It enforces exactly what the subset enforces: `type` (with `["<type>", "null"]`), `enum`, `const`, `anyOf`,
+/// `$ref` (to `#`, `#/$defs/<name>`, `#/definitions/<name>`), `properties`, `required`,
+/// `additionalProperties: false` (made explicit on every object by normalization), `items`,
+/// `minItems`/`maxItems` and the numeric bounds. Keywords the subset keeps only as description text (`pattern`,
+/// `format`, …) are not checked here either: they were never promised.
+///
+/// The cost is one walk of the value; references are looked up in a table built once per schema, and the
+/// walk's depth is the value's depth (the parser bounds it), so a recursive schema cannot loop.
+public struct SchemaInstanceValidator: Sendable, Hashable {
+    /// The schema checked against.
+    public let schema: JSONValue
+    /// Referable schemas by canonical reference (`#`, `#/$defs/<name>`, `#/definitions/<name>`).
+    private let targets: [String: JSONObject]
+    /// References followed in a row without consuming input; normalized schemas have no such cycles, so this
+    /// only guards against a schema that did not come from ``ToolSchemaValidator``.
+    private static let maximumReferenceChain = 64
+
+    /// Prepares the checks for a normalized schema.
+    public init(schema: JSONValue) {
+        self.schema = schema
+        var targets: [String: JSONObject] = [:]
+        if case .object(let root) = schema {
+            targets["#"] = root
+            for container in ["$defs", "definitions"] {
+                guard case .object(let definitions) = root[container] ?? .null else { continue }
+                for (name, definition) in definitions {
+                    if case .object(let target) = definition { targets["#/\(container)/\(name)"] = target }
+                }
+            }
+        }
+        self.targets = targets
+    }
+
+    /// The first place where `value` does not match the schema, or nil when it matches.
+    public func violation(of value: JSONValue) -> SchemaViolation? {
+        check(value, schema.objectValue ?? [:], path: "$", chain: 0)
+    }
+
+    // MARK: - The walk
+
+    private func check(_ value: JSONValue, _ schema: JSONObject, path: String, chain: Int) -> SchemaViolation? {
+        if case .string(let reference)? = schema["$ref"] {
+            guard chain < Self.maximumReferenceChain, case .success(let canonical) = SchemaReferences.canonical(reference),
+                let target = targets[canonical]
+            else {
+                return SchemaViolation(path: path, message: "the schema's reference \(reference) cannot be followed")
+            }
+            return check(value, target, path: path, chain: chain + 1)
+        }
+        if case .array(let branches)? = schema["anyOf"] {
+            var first: SchemaViolation?
+            var nonNullBranches = 0
+            for branch in branches {
+                let branchSchema = branch.objectValue ?? [:]
+                guard let problem = check(value, branchSchema, path: path, chain: chain + 1) else { return nil }
+                if !(branchSchema["type"] == "null") {
+                    nonNullBranches += 1
+                    if first == nil { first = problem }
+                }
+            }
+            // With one non-null branch (an Optional) its own complaint is the useful one.
+            if nonNullBranches == 1, let first { return first }
+            return SchemaViolation(path: path, message: "\(Self.describe(value)) matches none of the anyOf branches")
+        }
+        if let enumeration = schema["enum"]?.arrayValue, !enumeration.contains(where: { Self.equal($0, value) }) {
+            return SchemaViolation(path: path, message: "\(Self.describe(value)) is not one of the enum values")
+        }
+        if let constant = schema["const"], !Self.equal(constant, value) {
+            return SchemaViolation(path: path, message: "\(Self.describe(value)) is not the const \(constant.jsonString)")
+        }
+        if let type = schema["type"], !Self.matches(value, type: type) {
+            return SchemaViolation(path: path, message: "expected \(Self.typeText(type)), found \(value.typeName)")
+        }
+        switch value {
+        case .object(let object):
+            return checkObject(object, schema, path: path)
+        case .array(let elements):
+            return checkArray(elements, schema, path: path)
+        case .number(let number):
+            return checkNumber(number, schema, path: path)
+        default:
+            return nil
+        }
+    }
+
+    private func checkObject(_ object: JSONObject, _ schema: JSONObject, path: String) -> SchemaViolation? {
+        let properties = schema["properties"]?.objectValue ?? [:]
+        if case .array(let required)? = schema["required"] {
+            for case .string(let name) in required where !object.contains(key: name) {
+                return SchemaViolation(path: path, message: "the required property \"\(name)\" is missing")
+            }
+        }
+        let closed = schema["additionalProperties"] == .bool(false)
+        var seen = Set<String>()
+        for (key, member) in object {
+            let memberPath = SchemaPath.member(path, key)
+            guard seen.insert(key).inserted else {
+                return SchemaViolation(path: memberPath, message: "the property \"\(key)\" appears twice")
+            }
+            guard case .object(let memberSchema)? = properties[key] else {
+                if closed {
+                    return SchemaViolation(path: memberPath, message: "the property \"\(key)\" is not in the schema")
+                }
+                continue
+            }
+            if let problem = check(member, memberSchema, path: memberPath, chain: 0) { return problem }
+        }
+        return nil
+    }
+
+    private func checkArray(_ elements: [JSONValue], _ schema: JSONObject, path: String) -> SchemaViolation? {
+        if let minimum = schema["minItems"]?.numberValue?.intValue, elements.count < minimum {
+            return SchemaViolation(path: path, message: "\(elements.count) items, fewer than minItems \(minimum)")
+        }
+        if let maximum = schema["maxItems"]?.numberValue?.intValue, elements.count > maximum {
+            return SchemaViolation(path: path, message: "\(elements.count) items, more than maxItems \(maximum)")
+        }
+        guard case .object(let items)? = schema["items"] else { return nil }
+        for (index, element) in elements.enumerated() {
+            if let problem = check(element, items, path: SchemaPath.index(path, index), chain: 0) { return problem }
+        }
+        return nil
+    }
+
+    private func checkNumber(_ number: JSONNumber, _ schema: JSONObject, path: String) -> SchemaViolation? {
+        let value = number.doubleValue
+        let bounds: [(key: String, fails: (Double, Double) -> Bool, text: String)] = [
+            ("minimum", { $0 < $1 }, "below minimum"), ("maximum", { $0 > $1 }, "above maximum"),
+            ("exclusiveMinimum", { $0 <= $1 }, "not above exclusiveMinimum"),
+            ("exclusiveMaximum", { $0 >= $1 }, "not below exclusiveMaximum"),
+        ]
+        for bound in bounds {
+            guard let limit = schema[bound.key]?.numberValue, bound.fails(value, limit.doubleValue) else { continue }
+            return SchemaViolation(path: path, message: "\(number.literal) is \(bound.text) \(limit.literal)")
+        }
+        return nil
+    }
+
+    // MARK: - Helpers
+
+    private static func matches(_ value: JSONValue, type: JSONValue) -> Bool {
+        switch type {
+        case .string(let name):
+            return SchemaType(rawValue: name)?.matches(value) ?? false
+        case .array(let names):
+            return names.contains { $0.stringValue.flatMap(SchemaType.init(rawValue:))?.matches(value) ?? false }
+        default:
+            return false
+        }
+    }
+
+    private static func typeText(_ type: JSONValue) -> String {
+        switch type {
+        case .string(let name): name
+        case .array(let names): names.compactMap(\.stringValue).joined(separator: " or ")
+        default: type.jsonString
+        }
+    }
+
+    /// JSON equality: numbers by value (`1` equals `1.0`), objects regardless of member order.
+    static func equal(_ a: JSONValue, _ b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.number(let x), .number(let y)):
+            return x.literal == y.literal || x.doubleValue == y.doubleValue
+        case (.array(let x), .array(let y)):
+            return x.count == y.count && zip(x, y).allSatisfy { equal($0, $1) }
+        case (.object(let x), .object(let y)):
+            return x.count == y.count && x.allSatisfy { member in y[member.key].map { equal(member.value, $0) } ?? false }
+        default:
+            return a == b
+        }
+    }
+
+    /// A short rendering of a value for messages (answers can be long).
+    private static func describe(_ value: JSONValue) -> String {
+        let text = value.jsonString
+        return text.count > 40 ? String(text.prefix(40)) + "…" : text
+    }
+}
+
+/// Where and why a value does not match its schema. `path` is a JSON path into the value: `$`, `$.tags[0]`,
+/// `$["a b"]`.
+public struct SchemaViolation: Error, Sendable, Hashable, CustomStringConvertible {
+    public var path: String
+    public var message: String
+
+    /// Creates a violation.
+    public init(path: String, message: String) {
+        self.path = path
+        self.message = message
+    }
+
+    /// `path: message`.
+    public var description: String { "\(path): \(message)" }
+}

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMAgent
+import AFMJSON
+import Foundation
+import Testing
+
+/// The MCP client against a real MCP server written with PyPI's `mcp` package, started by the test.
+@Suite(.serialized)
+struct MCPServerTests {
+    static func configuration(_ arguments: [String] = [], startupTimeout: Duration = .seconds(60)) throws -> MCPServerConfiguration {
+        MCPServerConfiguration(
+            name: "test", command: try PythonEnvironment.python(), arguments: [PythonEnvironment.mcpTestServer] + arguments,
+            environment: ["PYTHONUNBUFFERED": "1"], startupTimeout: startupTimeout, toolTimeout: .seconds(30))
+    }
+
+    @Test func listsAndCallsTools() async throws {
+        let server = try await MCPServer.start(try Self.configuration())
+        #expect(MCPServer.supportedProtocolVersions.contains(server.protocolVersion))
+        #expect(server.serverInfo["name"] == "afm-test-server")
+        #expect(server.instructions == "Tools for AFM's tests.")
+        #expect(server.tools.map(\.name) == ["add", "refuse", "crash"])
+        #expect(server.tools[0].inputSchema["properties"]?["a"]?["type"] == "integer")
+        let sum = try await server.callTool("add", arguments: ["a": 2, "b": 40])
+        #expect(sum == .text("42"))
+        // The handshake's own listing and a later one agree.
+        #expect(try await server.listTools().map(\.name) == server.tools.map(\.name))
+        // Closing its input is enough for this server: it exits by itself, before any signal.
+        #expect(await server.shutdown() == "exit status 0")
+    }
+
+    @Test func anIsErrorResultIsAnErrorOutput() async throws {
+        let server = try await MCPServer.start(try Self.configuration())
+        let output = try await server.callTool("refuse", arguments: ["reason": "not today"])
+        #expect(output.isError)
+        #expect(output.text.hasPrefix("Error"))
+        // An unknown tool is a JSON-RPC error or an isError result; either way the caller learns it failed.
+        do {
+            let unknown = try await server.callTool("nope", arguments: [:])
+            #expect(unknown.isError)
+        } catch {
+            #expect(error.code == .toolFailed)
+        }
+        await server.shutdown()
+    }
+
+    @Test func aServerThatExitsMidCallFailsItAndEveryLaterCall() async throws {
+        let server = try await MCPServer.start(try Self.configuration())
+        do {
+            _ = try await server.callTool("crash", arguments: [:])
+            Issue.record("a crashing server answered")
+        } catch {
+            #expect(error.code == .toolFailed)
+            #expect(error.message.contains("exited (exit status 3)"), "\(error)")
+            #expect(error.message.contains("crashing on purpose"), "\(error)")
+        }
+        do {
+            _ = try await server.callTool("add", arguments: ["a": 1, "b": 1])
+            Issue.record("a dead server answered")
+        } catch {
+            #expect(error.message.contains("exited"))
+        }
+        #expect(await server.shutdown() == "exit status 3")
+    }
+
+    @Test func aServerThatNeverAnswersInitializeTimesOut() async throws {
+        let configuration = try Self.configuration(["silent"], startupTimeout: .seconds(1))
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            _ = try await MCPServer.start(configuration)
+            Issue.record("a silent server started")
+        } catch {
+            #expect(error.code == .toolFailed)
+            #expect(error.message.contains("did not answer initialize within 1 s"), "\(error)")
+        }
+        // The timeout fired and the server was stopped (not waited for forever).
+        #expect(clock.now - start < .seconds(30))
+    }
+
+    @Test func aCommandThatDoesNotExistIsAClearError() async throws {
+        do {
+            _ = try await MCPServer.start(MCPServerConfiguration(name: "ghost", command: "afm-no-such-mcp-server"))
+            Issue.record("a missing command started")
+        } catch {
+            #expect(error.code == .toolFailed)
+            #expect(error.message.contains("ghost"))
+        }
+    }
+
+    @Test func mcpToolsInAnAgentTurnAndAServerDyingMidTurn() async throws {
+        let callsAddThenCrash = #"""
+            [{"if_input_has":"function_call_output","at_least":2,"then":[{"text":"the sum is in"}],
+              "else":[{"if_input_has":"function_call_output","then":[{"tool_call":{"name":"crash","arguments":"{}"}}],
+                       "else":[{"tool_call":{"name":"add","arguments":"{\"a\":2,\"b\":3}"}}]}]}]
+            """#
+        let gateway = try ScriptedGateway(models: [("m", callsAddThenCrash)])
+        let server = try await MCPServer.start(try Self.configuration())
+        let agent = Agent(configuration: .init(url: gateway.url, model: "m", toolProviders: [server]))
+        let response = try await agent.run("Add 2 and 3").response()
+        #expect(response.text == "the sum is in")
+        #expect(response.toolCalls.map(\.call.name) == ["add", "crash"])
+        #expect(response.toolCalls[0].output == .text("5"))
+        #expect(response.toolCalls[1].output.isError)
+        #expect(response.toolCalls[1].output.text.contains("exited"))
+        // The gateway accepted the server's schemas as tool parameters.
+        #expect(gateway.requests().first?.offeredTools == ["add", "refuse", "crash"])
+        await server.shutdown()
+    }
+}

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMTestSupport
+import Foundation
+import Testing
+
+/// The three dialects are one pipeline: the same conversation reaches the backend as the same generation request,
+/// and hostile bodies get a 4xx in each dialect's envelope naming the field, never a 5xx.
+@Suite struct DialectParityTests {
+    /// One conversation with a system text, a tool, a call and its output, in each dialect.
+    static let responses = #"{"model":"demo","instructions":"Be brief.","max_output_tokens":40,"temperature":0.5,"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],"input":[{"role":"user","content":"Weather in Paris?"},{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},{"type":"function_call_output","call_id":"call_1","output":"sunny"},{"role":"user","content":"Thanks. And tomorrow?"}]}"#
+    static let chat = #"{"model":"demo","max_completion_tokens":40,"temperature":0.5,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"sunny"},{"role":"user","content":"Thanks. And tomorrow?"}]}"#
+    static let messages = #"{"model":"demo","system":"Be brief.","max_tokens":40,"temperature":0.5,"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],"messages":[{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":[{"type":"tool_use","id":"call_1","name":"get_weather","input":{"city":"Paris"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_1","content":"sunny"},{"type":"text","text":"Thanks. And tomorrow?"}]}]}"#
+
+    @Test func theSameConversationMakesTheSameGenerationRequest() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"Sunny again."}]"#])
+        for (path, body) in [("/v1/responses", Self.responses), ("/v1/chat/completions", Self.chat), ("/v1/messages", Self.messages)] {
+            let response = try harness.client().post(path, json: body)
+            #expect(response.status == 200, "\(path): \(response.text)")
+        }
+        let requests = harness.records().filter { $0["event"] == "generate" }.compactMap { record -> JSONValue? in
+            // The response id differs by design (resp_, chatcmpl-, msg_): everything else must be equal.
+            guard var request = record["request"]?.objectValue else { return nil }
+            #expect(request.removeValue(forKey: "response_id") != nil)
+            return .object(request)
+        }
+        #expect(requests.count == 3)
+        #expect(requests[0] == requests[1], "Responses vs Chat Completions")
+        #expect(requests[0] == requests[2], "Responses vs Messages")
+        let statusBody = try #require(try harness.client().get("/status").json)
+        let byDialect = statusBody["tokens"]?["requests_by_dialect"]
+        #expect(byDialect == ["responses": 1, "chat_completions": 1, "messages": 1], "\(statusBody)")
+    }
+
+    /// Bodies that are wrong in one field each, with the field's name: (body, field).
+    static func hostile(valid: JSONObject, fields: [(String, [JSONValue])]) -> [(String, String)] {
+        var cases: [(String, String)] = []
+        for (field, values) in fields {
+            for value in values {
+                var body = valid
+                body[field] = value
+                cases.append((JSONValue.object(body).jsonString, field))
+            }
+        }
+        return cases
+    }
+
+    static let wrong: [JSONValue] = [1, "s", [], [:], true, -3.5]
+
+    static func chatCases() throws -> [(String, String)] {
+        let valid = try #require(JSONParser.parse(Self.chat).objectValue)
+        var cases = hostile(
+            valid: valid,
+            fields: [
+                ("model", [1, "", [], [:], true, .null]), ("messages", [1, "s", [], [:], true, [1], [["role": "robot", "content": "x"]]]),
+                ("messages", [[["role": "user"]], [["role": "tool", "content": "x"]], [["role": "assistant", "content": .null]]]),
+                ("stream", [1, "s", [], [:]]), ("stream_options", [1, "s", [], ["include_usage": 1], ["other": true]]),
+                ("max_completion_tokens", [0, -1, 2.5, "s", []]), ("max_tokens", [0, -5, "s", [:]]),
+                ("temperature", [-0.1, 2.5, "s", [], true]), ("top_p", [1.5, -1, "s", [:]]),
+                ("stop", [1, "", [1], ["a", "b", "c", "d", "e"], [""], [:]]), ("tools", [1, "s", [:], [1], [["type": "web_search"]], [["type": "function"]]]),
+                ("tool_choice", [1, "sometimes", [:], ["type": "function"], ["type": "function", "function": ["name": "nope"]]]),
+                ("parallel_tool_calls", [1, "s", []]), ("response_format", [1, "s", [:], ["type": "xml"]]),
+                ("reasoning_effort", [1, "extreme", [], "low"]), ("n", [2, 0, "s"]), ("seed", ["s", 1.5, []]),
+                ("presence_penalty", [3, "s"]), ("frequency_penalty", [-3, []]), ("user", [1, []]), ("metadata", [1, "s"]),
+                ("store", [true, "s"]), ("modalities", [["audio"], 1]), ("logprobs", [true, 1]), ("top_logprobs", [3]),
+                ("logit_bias", [["1": 2]]), ("audio", [["voice": "x"]]), ("prediction", [["type": "content"]]), ("functions", [[]]),
+                ("function_call", ["auto"]), ("web_search_options", [[:]]), ("unknown_field", [1, "s"]), ("temperatur", [1]),
+            ])
+        var messages = valid["messages"]?.arrayValue ?? []
+        messages[3] = ["role": "tool", "tool_call_id": "call_zzz", "content": "sunny"]
+        var orphan = valid
+        orphan["messages"] = .array(messages)
+        cases.append((JSONValue.object(orphan).jsonString, "messages"))
+        for body in ["", "[]", "{", #"{"model":"demo""#, "null", #"{"model":"demo","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}"#] {
+            cases.append((body, body.contains("image_url") ? "messages" : ""))
+        }
+        return cases
+    }
+
+    static func messagesCases() throws -> [(String, String)] {
+        let valid = try #require(JSONParser.parse(Self.messages).objectValue)
+        var cases = hostile(
+            valid: valid,
+            fields: [
+                ("model", [1, "", [], [:], true, .null]), ("messages", [1, "s", [], [:], true, [1], [["role": "system", "content": "x"]]]),
+                ("max_tokens", [0, -1, 2.5, "s", [], .null, "5", 1e20]), ("system", [1, [:], [1], [["type": "image"]], ["s"], [["type": "text"]]]),
+                (
+                    "messages",
+                    [
+                        [["role": "user"]], [["role": "user", "content": 1]], [["role": "user", "content": [1]]],
+                        [["role": "user", "content": [["type": "text"]]]],
+                        [["role": "user", "content": [["type": "image", "source": ["type": "base64", "media_type": "text/plain", "data": "x"]]]]],
+                        [["role": "user", "content": [["type": "image", "source": ["type": "base64", "media_type": "image/png", "data": "!!!"]]]]],
+                        [["role": "assistant", "content": [["type": "tool_use", "id": "a", "name": "b", "input": "x"]]]],
+                        [["role": "user", "content": [["type": "tool_result", "content": "x"]]]], [["role": "user", "content": [["type": "video"]]]],
+                        [["role": 1, "content": "x"]],
+                    ]
+                ),
+                ("stream", [1, "s", [], [:]]), ("stop_sequences", ["s", 1, [1], [""], [:], ["a", 1]]),
+                ("temperature", [-0.1, 1.5, "s", [], true, 1.01, "1"]), ("top_p", [1.5, -1, "s", [:]]), ("top_k", [0, -1, "s", 1.5]),
+                (
+                    "tools",
+                    [
+                        1, "s", [:], [1], [["name": "x"]], [["name": "bad name!", "input_schema": ["type": "object"]]],
+                        [["name": "x", "input_schema": "s"]], [["name": "x", "input_schema": ["type": "object", "properties": 1]]],
+                    ]
+                ),
+                ("tool_choice", [1, "auto", [:], ["type": "sometimes"], ["type": "tool"], ["type": "tool", "name": "nope"], ["type": "auto", "disable_parallel_tool_use": 1]]),
+                ("thinking", [1, "on", [:], ["type": "enabled"], ["type": "enabled", "budget_tokens": 0], ["type": "maybe"], ["type": "enabled", "budget_tokens": "x"], ["type": "enabled", "budget_tokens": 2048]]),
+                ("metadata", [1, "s", ["user_id": 1]]), ("container", ["c"]), ("mcp_servers", [[["url": "x"]]]),
+                ("output_config", [["effort": "high"]]), ("output_format", [["type": "json_schema"]]),
+                ("unknown_field", [1, "s"]), ("max_token", [1]), ("stop", ["x"]), ("n", [1]),
+            ])
+        for body in ["", "[]", "{", #"{"model":"demo""#, "null",
+            #"{"model":"demo","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"http://x/y.png"}}]}]}"#,
+            #"{"model":"demo","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"b","input":{}}]}]}"#,
+            #"{"model":"demo","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}"#]
+        {
+            cases.append((body, body.contains("messages") ? "messages" : ""))
+        }
+        return cases
+    }
+
+    @Test func hostileChatCompletionsRequestsGetOpenAIErrors() throws {
+        let cases = try Self.chatCases()
+        #expect(cases.count >= 100)
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"ok"}]"#])
+        for (body, field) in cases {
+            let response = try harness.client().post("/v1/chat/completions", json: body)
+            #expect((400..<500).contains(response.status), "\(body) → \(response.status)")
+            let error = response.json?["error"]
+            #expect(error?["type"]?.stringValue != nil && error?["code"]?.stringValue != nil, "\(body)")
+            if !field.isEmpty {
+                let named = (error?["param"]?.stringValue ?? "").hasPrefix(field) || (error?["message"]?.stringValue ?? "").contains(field)
+                #expect(named, "\(body) → \(response.text)")
+            }
+        }
+        #expect(try harness.client().get("/health").status == 200)
+    }
+
+    @Test func hostileMessagesRequestsGetAnthropicErrors() throws {
+        let cases = try Self.messagesCases()
+        #expect(cases.count >= 100)
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"ok"}]"#])
+        for (body, field) in cases {
+            let response = try harness.client().post("/v1/messages", json: body)
+            #expect((400..<500).contains(response.status), "\(body) → \(response.status)")
+            #expect(response.json?["type"] == "error", "\(body)")
+            let message = response.json?["error"]?["message"]?.stringValue ?? ""
+            #expect(response.json?["error"]?["type"]?.stringValue != nil, "\(body)")
+            if !field.isEmpty { #expect(message.contains(field), "\(body) → \(response.text)") }
+        }
+        #expect(try harness.client().get("/health").status == 200)
+    }
+}

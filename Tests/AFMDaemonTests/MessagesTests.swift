@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMTestSupport
+import Foundation
+import Testing
+
+/// `POST /v1/messages` and `/v1/messages/count_tokens` against the real daemon and the scripted backend, as
+/// `reference/dialects.md` §4 describes them.
+@Suite struct MessagesTests {
+    static let headers = ["anthropic-version": "2023-06-01", "x-api-key": "placeholder", "anthropic-beta": "some-future-beta-2099-01-01"]
+
+    @Test func aTextAnswerIsAMessage() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"Hello"},{"text":", world"}]"#])
+        let body = #"{"model":"demo","max_tokens":64,"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=1; cch=abc12;"},{"type":"text","text":"Be brief."}],"messages":[{"role":"user","content":"hi"}]}"#
+        let response = try harness.client().post("/v1/messages?beta=true", json: body, headers: Self.headers)
+        #expect(response.status == 200)
+        let message = try #require(response.json)
+        #expect(message["id"]?.stringValue?.hasPrefix("msg_") == true)
+        #expect(message["type"] == "message")
+        #expect(message["role"] == "assistant")
+        #expect(message["content"] == [["type": "text", "text": "Hello, world"]])
+        #expect(message["stop_reason"] == "end_turn")
+        #expect(message["stop_sequence"] == .null)
+        #expect(message["usage"]?["output_tokens"] == 2)
+        let request = try #require(harness.records().first { $0["event"] == "generate" }?["request"])
+        // The billing line that changes every request is gone, so the system text is a stable prefix.
+        #expect(request["system"] == ["Be brief."])
+        #expect(request["max_output_tokens"] == 64)
+    }
+
+    @Test func aStreamFollowsTheEventSequence() throws {
+        let script = #"[{"text":"Checking."},{"tool_call":{"name":"get_weather","call_id":"toolu_1","arguments":"{\"city\":\"Paris\"}","chunks":2}},{"finish":"tool_calls"}]"#
+        let harness = try DaemonHarness(models: ["demo": script])
+        let body = #"{"model":"demo","max_tokens":64,"stream":true,"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"messages":[{"role":"user","content":"weather?"}]}"#
+        let response = try harness.client().post("/v1/messages", json: body, headers: Self.headers)
+        #expect(response.status == 200)
+        let events = TestHTTPClient.parseEvents(response.text)
+        #expect(
+            events.map(\.event) == [
+                "message_start", "ping", "content_block_start", "content_block_delta", "content_block_stop", "content_block_start",
+                "content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop",
+            ])
+        #expect(events.allSatisfy { $0.data["type"]?.stringValue == $0.event })
+        #expect(events[0].data["message"]?["content"] == [])
+        #expect(events[0].data["message"]?["stop_reason"] == .null)
+        #expect(events[2].data["index"] == 0)
+        #expect(events[2].data["content_block"] == ["type": "text", "text": ""])
+        #expect(events[5].data["index"] == 1)
+        #expect(events[5].data["content_block"] == ["type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": [:]])
+        let json = events.compactMap { $0.data["delta"]?["partial_json"]?.stringValue }.joined()
+        #expect(json == #"{"city":"Paris"}"#)
+        #expect(events[9].data["delta"]?["stop_reason"] == "tool_use")
+        #expect(events[9].data["usage"]?["output_tokens"] != nil)
+    }
+
+    @Test func stopSequencesAndCapsReportTheirReason() throws {
+        let harness = try DaemonHarness(models: ["stops": #"[{"text":"alpha beta"},{"text":" gamma"}]"#, "capped": #"[{"text":"a"},{"finish":"length"}]"#])
+        let stopped = try harness.client().post(
+            "/v1/messages", json: #"{"model":"stops","max_tokens":9,"stop_sequences":["gam"],"messages":[{"role":"user","content":"x"}]}"#)
+        #expect(stopped.json?["content"]?[0]?["text"] == "alpha beta ")
+        #expect(stopped.json?["stop_reason"] == "stop_sequence")
+        #expect(stopped.json?["stop_sequence"] == "gam")
+        let capped = try harness.client().post("/v1/messages", json: #"{"model":"capped","max_tokens":1,"messages":[{"role":"user","content":"x"}]}"#)
+        #expect(capped.json?["stop_reason"] == "max_tokens")
+    }
+
+    @Test func errorsUseAnthropicsEnvelope() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"partial"},{"error":{"code":"busy","message":"full"}}]"#])
+        let missing = try harness.client().post("/v1/messages", json: #"{"model":"demo","messages":[{"role":"user","content":"x"}]}"#)
+        #expect(missing.status == 400)
+        #expect(missing.json?["type"] == "error")
+        #expect(missing.json?["error"]?["type"] == "invalid_request_error")
+        #expect(missing.json?["error"]?["message"]?.stringValue?.contains("max_tokens") == true)
+        let unknown = try harness.client().post("/v1/messages", json: #"{"model":"nope","max_tokens":5,"messages":[{"role":"user","content":"x"}]}"#)
+        #expect(unknown.status == 404)
+        #expect(unknown.json?["error"]?["type"] == "not_found_error")
+        let busy = try harness.client().post("/v1/messages", json: #"{"model":"demo","max_tokens":5,"messages":[{"role":"user","content":"x"}]}"#)
+        #expect(busy.status == 503)
+        #expect(busy.json?["error"]?["type"] == "overloaded_error")
+        let streamed = try harness.client().post("/v1/messages", json: #"{"model":"demo","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}"#)
+        let events = TestHTTPClient.parseEvents(streamed.text)
+        #expect(events.last?.event == "error")
+        #expect(events.last?.data["error"]?["type"] == "overloaded_error")
+        #expect(!events.contains { $0.event == "message_stop" })
+    }
+
+    @Test func countTokensCountsTheRequestWithoutGenerating() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"x"}]"#])
+        let short = try harness.client().post("/v1/messages/count_tokens?beta=true", json: #"{"model":"demo","messages":[{"role":"user","content":"hi"}]}"#)
+        #expect(short.status == 200)
+        let long = try harness.client().post(
+            "/v1/messages/count_tokens", json: #"{"model":"demo","system":"\#(String(repeating: "word ", count: 300))","messages":[{"role":"user","content":"hi"}]}"#)
+        let shortCount = try #require(short.json?["input_tokens"]?.numberValue?.intValue)
+        let longCount = try #require(long.json?["input_tokens"]?.numberValue?.intValue)
+        #expect(shortCount > 0 && longCount > shortCount + 300)
+        #expect(!harness.records().contains { $0["event"] == "generate" })
+    }
+
+    @Test func aToolRoundTripReachesTheBackendAsCallAndOutput() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"Sunny."}]"#])
+        let body = #"{"model":"demo","max_tokens":64,"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true},"messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":[{"type":"text","text":"Looking."},{"type":"tool_use","id":"toolu_9","name":"get_weather","input":{"city":"Paris"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","content":[{"type":"text","text":"sunny"}],"is_error":true}]}]}"#
+        let response = try harness.client().post("/v1/messages", json: body, headers: Self.headers)
+        #expect(response.status == 200)
+        let request = try #require(harness.records().first { $0["event"] == "generate" }?["request"])
+        #expect(request["tool_choice"] == ["mode": "required"])
+        #expect(request["parallel_tool_calls"] == false)
+        #expect(request["input"]?[2]?["type"] == "function_call")
+        #expect(request["input"]?[2]?["arguments"] == #"{"city":"Paris"}"#)
+        #expect(request["input"]?[3]?["output"] == "Error: sunny")
+        let orphan = try harness.client().post(
+            "/v1/messages",
+            json: #"{"model":"demo","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_x","content":"r"}]}]}"#)
+        #expect(orphan.status == 400)
+        #expect(orphan.json?["error"]?["message"]?.stringValue?.contains("messages[0].content[0].tool_use_id") == true)
+    }
+}

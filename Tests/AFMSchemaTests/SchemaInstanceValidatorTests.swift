@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMSchema
+import Testing
+
+/// Output schemas (purpose `.output`) and the check of answers against them.
+@Suite struct SchemaInstanceValidatorTests {
+    func normalized(_ schema: String) throws(ToolSchemaError) -> JSONValue {
+        try ToolSchemaValidator.validate(json(schema), path: "text.format.schema", purpose: .output).normalized
+    }
+
+    func violation(_ value: String, _ schema: String) throws -> SchemaViolation? {
+        SchemaInstanceValidator(schema: try normalized(schema)).violation(of: json(value))
+    }
+
+    @Test func theTopOfAnOutputSchemaMayBeAnySchemaButAnEmptyOne() throws {
+        #expect(try normalized(#"{"type":"string"}"#) == json(#"{"type":"string"}"#))
+        #expect(
+            try normalized(#"{"anyOf":[{"type":"object","properties":{}},{"type":"array","items":{"type":"integer"}}]}"#)
+                == json(
+                    #"{"anyOf":[{"type":"object","properties":{},"additionalProperties":false},{"type":"array","items":{"type":"integer"}}]}"#))
+        for empty in [#"{}"#, #"{"title":"T"}"#] {
+            do {
+                _ = try normalized(empty)
+                Issue.record("accepted \(empty)")
+            } catch {
+                #expect(error.path == "text.format.schema")
+                #expect(error.message.contains("json_object"))
+            }
+        }
+        // The same top for tool parameters stays the "no arguments" object.
+        let tool = try ToolSchemaValidator.validate(json("{}"), path: "tools[0].parameters").normalized
+        #expect(tool == json(#"{"type":"object","properties":{},"additionalProperties":false}"#))
+    }
+
+    static let city = #"""
+        {"$defs":{"Street":{"type":"object","properties":{"name":{"type":"string"},"km":{"type":"number","exclusiveMinimum":0}},"required":["name","km"]}},
+         "type":"object",
+         "properties":{"name":{"type":"string"},"kind":{"enum":["capital","town"]},"mayor":{"anyOf":[{"type":"string"},{"type":"null"}]},
+                       "population":{"type":"integer","minimum":0,"maximum":100000000},"tags":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":2},
+                       "streets":{"type":"array","items":{"$ref":"#/$defs/Street"}},"flag":{"const":true}},
+         "required":["name","kind","mayor","population"]}
+        """#
+
+    @Test(arguments: [
+        #"{"name":"Paris","kind":"capital","mayor":null,"population":2}"#,
+        #"{"kind":"town","name":"Lyon","mayor":"X","population":2.0,"tags":["a"],"streets":[{"km":1e0,"name":"r"}],"flag":true}"#,
+        #"  {"name":"", "kind":"town", "mayor":null, "population":0}  "#,
+    ])
+    func valuesThatMatch(_ value: String) throws {
+        #expect(try violation(value, Self.city) == nil)
+    }
+
+    @Test(arguments: [
+        (#"{"kind":"capital","mayor":null,"population":2}"#, "$", "\"name\" is missing"),
+        (#"{"name":"P","kind":"village","mayor":null,"population":2}"#, "$.kind", "enum"),
+        (#"{"name":"P","kind":"town","mayor":3,"population":2}"#, "$.mayor", "expected string"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":2.5}"#, "$.population", "expected integer"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":-1}"#, "$.population", "below minimum"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":100000001}"#, "$.population", "above maximum"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":1,"tags":[]}"#, "$.tags", "minItems"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":1,"tags":["a","b","c"]}"#, "$.tags", "maxItems"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":1,"tags":[1]}"#, "$.tags[0]", "expected string"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":1,"streets":[{"name":"a","km":0}]}"#, "$.streets[0].km", "exclusiveMinimum"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":1,"streets":[{"name":"a"}]}"#, "$.streets[0]", "\"km\" is missing"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":1,"flag":false}"#, "$.flag", "const"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":1,"other":1}"#, "$.other", "not in the schema"),
+        (#"{"name":"P","kind":"town","mayor":null,"population":1,"a b":1}"#, #"$["a b"]"#, "not in the schema"),
+        (#"["name"]"#, "$", "expected object"),
+    ])
+    func valuesThatDoNotMatchNameThePlace(_ testCase: (value: String, path: String, fragment: String)) throws {
+        let problem = try #require(try violation(testCase.value, Self.city))
+        #expect(problem.path == testCase.path)
+        #expect(problem.message.contains(testCase.fragment), "\(problem)")
+    }
+
+    @Test func recursiveSchemasCheckNestedValues() throws {
+        let tree = ##"{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#"}}},"required":["v","kids"]}"##
+        #expect(try violation(#"{"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[]}]}]}"#, tree) == nil)
+        let problem = try #require(try violation(#"{"v":1,"kids":[{"v":2,"kids":[{"v":"x","kids":[]}]}]}"#, tree))
+        #expect(problem.path == "$.kids[0].kids[0].v")
+    }
+
+    @Test func unionsTryEveryBranch() throws {
+        let schema = #"""
+            {"$defs":{"Cat":{"type":"object","properties":{"meow":{"type":"boolean"}},"required":["meow"]},
+                      "Dog":{"type":"object","properties":{"bark":{"type":"integer"}},"required":["bark"]}},
+             "anyOf":[{"$ref":"#/$defs/Cat"},{"$ref":"#/$defs/Dog"},{"type":"string"},{"type":"null"}]}
+            """#
+        for value in [#"{"meow":true}"#, #"{"bark":3}"#, #""fish""#, "null"] {
+            #expect(try violation(value, schema) == nil, "\(value)")
+        }
+        let problem = try #require(try violation(#"{"bark":"loud"}"#, schema))
+        #expect(problem.path == "$")
+        #expect(problem.message.contains("none of the anyOf branches"))
+    }
+
+    @Test func enumsCompareJSONValuesNotSpellings() throws {
+        let schema = #"{"type":"object","properties":{"n":{"enum":[1,{"a":[1,2],"b":null}]}},"required":["n"]}"#
+        #expect(try violation(#"{"n":1.0}"#, schema) == nil)
+        #expect(try violation(#"{"n":{"b":null,"a":[1,2]}}"#, schema) == nil)
+        #expect(try violation(#"{"n":{"a":[2,1],"b":null}}"#, schema) != nil)
+    }
+
+    /// Keywords the subset keeps only as description text are not checked: they were never promised.
+    @Test func unenforcedKeywordsAreNotChecked() throws {
+        let schema = #"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]+$","maxLength":2}},"required":["code"]}"#
+        #expect(try violation(#"{"code":"lowercase and long"}"#, schema) == nil)
+    }
+}

@@ -71,7 +71,7 @@ test: build model-gemma
 	$(MAKE) test-local-backend
 	@scripts/setup-python   # the venv the Swift tests use too (AFMAgentTests start an MCP server from PyPI's mcp)
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) $(SWIFT) test $(SWIFTFLAGS) --no-parallel
-	AFM_BIN_DIR=$(CURDIR)/$(BIN) scripts/test-clients
+	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) scripts/test-clients
 
 # Debian packages: afm, afm-backend-local, afm-backend-scripted, afm-model-smollm2, afm-dev (share/debian/README).
 deb: bootstrap

@@ -25,6 +25,8 @@ let package = Package(
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
         .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
         .executable(name: "afm", targets: ["afm"]),
+        // libafm-bridge.so: the bridge for hosts that embed it (afm_bridge.h; docs/bridge.md).
+        .library(name: "afm-bridge", type: .dynamic, targets: ["AFMBridgeLibrary"]),
     ],
     targets: [
         // The C ABI between host and backends (header-only contract plus layout checks).
@@ -104,6 +106,21 @@ let package = Package(
             dependencies: ["AFMClient", "AFMCore", "AFMJSON", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
+        // The game layer over agents: NPCs (persona, memory), the world's facts, decisions among options.
+        .target(name: "AFMGame", dependencies: ["AFMAgent", "AFMClient", "AFMJSON"], swiftSettings: swiftSettings),
+        // The bridge: one JSON-RPC dispatcher for every host, its stdio transport (`afm bridge`) and its C ABI.
+        .target(
+            name: "AFMBridge",
+            dependencies: ["AFMGame", "AFMAgent", "AFMClient", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            swiftSettings: swiftSettings
+        ),
+        // afm_bridge.h: the C contract of libafm-bridge.so (header plus compile checks).
+        .target(name: "CAFMBridge", path: "Sources/CAFMBridge"),
+        .target(
+            name: "AFMBridgeLibrary",
+            dependencies: ["AFMBridge", "CAFMBridge", "AFMCore"],
+            swiftSettings: swiftSettings
+        ),
         // The chat client: history store, inference window, Markdown, import; and `afm`.
         .target(
             name: "AFMChat",
@@ -123,7 +140,7 @@ let package = Package(
         .executableTarget(
             name: "afm",
             dependencies: [
-                "AFMAgent", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON",
+                "AFMAgent", "AFMBridge", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON",
                 "AFMLogging", "AFMSystem",
             ],
             swiftSettings: swiftSettings
@@ -226,6 +243,12 @@ let package = Package(
         .testTarget(
             name: "AFMAgentTests",
             dependencies: ["AFMAgent", "AFMClient", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The game layer and the bridge: the dispatcher, `afm bridge`, libafm-bridge.so from C, NPCs on the local model.
+        .testTarget(
+            name: "AFMBridgeTests",
+            dependencies: ["AFMBridge", "AFMGame", "AFMAgent", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

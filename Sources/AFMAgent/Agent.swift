@@ -28,10 +28,18 @@ public final class Agent: Sendable {
         public var toolProviders: [any AgentToolProvider]
         /// The policy of turns that give none.
         public var policy: TurnPolicy
+        /// Text added to the instructions of one turn, asked when the turn starts (after the agent's earlier turns
+        /// ended): facts the host owns that change between turns, such as a game's world state. It is part of
+        /// that turn's requests only, never of the history.
+        public var turnContext: (@Sendable () async -> String?)?
+        /// How many complete turns the history keeps, the oldest forgotten first (an NPC's memory of recent
+        /// turns); nil keeps every turn.
+        public var historyLimit: Int?
 
         public init(
             url: ServerURL = .default, model: String, instructions: String? = nil, tools: [AgentTool] = [],
-            toolProviders: [any AgentToolProvider] = [], policy: TurnPolicy = TurnPolicy()
+            toolProviders: [any AgentToolProvider] = [], policy: TurnPolicy = TurnPolicy(),
+            turnContext: (@Sendable () async -> String?)? = nil, historyLimit: Int? = nil
         ) {
             self.url = url
             self.model = model
@@ -39,6 +47,8 @@ public final class Agent: Sendable {
             self.tools = tools
             self.toolProviders = toolProviders
             self.policy = policy
+            self.turnContext = turnContext
+            self.historyLimit = historyLimit
         }
     }
 
@@ -93,14 +103,23 @@ public final class Agent: Sendable {
         defer { queue.release() }
         var tools = configuration.tools
         for provider in configuration.toolProviders { tools += await provider.currentTools() }
+        var instructions = configuration.instructions
+        if let context = await configuration.turnContext?(), !context.isEmpty {
+            instructions = instructions.map { $0.isEmpty ? context : $0 + "\n\n" + context } ?? context
+        }
         let executor = TurnExecutor(
-            client: ResponsesClient(url: configuration.url), model: configuration.model, instructions: configuration.instructions,
+            client: ResponsesClient(url: configuration.url), model: configuration.model, instructions: instructions,
             tools: tools, policy: policy, history: state.withLock { $0.turns }, inputBudget: await inputBudget(),
             control: control, emit: emit)
         let result: Result<AgentResponse, AgentError>
         do {
             let (response, items) = try await executor.run(prompt: prompt)
-            state.withLock { $0.turns.append(items) }
+            state.withLock { state in
+                state.turns.append(items)
+                if let limit = configuration.historyLimit, state.turns.count > max(limit, 0) {
+                    state.turns.removeFirst(state.turns.count - max(limit, 0))
+                }
+            }
             result = .success(response)
         } catch {
             result = .failure(error)

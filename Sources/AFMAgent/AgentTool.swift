@@ -8,7 +8,9 @@ import AFMJSON
 /// ``AgentRun/submit(_:for:)`` (or the wait times out, is cancelled, or the turn ends).
 public struct AgentTool: Sendable {
     /// A local tool's handler: gets the parsed arguments (a JSON object), returns the output. A thrown error
-    /// becomes an error output.
+    /// becomes an error output. At a timeout or a cancel the model gets an error output at once and the handler's
+    /// task is cancelled; the turn reports its end only after the handler returned, so a handler should honour
+    /// cancellation (`Task.sleep`, `Task.checkCancellation()`).
     public typealias Handler = @Sendable (_ arguments: JSONValue) async throws -> AgentToolOutput
 
     /// Who runs the tool.

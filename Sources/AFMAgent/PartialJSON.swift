@@ -9,8 +9,10 @@ enum PartialJSON {
     static func snapshot(_ text: String) -> JSONValue? {
         let bytes = Array(text.utf8)
         let scan = Scan(bytes)
-        // The whole text, then without the unfinished last member, then up to the innermost open container.
-        for end in [bytes.count, scan.lastSeparator, scan.lastOpening.map { $0 + 1 }].compactMap({ $0 }) {
+        // The whole text, then the longest of: without the unfinished last member, up to the innermost open
+        // container.
+        let cuts = [scan.lastSeparator, scan.lastOpening.map { $0 + 1 }].compactMap { $0 }.sorted(by: >)
+        for end in [bytes.count] + cuts {
             guard let completed = complete(Array(bytes[..<end])) else { continue }
             if let value = try? JSONParser.parse(completed) { return value }
         }

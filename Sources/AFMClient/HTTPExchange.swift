@@ -33,7 +33,7 @@ final class HTTPExchange {
             throw ClientError("cannot connect to \(url): \(error.errno)")
         }
         var request = "\(method) \(url.pathPrefix)\(path) HTTP/1.1\r\nHost: \(url.hostHeader)\r\nAccept: \(accept)\r\n"
-        request += "User-Agent: afm-chat\r\nConnection: close\r\n"
+        request += "User-Agent: afm\r\nConnection: close\r\n"
         if let body { request += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
         request += "\r\n"
         var bytes = Array(request.utf8)

@@ -67,15 +67,15 @@ struct APIHandler: Sendable {
         case ("GET", "/status"):
             sendJSONNow(writer, status: 200, encoded: status().encoded(), origin: origin)
         case ("GET", "/v1/models"), ("GET", "/models"):
-            sendJSONNow(writer, status: 200, encoded: modelList().encoded(), origin: origin)
+            sendJSONNow(writer, status: 200, encoded: modelList(anthropic: Self.isAnthropic(request)).encoded(), origin: origin)
         case ("GET", let path) where path.hasPrefix("/v1/models/") || path.hasPrefix("/models/"):
             let id = String(path[path.index(after: path.lastIndex(of: "/")!)...])
-            if let entry = modelList()["data"]?.arrayValue?.first(where: { $0["id"]?.stringValue == id }) {
+            if let entry = modelList(anthropic: Self.isAnthropic(request))["data"]?.arrayValue?.first(where: { $0["id"]?.stringValue == id }) {
                 sendJSONNow(writer, status: 200, encoded: entry.encoded(), origin: origin)
             } else {
                 sendErrorNow(
                     writer, AFMError(.modelUnavailable, "The model '\(id)' does not exist or cannot answer now.", param: "model", publicCode: "model_not_found", httpStatus: 404),
-                    origin: origin, dialect: request.headers["anthropic-version"] != nil ? .messages : dialect)
+                    origin: origin, dialect: Self.isAnthropic(request) ? .messages : dialect)
             }
         case (_, let path) where Self.endpoints.contains(path):
             sendErrorNow(
@@ -258,34 +258,44 @@ struct APIHandler: Sendable {
         String(String.UnicodeScalarView(text.unicodeScalars.prefix(400).map { $0.isASCII && $0.value >= 0x20 && $0.value != 0x7f ? $0 : "?" }))
     }
 
+    /// Whether a request comes from an Anthropic client (the SDKs and Claude Code always send `anthropic-version`).
+    private static func isAnthropic(_ request: HTTPRequest) -> Bool {
+        request.headers["anthropic-version"] != nil
+    }
+
     /// The model list: the models that can answer now, plus the aliases that resolve now (`auto`, `on-device`,
     /// `private-cloud`). `/status` lists every model, usable or not.
     ///
-    /// One list serves both client families: each entry has OpenAI's members (`object`, `created`, `owned_by`)
-    /// and Anthropic's (`type`, `display_name`, `created_at`), and the list has OpenAI's `object` and Anthropic's
-    /// `has_more`/`first_id`/`last_id`. Each SDK reads its own members and ignores the others.
-    private func modelList() -> JSONValue {
+    /// Both client families read one list: it has OpenAI's `object` and Anthropic's `has_more`/`first_id`/
+    /// `last_id`, and each entry OpenAI's `object`, `created`, `owned_by` and Anthropic's `type`, `display_name`,
+    /// `created_at`. Only `capabilities` means two things (AFM's flags; Anthropic's capability object), so an
+    /// Anthropic client (`anthropic` is true) gets Anthropic's entry: `lifecycle`, `max_input_tokens`, `max_tokens`,
+    /// and no AFM capabilities.
+    private func modelList(anthropic: Bool = false) -> JSONValue {
         var data: [JSONValue] = registry.models().filter(\.available).map { entry in
-            [
-                "id": .string(entry.model.id),
-                "object": "model",
-                "created": 0,
-                "owned_by": .string(entry.backend),
-                "type": "model",
-                "display_name": .string(entry.model.id),
-                "created_at": "1970-01-01T00:00:00Z",
+            var object: JSONObject = [
+                "id": .string(entry.model.id), "object": "model", "created": 0, "owned_by": .string(entry.backend), "type": "model",
+                "display_name": .string(entry.model.id), "created_at": "1970-01-01T00:00:00Z",
                 "context_window": .number(JSONNumber(entry.model.contextTokens)),
                 "max_input_tokens": .number(JSONNumber(entry.model.maxInputTokens)),
-                "max_output_tokens": .number(JSONNumber(entry.model.maxOutputTokens)),
-                "capabilities": entry.model.capabilities.json,
             ]
+            if anthropic {
+                object["lifecycle"] = "active"
+                object["max_tokens"] = .number(JSONNumber(entry.model.maxOutputTokens))
+            } else {
+                object["max_output_tokens"] = .number(JSONNumber(entry.model.maxOutputTokens))
+                object["capabilities"] = entry.model.capabilities.json
+            }
+            return .object(object)
         }
         for alias in BackendRegistry.aliases {
             guard let target = try? registry.resolve(alias) else { continue }
-            data.append([
+            var object: JSONObject = [
                 "id": .string(alias), "object": "model", "created": 0, "owned_by": "afm", "type": "model", "display_name": .string(alias),
                 "created_at": "1970-01-01T00:00:00Z", "alias_of": .string(target),
-            ])
+            ]
+            if anthropic { object["lifecycle"] = "active" }
+            data.append(.object(object))
         }
         return [
             "object": "list", "data": .array(data), "has_more": false, "first_id": data.first?["id"] ?? nil, "last_id": data.last?["id"] ?? nil,

@@ -84,25 +84,27 @@ extension ResponseBuilder {
         Self.put(Self.zero, into: &out)
         out.append(literal: #","frequency_penalty":"#)
         Self.put(Self.zero, into: &out)
+        // Usage is always an object (the counts so far while running): OpenAI's schema has it optional and not
+        // nullable, the Open Responses one required, so only an object satisfies both.
         out.append(literal: #","usage":"#)
-        if finished {
+        do {
             let counts = usageCounts
             out.append(literal: #"{"input_tokens":"#)
             out.append(decimal: counts.input)
             out.append(literal: #","input_tokens_details":{"cached_tokens":"#)
             out.append(decimal: counts.cached)
-            out.append(literal: #"},"output_tokens":"#)
+            out.append(literal: #","cache_write_tokens":0},"output_tokens":"#)
             out.append(decimal: counts.output)
             out.append(literal: #","output_tokens_details":{"reasoning_tokens":"#)
             out.append(decimal: counts.reasoning)
             out.append(literal: #"},"total_tokens":"#)
             out.append(decimal: counts.input + counts.output)
             out.append(UInt8(ascii: "}"))
-        } else {
-            out.append(literal: "null")
         }
-        out.append(literal: #","user":"#)
-        Self.put(body["user"], into: &out)
+        if let user = body["user"]?.nonNull {
+            out.append(literal: #","user":"#)
+            Self.put(user, into: &out)
+        }
         out.append(literal: #","metadata":"#)
         if let metadata = body["metadata"]?.nonNull { Self.put(metadata, into: &out) } else { out.append(literal: "{}") }
         out.append(UInt8(ascii: "}"))

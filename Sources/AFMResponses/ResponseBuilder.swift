@@ -591,7 +591,7 @@ public struct ResponseBuilder: Sendable {
         let counts = usageCounts
         return [
             "input_tokens": number(counts.input),
-            "input_tokens_details": ["cached_tokens": number(counts.cached)],
+            "input_tokens_details": ["cached_tokens": number(counts.cached), "cache_write_tokens": 0],
             "output_tokens": number(counts.output),
             "output_tokens_details": ["reasoning_tokens": number(counts.reasoning)],
             "total_tokens": number(counts.input + counts.output),
@@ -663,7 +663,7 @@ public struct ResponseBuilder: Sendable {
             error = ["code": .string(failure.publicCode), "message": .string(failure.message)]
         }
         let finished = outcome != nil
-        return [
+        var object: JSONObject = [
             "id": .string(responseID),
             "object": "response",
             "created_at": number(createdAt),
@@ -693,9 +693,12 @@ public struct ResponseBuilder: Sendable {
             "truncation": body["truncation"]?.nonNull ?? "disabled",
             "presence_penalty": Self.zero,
             "frequency_penalty": Self.zero,
-            "usage": finished ? usageJSON : nil,
+            "usage": usageJSON,
             "user": body["user"] ?? nil,
             "metadata": body["metadata"]?.nonNull ?? [:],
         ]
+        // `user` is an optional string in the published schemas, never null: absent unless the client sent one.
+        if body["user"]?.nonNull == nil { _ = object.removeValue(forKey: "user") }
+        return .object(object)
     }
 }

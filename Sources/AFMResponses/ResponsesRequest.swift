@@ -106,7 +106,7 @@ public struct ResponsesRequest: Sendable {
         let items = try conversation.finished(param: "input", what: "user message or tool output")
 
         let toolSet = try ToolSet(tools: object["tools"], choice: object["tool_choice"])
-        tools = object["tools"]?.arrayValue ?? []
+        tools = Self.echoedTools(object["tools"]?.arrayValue ?? [])
         toolChoice = object["tool_choice"]?.nonNull ?? "auto"
 
         var reasoningEffort: String?
@@ -138,6 +138,16 @@ public struct ResponsesRequest: Sendable {
             dialect: .responses, model: model, system: system, items: items, stream: stream, temperature: temperature, topP: topP,
             maxOutputTokens: maxOutputTokens, toolSet: toolSet, parallelToolCalls: parallelToolCalls, reasoningEffort: reasoningEffort,
             truncationAuto: truncationAuto, imageCount: imageCount, outputFormat: outputFormat)
+    }
+
+    /// The tools as the response object echoes them: a function tool with every member the published schemas
+    /// require (`description`, `parameters` and `strict`, null when the client sent none), others as sent.
+    static func echoedTools(_ tools: [JSONValue]) -> [JSONValue] {
+        tools.map { tool in
+            guard var object = tool.objectValue, object["type"] == "function" else { return tool }
+            for key in ["description", "parameters", "strict"] where object[key] == nil { object[key] = .null }
+            return .object(object)
+        }
     }
 
     private static func parseItem(_ element: JSONValue, param: String, system: inout [String], images: inout Int) throws(AFMError) -> Item? {

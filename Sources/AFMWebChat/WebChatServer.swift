@@ -129,9 +129,7 @@ public final class WebChatServer: Sendable {
         let query = Self.queryItems(request.query)
         switch (method, path.count, path.first) {
         case ("GET", 1, "models"):
-            let client = self.client
-            let models = try await Self.blocking { try client.listModels() }
-            sendJSON(writer, ["models": .array(models.map(JSONValue.string))])
+            sendJSON(writer, ["models": .array(try await models().map(JSONValue.string))])
         case ("GET", 1, "conversations"):
             let offset = max(0, Int(query["offset"] ?? "") ?? 0)
             let limit = min(max(1, Int(query["limit"] ?? "") ?? 50), 200)
@@ -258,8 +256,7 @@ public final class WebChatServer: Sendable {
         if let requested, !requested.isEmpty {
             model = requested
         } else {
-            let client = self.client
-            guard let first = try await Self.blocking({ try client.listModels() }).first else {
+            guard let first = try await models().first else {
                 throw WebChatError(503, "model_unavailable", "The gateway at \(client.url) serves no models.")
             }
             model = first
@@ -291,6 +288,16 @@ public final class WebChatServer: Sendable {
             connected = (try? await writer.write(WebTurn.encode(event))) != nil
         }
         if connected { try? await writer.finishStream() }
+    }
+
+    /// The gateway's model ids; an unreachable gateway is 503 `model_unavailable` (not this server's fault).
+    private func models() async throws -> [String] {
+        let client = self.client
+        do {
+            return try await Self.blocking { try client.listModels() }
+        } catch {
+            throw WebChatError(503, "model_unavailable", "Cannot reach the gateway at \(client.url): \(error)")
+        }
     }
 
     // MARK: - Images

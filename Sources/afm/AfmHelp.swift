@@ -15,10 +15,12 @@ enum AfmHelp {
                     [--schema FILE] [--max-tool-calls N] [--tool-timeout S] [--json] [--config FILE] [PROMPT | -]
                                                                  an agent with MCP tools: one turn with PROMPT,
                                                                  else a session (history kept until it ends)
+          afm bridge [--model ID] [--url URL]                    agents and NPCs for any host: JSON-RPC 2.0, one
+                                                                 message per line on stdin/stdout (docs/bridge.md)
           afm --help | --version
 
         Options:
-          --model ID      the model to ask (default: the first model of GET /v1/models)
+          --model ID      the model to ask (default: the first model of GET /v1/models; afm bridge: on-device)
           --url URL       the gateway (default: http://127.0.0.1:11535)
           --data-dir DIR  where history.sqlite and images/ live (default: $XDG_DATA_HOME/afm,
                           else ~/.local/share/afm)

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMBridge
 import AFMChat
 import AFMClient
 import AFMCore
+import AFMLogging
 import AFMSystem
 import Foundation
 
@@ -60,6 +62,11 @@ enum AfmMain {
             exit(RespondCommand(console: console, client: client, model: options.model).run(text: text))
         case .agent(let agentOptions):
             exit(AgentCommand(console: console, options: agentOptions).run())
+        case .bridge:
+            // Blocked before any thread exists, so the bridge's signal thread takes them (SignalListener).
+            SignalListener.blockInCallingThread([SIGTERM, SIGINT])
+            let configuration = BridgeConfiguration(url: options.url, model: options.model ?? "on-device")
+            exit(StdioBridge.run(configuration: configuration, logger: Logger(label: "afm-bridge", sink: .standardError)))
         }
         exit(0)
     }

@@ -11,6 +11,7 @@ struct AfmOptions {
         case importArchive(String)
         case respond(String?)
         case agent(AgentOptions)
+        case bridge
         case help
         case version
     }
@@ -35,6 +36,7 @@ struct AfmOptions {
         switch first {
         case "chat": command = .chat
         case "respond": command = .respond(nil)
+        case "bridge": command = .bridge
         case "agent":
             if rest.contains("--help") || rest.contains("-h") {
                 command = .help
@@ -83,6 +85,10 @@ struct AfmOptions {
                 }
                 command = .web(host: parsed.host, port: parsed.port)
             }
+        case .bridge:
+            if importDirectory != nil { throw UsageError(message: "--import belongs to afm chat") }
+            if web || listen != nil { throw UsageError(message: "--web and --listen belong to afm chat") }
+            if !words.isEmpty { throw UsageError(message: "afm bridge takes no arguments (got '\(words[0])')") }
         case .respond:
             if importDirectory != nil { throw UsageError(message: "--import belongs to afm chat") }
             if web || listen != nil { throw UsageError(message: "--web and --listen belong to afm chat") }

@@ -38,7 +38,7 @@ struct AgentCLITests {
         #expect(events.map { $0["type"]?.stringValue ?? "" } == ["tool_call_started", "tool_call_completed", "text", "completed"])
         #expect(events[1]["output"]?["text"] == "5")
         #expect(events[3]["response"]?["text"] == "The sum is 5.")
-        #expect(gateway.requests().first?.offeredTools == ["add", "refuse", "crash"])
+        #expect(gateway.requests().first?.offeredTools == ["add", "refuse", "crash", "grow"])
     }
 
     @Test func theExitStatusComesFromTheAgentError() throws {
@@ -61,6 +61,20 @@ struct AgentCLITests {
             environment: Self.environment(home))
         #expect(noServer.status == 70, "\(noServer.output)")
         #expect(noServer.output.contains("ghost"))
+    }
+
+    @Test func aSchemaFileMakesASchemaTurn() throws {
+        let steps = #"[{"json":{"text":"{\"choice\":\"wait\",\"reasoning\":\"too dark\"}","chunks":4}}]"#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        try #"{"name":"decision","schema":{"type":"object","properties":{"reasoning":{"type":"string"},"choice":{"type":"string"}},"required":["reasoning","choice"]}}"#
+            .write(toFile: home + "/decision.json", atomically: true, encoding: .utf8)
+        let result = try CommandOutput.run(
+            Self.afm, ["agent", "--url", gateway.url.description, "--model", "m", "--schema", home + "/decision.json", "Go?"],
+            environment: Self.environment(home))
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output == #"{"reasoning":"too dark","choice":"wait"}"# + "\n")
+        #expect(gateway.requests().first?["output_format"]?["name"] == "decision")
     }
 
     @Test func theConfigFileNamesTheModelAndTheMCPServers() throws {

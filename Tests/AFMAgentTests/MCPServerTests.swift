@@ -18,7 +18,7 @@ struct MCPServerTests {
         #expect(MCPServer.supportedProtocolVersions.contains(server.protocolVersion))
         #expect(server.serverInfo["name"] == "afm-test-server")
         #expect(server.instructions == "Tools for AFM's tests.")
-        #expect(server.tools.map(\.name) == ["add", "refuse", "crash"])
+        #expect(server.tools.map(\.name) == ["add", "refuse", "crash", "grow"])
         #expect(server.tools[0].inputSchema["properties"]?["a"]?["type"] == "integer")
         let sum = try await server.callTool("add", arguments: ["a": 2, "b": 40])
         #expect(sum == .text("42"))
@@ -26,6 +26,36 @@ struct MCPServerTests {
         #expect(try await server.listTools().map(\.name) == server.tools.map(\.name))
         // Closing its input is enough for this server: it exits by itself, before any signal.
         #expect(await server.shutdown() == "exit status 0")
+    }
+
+    @Test func aToolListChangedNotificationRefreshesTheToolsOfTheNextTurn() async throws {
+        let server = try await MCPServer.start(try Self.configuration())
+        #expect(await server.currentTools().map(\.name) == ["add", "refuse", "crash", "grow"])
+        #expect(try await server.callTool("grow", arguments: [:]) == .text("multiply added"))
+        // The notification is sent before the call's result, on the same stream: it has been handled by now.
+        #expect(await server.currentTools().map(\.name) == ["add", "refuse", "crash", "grow", "multiply"])
+        #expect(try await server.callTool("multiply", arguments: ["a": 6, "b": 7]) == .text("42"))
+        await server.shutdown()
+    }
+
+    @Test func aServerThatIgnoresItsInputClosingAndSIGTERMIsKilled() async throws {
+        let server = try await MCPServer.start(try Self.configuration(["stubborn"]))
+        #expect(try await server.callTool("add", arguments: ["a": 1, "b": 2]) == .text("3"))
+        // stdin closed: it goes on; SIGTERM 2 s later: ignored; SIGKILL 2 s after that.
+        #expect(await server.shutdown() == "signal 9 (SIGKILL)")
+        do {
+            _ = try await server.callTool("add", arguments: ["a": 1, "b": 2])
+            Issue.record("a stopped server answered")
+        } catch {
+            #expect(error.message.contains("shut down"))
+        }
+    }
+
+    @Test func toolsListFollowsNextCursorAcrossPages() async throws {
+        let server = try await MCPServer.start(try Self.configuration(["paged"]))
+        #expect(server.tools.map(\.name) == ["t0", "t1", "t2", "t3", "t4"])
+        #expect(try await server.callTool("t3", arguments: [:]) == .text("called t3"))
+        await server.shutdown()
     }
 
     @Test func anIsErrorResultIsAnErrorOutput() async throws {
@@ -103,7 +133,7 @@ struct MCPServerTests {
         #expect(response.toolCalls[1].output.isError)
         #expect(response.toolCalls[1].output.text.contains("exited"))
         // The gateway accepted the server's schemas as tool parameters.
-        #expect(gateway.requests().first?.offeredTools == ["add", "refuse", "crash"])
+        #expect(gateway.requests().first?.offeredTools == ["add", "refuse", "crash", "grow"])
         await server.shutdown()
     }
 }

@@ -61,7 +61,7 @@ import Testing
         for (field, value) in [
             ("previous_response_id", "\"resp_1\""), ("store", "true"), ("background", "true"), ("conversation", "\"c\""),
             ("prompt", "{\"id\":\"p\"}"), ("frequency_penalty", "1"), ("logit_bias", "{}"), ("n", "2"), ("functions", "[]"),
-            ("response_format", "{}"), ("text", "{\"format\":{\"type\":\"json_schema\"}}"), ("text", "{\"format\":{\"type\":\"json_object\"}}"),
+            ("response_format", "{}"), ("text", "{\"format\":{\"type\":\"json_schema\"}}"), ("text", "{\"format\":{\"type\":\"json_object\",\"strict\":true}}"),
         ] {
             cases.append(("param \(field)", #"{"model":"m","input":"x","\#(field)":\#(value)}"#))
         }

@@ -9,20 +9,21 @@ import Testing
     /// Replaces the random ids and clock values of a transcript so it can be compared with a golden file.
     static func normalize(_ text: String) -> String {
         var result = text
-        for prefix in ["resp", "msg", "fc", "call"] {
-            let pattern = try! NSRegularExpression(pattern: "\"\(prefix)_[0-9a-f]{24}\"")  // A literal, valid pattern.
+        for prefix in ["resp", "msg", "fc", "call", "chatcmpl"] {
+            let separator = prefix == "chatcmpl" ? "-" : "_"
+            let pattern = try! NSRegularExpression(pattern: "\"\(prefix)\(separator)[0-9a-f]{24}\"")  // A literal, valid pattern.
             var counter = 0
             var mapping: [String: String] = [:]
             for match in pattern.matches(in: result, range: NSRange(result.startIndex..., in: result)) {
                 let id = String(result[Range(match.range, in: result)!])  // The range comes from this string.
                 if mapping[id] == nil {
                     counter += 1
-                    mapping[id] = "\"\(prefix)_\(counter)\""
+                    mapping[id] = "\"\(prefix)\(separator)\(counter)\""
                 }
             }
             for (id, replacement) in mapping { result = result.replacingOccurrences(of: id, with: replacement) }
         }
-        let clock = try! NSRegularExpression(pattern: "\"(created_at|completed_at)\":[0-9]+")  // A literal, valid pattern.
+        let clock = try! NSRegularExpression(pattern: "\"(created_at|completed_at|created)\":[0-9]+")  // A literal, valid pattern.
         return clock.stringByReplacingMatches(in: result, range: NSRange(result.startIndex..., in: result), withTemplate: "\"$1\":0")
     }
 

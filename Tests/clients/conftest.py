@@ -37,6 +37,16 @@ DEFAULT_CAPABILITIES = {"streaming": True, "tools": True, "vision": False, "reas
 LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
 
 
+def stage_dir() -> Path:
+    value = os.environ.get("AFM_STAGE_DIR", "")
+    return Path(value) if value else ROOT / ".build" / "afm"
+
+
+def local_model() -> Path:
+    value = os.environ.get("AFM_MODEL", "")
+    return Path(value) if value else ROOT / ".cache" / "afm" / "models" / "smollm2-135m-instruct-q4_1.gguf"
+
+
 def bin_dir() -> Path:
     value = os.environ.get("AFM_BIN_DIR", "")
     return Path(value) if value else ROOT / ".build" / "debug"
@@ -102,7 +112,7 @@ def model_entry(model_id: str, spec: Any) -> dict[str, Any]:
     return entry
 
 
-def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "") -> Gateway:
+def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", local: bool = False) -> Gateway:
     afmd = bin_dir() / "afmd"
     library = bin_dir() / "libafm-backend-scripted.so"
     for path in (afmd, library):
@@ -116,6 +126,15 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "") -> G
     shutil.copyfile(library, backends / "scripted.so")
     shutil.copyfile(ROOT / "Plugins" / "scripted" / "scripted.json", backends / "scripted.json")
 
+    if local:
+        # The real local backend (llama.cpp) with the real default model, as `make test` stages and fetches them.
+        for path in (stage_dir() / "backends" / "local.so", local_model()):
+            if not path.exists():
+                raise AssertionError(f"{path} is missing: run `make build` first (or set AFM_STAGE_DIR / AFM_MODEL)")
+        shutil.copyfile(stage_dir() / "backends" / "local.so", backends / "local.so")
+        shutil.copyfile(stage_dir() / "backends" / "local.json", backends / "local.json")
+        config = f"[Backend.local]\nModel={local_model()}\nContextTokens=2048\n\n" + config
+
     record = tmp_path / "record.jsonl"
     settings = f"[Backend.scripted]\nRecordFile={record}\n"
     if models:
@@ -123,7 +142,7 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "") -> G
         script_path = tmp_path / "script.json"
         script_path.write_text(json.dumps(script, indent=1), encoding="utf-8")
         settings += f"Script={script_path}\n"
-    (root / "afmd.conf").write_text(settings + config, encoding="utf-8")
+    (root / "afmd.conf").write_text(config + "\n" + settings if local else settings + config, encoding="utf-8")
 
     log_path = root / "afmd.log"
     with open(log_path, "wb") as log:
@@ -137,6 +156,8 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "") -> G
     try:
         gateway.port = wait_for_port(gateway)
         check_models_served(gateway, list(models))
+        if local:
+            wait_for_alias(gateway, "on-device")
     except BaseException:
         if process.poll() is None:
             process.kill()
@@ -157,6 +178,17 @@ def wait_for_port(gateway: Gateway) -> int:
     raise AssertionError(f"afmd did not log 'listening on' within {START_TIMEOUT_SECONDS} s:\n{gateway.log()}")
 
 
+def wait_for_alias(gateway: Gateway, alias: str) -> None:
+    """Waits until the alias resolves (the local backend has loaded its model)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{gateway.origin}/v1/models", timeout=10) as answer:
+            if any(model["id"] == alias for model in json.load(answer)["data"]):
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"'{alias}' did not become available within 120 s:\n{gateway.log()}")
+
+
 def check_models_served(gateway: Gateway, model_ids: list[str]) -> None:
     """Fails with afmd's log when the scripted backend did not load the test's script (a script error, an old build)."""
     with urllib.request.urlopen(f"{gateway.origin}/v1/models", timeout=10) as answer:
@@ -169,11 +201,11 @@ def check_models_served(gateway: Gateway, model_ids: list[str]) -> None:
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
-    """``gateway(models={id: steps-or-model}, config="")`` starts afmd; after the test it is stopped and must exit 0."""
+    """``gateway(models={id: steps-or-model}, config="", local=False)`` starts afmd (with ``local`` also the real local backend and model, as ``on-device``); after the test it is stopped and must exit 0."""
     started: list[Gateway] = []
 
-    def start(models: dict[str, Any] | None = None, config: str = "") -> Gateway:
-        gw = start_gateway(tmp_path / f"gw{len(started)}", models or {}, config)
+    def start(models: dict[str, Any] | None = None, config: str = "", local: bool = False) -> Gateway:
+        gw = start_gateway(tmp_path / f"gw{len(started)}", models or {}, config, local)
         started.append(gw)
         return gw
 

@@ -15,7 +15,7 @@ public struct ChatCompletionsEncoder: AnswerEncoder {
     public var dialect: APIDialect { .chatCompletions }
 
     private let includeUsage: Bool
-    /// `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…,"system_fingerprint":null,"choices":[`,
+    /// `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…,"choices":[`,
     /// written once per stream.
     private var chunkHead: [UInt8] = []
 
@@ -30,7 +30,7 @@ public struct ChatCompletionsEncoder: AnswerEncoder {
         chunkHead.append(decimal: builder.createdAt)
         chunkHead.append(literal: #","model":"#)
         JSONEncoding.appendEscapedString(builder.model, to: &chunkHead)
-        chunkHead.append(literal: #","system_fingerprint":null,"choices":["#)
+        chunkHead.append(literal: #","choices":["#)
         var out: [UInt8] = []
         chunk(#"{"role":"assistant","content":"","refusal":null}"#, into: &out)
         return out
@@ -174,7 +174,7 @@ public struct ChatCompletionsEncoder: AnswerEncoder {
         JSONEncoding.appendEscapedString(Self.finishReason(builder), to: &out)
         out.append(literal: #"}],"usage":"#)
         Self.appendUsage(builder, into: &out)
-        out.append(literal: #","service_tier":"default","system_fingerprint":null}"#)
+        out.append(literal: #","service_tier":"default"}"#)
         return out
     }
 }

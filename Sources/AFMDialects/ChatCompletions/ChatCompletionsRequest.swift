@@ -24,7 +24,7 @@ public struct ChatCompletionsRequest: Sendable {
         .init("tools", .supported, "function tools, parameters in the enforceable schema subset"),
         .init("tool_choice", .supported, "none, auto, required, or {type:function,function:{name}}"),
         .init("parallel_tool_calls", .supported, "false: at most one call per answer"),
-        .init("response_format", .supported, "text; json_object and json_schema come with structured outputs"),
+        .init("response_format", .supported, "text, json_object, or json_schema (enforced and checked; models with structured_output)"),
         .init("reasoning_effort", .supported, "low, medium, high (models that reason); none"),
         .init("n", .supported, "1 only"),
         .init("seed", .ignored, "an integer; no backend takes a seed through the ABI yet"),
@@ -102,7 +102,7 @@ public struct ChatCompletionsRequest: Sendable {
         let legacyCap = try RequestFields.optionalInteger(object, "max_tokens", minimum: 1)
         let maxOutputTokens = completionCap ?? legacyCap
         let stop = try RequestFields.stopSequences(object["stop"], param: "stop", maximum: 4, allowString: true)
-        try Self.checkResponseFormat(object["response_format"])
+        let outputFormat = try Self.outputFormat(object["response_format"])
         let reasoningEffort = try Self.reasoningEffort(object["reasoning_effort"])
 
         var system: [String] = []
@@ -138,7 +138,7 @@ public struct ChatCompletionsRequest: Sendable {
             dialect: .chatCompletions, model: model, system: system, items: items, stream: stream, temperature: temperature, topP: topP,
             maxOutputTokens: maxOutputTokens, toolSet: toolSet,
             parallelToolCalls: try RequestFields.optionalBool(object, "parallel_tool_calls") ?? true, reasoningEffort: reasoningEffort,
-            imageCount: images, stopSequences: stop)
+            imageCount: images, stopSequences: stop, outputFormat: outputFormat)
     }
 
     /// One message of `messages` into system text or conversation items.
@@ -271,18 +271,21 @@ public struct ChatCompletionsRequest: Sendable {
         }
     }
 
-    /// `response_format`: `text` until the structured-output path serves `json_object` and `json_schema`.
-    private static func checkResponseFormat(_ value: JSONValue?) throws(AFMError) {
-        guard let value, !value.isNull else { return }
-        guard value.objectValue != nil, let type = value["type"]?.stringValue else {
+    /// `response_format` as the pipeline's ``OutputFormat``: `text`, `json_object`, or `json_schema` with its
+    /// `json_schema` object (name, schema, description, strict), whose rules are the pipeline's.
+    private static func outputFormat(_ value: JSONValue?) throws(AFMError) -> OutputFormat {
+        guard let value, !value.isNull else { return .text }
+        guard let object = value.objectValue, let type = object["type"]?.stringValue else {
             throw RequestFields.typeError("response_format", expected: "an object with a type", got: value)
         }
         switch type {
-        case "text": return
-        case "json_object", "json_schema":
-            throw AFMError(
-                .invalidRequest, "Structured output (response_format \(type)) is not supported yet.", param: "response_format.type",
-                publicCode: "unsupported_parameter")
+        case "text":
+            return .text
+        case "json_object":
+            return .jsonObject(param: "response_format")
+        case "json_schema":
+            guard let schema = object["json_schema"]?.objectValue else { throw RequestFields.missing("response_format.json_schema") }
+            return try .jsonSchema(schema, param: "response_format.json_schema")
         default:
             throw AFMError(
                 .invalidRequest, "Invalid 'response_format.type': '\(type)'. Supported: text, json_object, json_schema.", param: "response_format.type",

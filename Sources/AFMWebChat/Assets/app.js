@@ -291,7 +291,19 @@ function messageElement(message) {
   element.dataset.state = message.state;
   const who = document.createElement("div");
   who.className = "who";
-  who.textContent = message.author === "user" ? "you" : (message.model || "assistant");
+  const name = document.createElement("span");
+  name.className = "name";
+  name.textContent = message.author === "user" ? "you" : (message.model || "assistant");
+  who.append(name);
+  if (message.author === "assistant" && message.state !== "pending") {
+    // The whole answer as plain text, as /copy does in the terminal.
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "copy-answer";
+    copy.textContent = "Copy";
+    copy.addEventListener("click", () => copyText(message.text, copy));
+    who.append(copy);
+  }
   const body = document.createElement("div");
   body.className = "body";
   if (message.author === "assistant") {
@@ -589,7 +601,7 @@ async function runTurn(kind, body) {
           }
         } else if (event.type === "model" && answer) {
           answer.model = event.model;
-          const who = document.querySelector(`article[data-id="${answer.id}"] .who`);
+          const who = document.querySelector(`article[data-id="${answer.id}"] .who .name`);
           if (who) who.textContent = event.model;
         } else if (event.type === "delta" && answer) {
           answer.text += event.text;

@@ -4,16 +4,50 @@ Tests/clients/requirements.txt).
 
     test_server.py           serves the tools below
     test_server.py silent    reads its input and never answers (initialize times out)
+    test_server.py stubborn  serves, but ignores SIGTERM and keeps running after its input closes
+    test_server.py paged     a low-level server listing tools t0…t4 two per page (nextCursor)
 """
 import os
+import signal
 import sys
+import time
 
 if len(sys.argv) > 1 and sys.argv[1] == "silent":
     for _ in sys.stdin:
         pass
     sys.exit(0)
 
+if len(sys.argv) > 1 and sys.argv[1] == "paged":
+    import anyio
+    import mcp_types as types
+    from mcp.server import Server
+    from mcp.server.stdio import stdio_server
+
+    names = [f"t{index}" for index in range(5)]
+
+    async def list_tools(ctx, params):
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        page = [
+            types.Tool(name=name, description=f"Tool {name}.", input_schema={"type": "object", "properties": {}})
+            for name in names[start:start + 2]
+        ]
+        following = str(start + 2) if start + 2 < len(names) else None
+        return types.ListToolsResult(tools=page, next_cursor=following)
+
+    async def call_tool(ctx, params):
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"called {params.name}")])
+
+    paged = Server("afm-paged-server", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def main():
+        async with stdio_server() as (read_stream, write_stream):
+            await paged.run(read_stream, write_stream, paged.create_initialization_options())
+
+    anyio.run(main)
+    sys.exit(0)
+
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 
 server = MCPServer("afm-test-server", instructions="Tools for AFM's tests.")
 
@@ -37,5 +71,23 @@ def crash() -> str:
     os._exit(3)
 
 
+def multiply(a: int, b: int) -> str:
+    """Multiplies two integers."""
+    return str(a * b)
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the multiply tool and tells the client its tool list changed."""
+    server.add_tool(multiply)
+    await ctx.session.send_tool_list_changed()
+    return "multiply added"
+
+
 if __name__ == "__main__":
+    stubborn = len(sys.argv) > 1 and sys.argv[1] == "stubborn"
+    if stubborn:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     server.run()
+    while stubborn:
+        time.sleep(1)

@@ -1,29 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMJSON
-import AFMTestSupport
 import Foundation
 
 /// A real afmd serving the real local backend (llama.cpp) with the real default model (SmolLM2-135M).
 ///
 /// `make test` builds both first (`scripts/build-local-backend`, `scripts/fetch-model`); when they are missing
 /// the tests fail with the reason, they are never skipped.
-struct LocalDaemon {
-    let daemon: DaemonProcess
-    var port: Int { daemon.port }
+public struct LocalDaemon {
+    public let daemon: DaemonProcess
+    public var port: Int { daemon.port }
 
-    struct Failure: Error, CustomStringConvertible { var description: String }
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+        public init(description: String) { self.description = description }
+    }
 
-    static var stagedBackends: String {
+    public static var stagedBackends: String {
         ProcessInfo.processInfo.environment["AFM_STAGE_DIR"].map { $0 + "/backends" } ?? TestPaths.root + "/.build/afm/backends"
     }
 
-    static var model: String {
+    public static var model: String {
         ProcessInfo.processInfo.environment["AFM_MODEL"] ?? TestPaths.root + "/.cache/afm/models/smollm2-135m-instruct-q4_1.gguf"
     }
 
     /// Starts afmd with `local.so` and `Model=` the default model (or `model`), `ContextTokens=`, plus extra settings
     /// and extra environment variables for afmd (AFM_* configuration, for one).
-    init(model: String = LocalDaemon.model, contextTokens: Int = 2048, settings: String = "", environment: [String: String] = [:]) throws {
+    public init(model: String = LocalDaemon.model, contextTokens: Int = 2048, settings: String = "", environment: [String: String] = [:]) throws {
         let library = Self.stagedBackends + "/local.so"
         guard FileManager.default.fileExists(atPath: library) else {
             throw Failure(description: "\(library) is missing: run `make build` (scripts/build-local-backend)")
@@ -39,11 +41,11 @@ struct LocalDaemon {
             environment: environment)
     }
 
-    func client() throws -> TestHTTPClient { try TestHTTPClient(port: port, timeoutSeconds: 120) }
+    public func client() throws -> TestHTTPClient { try TestHTTPClient(port: port, timeoutSeconds: 120) }
 
     /// Starts a long streamed answer (up to 500 tokens) and returns its connection once a few deltas arrived, for
     /// tests that interrupt a generation (a disconnect, a killed runner).
-    func startLongStream() throws -> TestHTTPClient {
+    public func startLongStream() throws -> TestHTTPClient {
         let client = try client()
         try client.sendRequest(
             "POST", "/v1/responses",
@@ -52,7 +54,7 @@ struct LocalDaemon {
         return client
     }
 
-    func status() throws -> JSONValue? {
+    public func status() throws -> JSONValue? {
         try client().get("/status").json?["backends"]?.arrayValue?.first { $0["id"] == "local" }
     }
 }

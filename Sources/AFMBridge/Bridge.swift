@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMAgent
+import AFMCore
+import AFMGame
+import AFMJSON
+import AFMLogging
+import Synchronization
+
+/// The bridge's one dispatcher: JSON-RPC 2.0 messages in, responses and `run.event` notifications out, for
+/// every transport (`afm bridge` over stdio, `libafm-bridge.so` through its C ABI).
+///
+/// ```
+/// receive(line) ─► JSONRPCRequest ─► method ─► result / error ─────────────────────► outbox (in order)
+///                                     agent.run, npc.say, npc.decide ─► AgentRun ─► forward task ─► run.event …
+/// shutdown() ─► refuse new work ─► cancel runs ─► their last events ─► close agents (MCP servers end)
+/// ```
+///
+/// ``receive(_:)`` may be called from any thread, concurrently; it never waits for a model or for the host.
+/// Answers to most methods are queued before `receive` returns; methods that wait (`agent.create` with MCP
+/// servers, `agent.close`, `shutdown`) answer from a task when they are done. A run's id is always answered
+/// before its first `run.event`.
+public final class Bridge: Sendable {
+    /// The protocol revision this bridge speaks (docs/bridge.md).
+    public static let protocolVersion = "2026-12-01"
+    /// Every revision it speaks, newest first.
+    public static let supportedProtocolVersions = [protocolVersion]
+
+    public let configuration: BridgeConfiguration
+    let outbox: BridgeOutbox
+    let logger: Logger?
+    /// Called once the answer to `shutdown` is queued (`afm bridge` then exits).
+    private let onShutdownRequest: @Sendable () -> Void
+    let world = WorldState()
+    let state = Mutex(State())
+
+    /// An agent or NPC the host created.
+    final class AgentEntry: Sendable {
+        let id: String
+        let agent: Agent
+        let npc: NPC?
+        /// What must be stopped when the agent closes (its MCP servers).
+        let closers: [@Sendable () async -> Void]
+
+        init(id: String, agent: Agent, npc: NPC? = nil, closers: [@Sendable () async -> Void] = []) {
+            self.id = id
+            self.agent = agent
+            self.npc = npc
+            self.closers = closers
+        }
+
+        func close() async {
+            for close in closers { await close() }
+        }
+    }
+
+    /// A run that has not sent its last event yet.
+    struct RunEntry {
+        let agentID: String
+        let run: AgentRun
+        /// Sends the run's events; ends after the last one.
+        let task: Task<Void, Never>
+    }
+
+    struct State {
+        var agents: [String: AgentEntry] = [:]
+        var runs: [String: RunEntry] = [:]
+        /// Agents being created (MCP servers starting); they count toward the agent limit.
+        var creating = 0
+        var agentCount = 0
+        var npcCount = 0
+        var runCount = 0
+        var taskCount: UInt64 = 0
+        /// Method tasks still working (agent.create with MCP servers, agent.close), awaited by shutdown.
+        var tasks: [UInt64: Task<Void, Never>] = [:]
+        var shutDown = false
+    }
+
+    /// A bridge that writes to `outbox`. `onShutdownRequest` runs after the answer to a `shutdown` request is queued.
+    public init(
+        configuration: BridgeConfiguration = BridgeConfiguration(), outbox: BridgeOutbox, logger: Logger? = nil,
+        onShutdownRequest: @escaping @Sendable () -> Void = {}
+    ) {
+        self.configuration = configuration
+        self.outbox = outbox
+        self.logger = logger
+        self.onShutdownRequest = onShutdownRequest
+    }
+
+    // MARK: - Messages in
+
+    /// Handles one message (one line, without its newline). Blank lines are ignored; anything else is answered
+    /// (unless it is a notification), with an error when it is not a valid request.
+    public func receive(_ message: ArraySlice<UInt8>) {
+        if message.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+        guard message.count <= configuration.maxMessageBytes else {
+            logger?.warning("refused a message of \(message.count) bytes")
+            send(error: .invalidRequest("the message has \(message.count) bytes; the limit is \(configuration.maxMessageBytes)"), id: .null)
+            return
+        }
+        let request: JSONRPCRequest
+        do {
+            request = try JSONRPCRequest(message: message)
+        } catch {
+            logger?.debug("bad message: \(error.error.message)")
+            if error.answer { send(error: error.error, id: error.id) }
+            return
+        }
+        dispatch(request)
+    }
+
+    /// Handles one message given as text.
+    public func receive(_ message: String) {
+        receive(Array(message.utf8)[...])
+    }
+
+    private func dispatch(_ request: JSONRPCRequest) {
+        do throws(JSONRPCError) {
+            if request.method != "shutdown", state.withLock({ $0.shutDown }) {
+                throw JSONRPCError.bridge("shut_down", "the bridge is shutting down")
+            }
+            var params = BridgeParams(request.params)
+            switch request.method {
+            case "initialize": reply(request, try initialize(&params))
+            case "ping":
+                try params.finish()
+                reply(request, [:])
+            case "agent.create": try createAgent(request, &params)
+            case "agent.run": try runAgent(request, &params)
+            case "agent.history": reply(request, try history(&params))
+            case "agent.reset": reply(request, try resetAgent(&params))
+            case "agent.close": try closeAgent(request, &params)
+            case "run.submitToolOutput": reply(request, try submitToolOutput(&params))
+            case "run.cancel": reply(request, try cancelRun(&params))
+            case "npc.create": try createNPC(request, &params)
+            case "npc.say": try say(request, &params)
+            case "npc.decide": try decide(request, &params)
+            case "world.set": reply(request, try setWorld(&params))
+            case "world.patch": reply(request, try patchWorld(&params))
+            case "world.get": reply(request, try getWorld(&params))
+            case "shutdown":
+                try params.finish()
+                Task {
+                    await shutdown()
+                    reply(request, [:])
+                    onShutdownRequest()
+                }
+            default: throw JSONRPCError.methodNotFound(request.method)
+            }
+        } catch {
+            reply(request, error: error)
+        }
+    }
+
+    // MARK: - Messages out
+
+    func reply(_ request: JSONRPCRequest, _ result: JSONValue) {
+        guard let id = request.id else { return }
+        outbox.send(["jsonrpc": "2.0", "id": id, "result": result])
+    }
+
+    func reply(_ request: JSONRPCRequest, error: JSONRPCError) {
+        guard let id = request.id else { return }
+        send(error: error, id: id)
+    }
+
+    private func send(error: JSONRPCError, id: JSONValue) {
+        outbox.send(["jsonrpc": "2.0", "id": id, "error": error.json])
+    }
+
+    func notify(_ method: String, _ params: JSONValue) {
+        outbox.send(["jsonrpc": "2.0", "method": .string(method), "params": params])
+    }
+
+    // MARK: - Lifecycle
+
+    private func initialize(_ params: inout BridgeParams) throws(JSONRPCError) -> JSONValue {
+        let requested = try params.optionalString("protocol_version", maxBytes: 64)
+        if let info = try params.optionalObject("client_info") {
+            var info = info
+            let name = try info.optionalString("name", maxBytes: 200)
+            let version = try info.optionalString("version", maxBytes: 200)
+            try info.finish()
+            logger?.info("host \(name ?? "?") \(version ?? "")")
+        }
+        _ = params.raw("capabilities")
+        try params.finish()
+        // As MCP: the requested revision when spoken, else the newest; the host decides whether it can go on.
+        let version = requested.flatMap { Self.supportedProtocolVersions.contains($0) ? $0 : nil } ?? Self.protocolVersion
+        return [
+            "protocol_version": .string(version),
+            "server_info": ["name": "afm-bridge", "version": .string(AFMVersion.string)],
+            "capabilities": [
+                "external_tools": true, "mcp_servers": true, "schema_turns": true, "npcs": true,
+                "world": true,
+            ],
+            "defaults": ["url": .string(configuration.url.description), "model": .string(configuration.model)],
+            "methods": .array(Self.methods.map(JSONValue.string)),
+        ]
+    }
+
+    /// Every method, in the order docs/bridge.md documents them.
+    public static let methods = [
+        "initialize", "ping", "agent.create", "agent.run", "run.submitToolOutput", "run.cancel", "agent.history",
+        "agent.reset", "agent.close", "npc.create", "npc.say", "npc.decide", "world.set", "world.patch", "world.get",
+        "shutdown",
+    ]
+
+    /// Ends everything: new requests are refused (`shut_down`), every run is cancelled and sends its last event,
+    /// method tasks end, every agent closes (its MCP servers stop). Idempotent; returns when all of it is done.
+    public func shutdown() async {
+        let (runs, agents) = state.withLock { state in
+            state.shutDown = true
+            defer { state.agents = [:] }
+            return (Array(state.runs.values), Array(state.agents.values))
+        }
+        for entry in runs { entry.run.cancel() }
+        for entry in runs { await entry.task.value }
+        while let task = state.withLock({ $0.tasks.first?.value }) { await task.value }
+        for agent in agents { await agent.close() }
+        // Runs that started while the first ones ended (none can: new work is refused) are awaited too.
+        while let entry = state.withLock({ $0.runs.first?.value }) {
+            entry.run.cancel()
+            await entry.task.value
+        }
+    }
+
+    /// Runs `body` as a method task that ``shutdown()`` waits for.
+    func spawn(_ body: @escaping @Sendable () async -> Void) {
+        state.withLock { state in
+            state.taskCount += 1
+            let key = state.taskCount
+            state.tasks[key] = Task {
+                await body()
+                _ = self.state.withLock { $0.tasks.removeValue(forKey: key) }
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import Testing
+
+@testable import AFMAgent
+
+/// The pure pieces of the agent runtime, without I/O: partial JSON, schema order, the step controller's table,
+/// the error table.
+struct AgentPiecesTests {
+    @Test(arguments: [
+        (#"{"reasoning":"because it is"#, #"{"reasoning":"because it is"}"#),
+        (#"{"reasoning":"ok","choice":"#, #"{"reasoning":"ok"}"#),
+        (#"{"reasoning":"ok","cho"#, #"{"reasoning":"ok"}"#),
+        (#"{"items":[1,2,{"a":tr"#, #"{"items":[1,2,{}]}"#),
+        (#"{"a":"x\"#, #"{"a":"x"}"#),
+        (#"{"#, "{}"),
+        ("[", "[]"),
+    ])
+    func partialJSONClosesWhatIsOpen(text: String, expected: String) throws {
+        #expect(PartialJSON.snapshot(text) == (try JSONParser.parse(expected)))
+    }
+
+    @Test func partialJSONOfNothingIsNil() {
+        #expect(PartialJSON.snapshot("") == nil)
+        #expect(PartialJSON.snapshot("   ") == nil)
+    }
+
+    @Test func schemaOrderFollowsPropertiesRefsAndAnyOf() throws {
+        let schema = try JSONParser.parse(
+            #"""
+            {"type":"object","properties":{"reasoning":{"type":"string"},"choice":{"$ref":"#/$defs/Choice"},
+             "steps":{"type":"array","items":{"anyOf":[{"type":"object","properties":{"x":{},"y":{}}},{"type":"object","properties":{"p":{},"q":{}}}]}}},
+             "$defs":{"Choice":{"type":"object","properties":{"id":{},"label":{}}}}}
+            """#)
+        let answer = try JSONParser.parse(
+            #"{"steps":[{"q":1,"p":2},{"y":3,"x":4}],"choice":{"label":"L","id":7},"extra":true,"reasoning":"r"}"#)
+        let ordered = SchemaOrder.reorder(answer, schema: schema)
+        #expect(ordered.jsonString == #"{"reasoning":"r","choice":{"id":7,"label":"L"},"steps":[{"p":2,"q":1},{"x":4,"y":3}],"extra":true}"#)
+    }
+
+    static func tool(_ name: String) -> AgentTool {
+        .external(name: name, description: name, parameters: ["type": "object", "properties": [:]])
+    }
+
+    @Test func theStepControllerTable() {
+        let tools = [Self.tool("a"), Self.tool("b")]
+        var named = StepController(policy: TurnPolicy(toolMode: .named("b")), tools: tools)
+        #expect(named.plan().mode == .required)
+        #expect(named.plan().tools.map(\.name) == ["b"])
+        named.finishStep(calls: 1)
+        #expect(named.plan().mode == .allowed)
+        #expect(named.plan().tools.map(\.name) == ["a", "b"])
+        #expect(named.plan().toolChoice == "auto")
+
+        var budget = StepController(policy: TurnPolicy(toolMode: .required, maxToolCalls: 2), tools: tools)
+        #expect(budget.plan().toolChoice == "required")
+        budget.finishStep(calls: 2)
+        #expect(budget.plan().mode == .disallowed)
+        #expect(budget.plan().tools.isEmpty && budget.plan().toolChoice == nil)
+        #expect(budget.toolRounds == 1 && budget.callsMade == 2)
+
+        #expect(StepController(policy: TurnPolicy(toolMode: .none), tools: tools).plan().mode == .disallowed)
+        #expect(StepController(policy: TurnPolicy(), tools: []).plan().mode == .disallowed)
+        #expect(StepController(policy: TurnPolicy(maxToolCalls: 0), tools: tools).plan().mode == .disallowed)
+    }
+
+    @Test func trimmingKeepsTheCurrentTurnEvenOverBudget() {
+        let turn: [JSONValue] = [["type": "message", "role": "user", "content": [["type": "input_text", "text": .string(String(repeating: "x", count: 300))]]]]
+        let fitted = ContextTrimmer.fit(history: [turn, turn], current: turn, fixedTokens: 0, budget: 10)
+        #expect(fitted.droppedTurns == 2)
+        #expect(fitted.input == turn)
+        #expect(ContextTrimmer.fit(history: [turn], current: turn, fixedTokens: 0, budget: nil).droppedTurns == 0)
+    }
+
+    @Test func errorCodesMapFromTheGatewayAndToExitStatuses() {
+        #expect(AgentErrorCode(gatewayCode: "context_length_exceeded") == .contextSizeExceeded)
+        #expect(AgentErrorCode(gatewayCode: "model_not_found") == .modelUnavailable)
+        #expect(AgentErrorCode(gatewayCode: "invalid_value") == .invalidRequest)
+        #expect(AgentErrorCode(gatewayCode: "invalid_tool_schema") == .invalidSchema)
+        #expect(AgentErrorCode(gatewayCode: "output_limit_exceeded") == .generationFailed)
+        #expect(AgentErrorCode.allCases.count == 12)
+        #expect(Set(AgentErrorCode.allCases.map(\.jsonRPCCode)).count == 12)
+        #expect(AgentErrorCode.allCases.allSatisfy { (-32099 ... -32000).contains($0.jsonRPCCode) })
+        #expect(AgentErrorCode.cancelled.exitStatus == 130)
+        #expect(AgentErrorCode.rateLimited.exitStatus == 69)
+        #expect(AgentErrorCode.invalidSchema.exitStatus == 65)
+        #expect(AgentErrorCode.generationFailed.exitStatus == 70)
+    }
+}

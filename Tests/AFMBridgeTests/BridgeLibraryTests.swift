@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMTestSupport
+import Foundation
+import Testing
+
+/// libafm-bridge.so from C, the way a host uses it: programs compiled here with `pkg-config afm-bridge` (a .pc
+/// file made from share/afm-dev/afm-bridge.pc.in for this build), against the real local model.
+@Suite(.serialized)
+struct BridgeLibraryTests {
+    /// A directory with `afm-bridge.pc` pointing at this checkout's header and this build's library.
+    static func pkgConfigDirectory() throws -> String {
+        let directory = TestPaths.makeTemporaryDirectory("afm-bridge-pc")
+        let template = try String(contentsOfFile: TestPaths.root + "/share/afm-dev/afm-bridge.pc.in", encoding: .utf8)
+        let library = TestPaths.binDirectory + "/libafm-bridge.so"
+        guard FileManager.default.fileExists(atPath: library) else {
+            throw LocalDaemon.Failure(description: "\(library) is missing: run `make build`")
+        }
+        let pc = template.replacingOccurrences(of: "@INCLUDEDIR@", with: TestPaths.root + "/Sources/CAFMBridge/include")
+            .replacingOccurrences(of: "@LIBDIR@", with: TestPaths.binDirectory)
+            .replacingOccurrences(of: "@VERSION@", with: "0").replacingOccurrences(of: "@ABI_MAJOR@", with: "1")
+            .replacingOccurrences(of: "@ABI_MINOR@", with: "0")
+        try pc.write(toFile: directory + "/afm-bridge.pc", atomically: true, encoding: .utf8)
+        return directory
+    }
+
+    /// Compiles `source` into an executable with the flags `pkg-config afm-bridge` gives; returns its path.
+    static func compile(_ source: String) throws -> String {
+        let pcDirectory = try pkgConfigDirectory()
+        let output = pcDirectory + "/" + URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent
+        let command =
+            "cc -std=c99 -Wall -Wextra -Werror $(pkg-config --cflags afm-bridge) '\(source)' -o '\(output)' "
+            + "$(pkg-config --libs afm-bridge) -lpthread"
+        var environment = ProcessInfo.processInfo.environment
+        environment["PKG_CONFIG_PATH"] = pcDirectory
+        let result = try CommandOutput.run("/bin/sh", ["-c", command], environment: environment)
+        guard result.status == 0 else { throw LocalDaemon.Failure(description: "\(command) failed:\n\(result.output)") }
+        return output
+    }
+
+    /// The `key=value` pairs of a report line.
+    static func report(_ output: String) -> [String: Double] {
+        var values: [String: Double] = [:]
+        for pair in output.split(whereSeparator: { $0 == " " || $0 == "\n" }) {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+        }
+        return values
+    }
+
+    @Test func theCExampleStreamsAReplyFromTheLocalModel() throws {
+        let daemon = try LocalDaemon()
+        let example = try Self.compile(TestPaths.root + "/share/afm-dev/bridge_example.c")
+        let result = try CommandOutput.run(
+            example, ["http://127.0.0.1:\(daemon.port)", "on-device", "What is the capital of France? Answer in one sentence."])
+        #expect(result.status == 0, "\(result.output)")
+        // The answer arrived as several text events (streamed), and it is text.
+        let streamed = result.output.components(separatedBy: "streamed ").last.flatMap { Int($0.prefix { $0.isNumber }) } ?? 0
+        #expect(streamed > 1, "\(result.output)")
+        #expect(result.output.contains("libafm-bridge 0.1.0"))
+        let answer = result.output.split(separator: "\n").filter { !$0.hasPrefix("bridge_example:") }.joined()
+        #expect(answer.contains { $0.isLetter }, "\(result.output)")
+    }
+
+    @Test func openingAndClosingAThousandTimesLeavesNothingBehind() throws {
+        let program = try Self.compile(TestPaths.root + "/Tests/Fixtures/bridge/bridge_lifecycle.c")
+        let result = try CommandOutput.run(program, ["cycles", "1000"])
+        #expect(result.status == 0, "\(result.output)")
+        let values = Self.report(result.output)
+        print("open/close ×1000: \(result.output)")
+        let growth = (values["rss_kib_after"] ?? .infinity) - (values["rss_kib_before"] ?? 0)
+        // A leaked handle (dispatcher, outbox, thread) costs kilobytes: 1,000 of them would be megabytes.
+        #expect(growth < 512, "RSS grew by \(growth) KiB over 1,000 cycles: \(result.output)")
+        #expect(values["fds_after"] == values["fds_before"], "\(result.output)")
+        #expect(values["threads_after"] == values["threads_before"], "\(result.output)")
+        #expect(values["late_callbacks"] == 0)
+    }
+
+    @Test func closingWhileRunsStreamIsSafeAndFinal() throws {
+        let daemon = try LocalDaemon()
+        let program = try Self.compile(TestPaths.root + "/Tests/Fixtures/bridge/bridge_lifecycle.c")
+        let result = try CommandOutput.run(program, ["active", "5", "http://127.0.0.1:\(daemon.port)", "on-device"])
+        #expect(result.status == 0, "\(result.output)")
+        let values = Self.report(result.output)
+        print("close with a run streaming ×5: \(result.output)")
+        // No callback after close returned; the run's socket and thread are gone with the handle.
+        #expect(values["late_callbacks"] == 0, "\(result.output)")
+        #expect(values["fds_after"] == values["fds_before"], "\(result.output)")
+        #expect((values["slowest_close_ms"] ?? .infinity) < 10_000, "\(result.output)")
+    }
+}

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMTestSupport
+import Foundation
+import Testing
+
+/// Golden transcripts of the Chat Completions and Messages dialects: the exact bytes of a body or stream (ids and
+/// times normalized) for text, a tool call, a capped answer, a stop sequence and a failure mid-stream.
+/// Regenerate with `AFM_UPDATE_GOLDEN=1` and review the diff like code.
+@Suite struct DialectGoldenTests {
+    static let tool = #"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#
+    static let chat = #"{"model":"demo","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":\#(tool)}}]"#
+    static let messages = #"{"model":"demo","max_tokens":50,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"get_weather","input_schema":\#(tool)}]"#
+
+    static let scripts = [
+        "text": #"[{"text":"Hel"},{"text":"lo!"},{"usage":{"input_tokens":9,"output_tokens":2,"reasoning_tokens":0,"cached_tokens":0}}]"#,
+        "tool": #"[{"text":"Let me see."},{"tool_call":{"name":"get_weather","call_id":"call_abc","arguments":"{\"city\":\"SF\"}","chunks":2}},{"usage":{"input_tokens":5,"output_tokens":7,"reasoning_tokens":0,"cached_tokens":0}},{"finish":"tool_calls"}]"#,
+        "capped": #"[{"text":"a"},{"text":"b"},{"usage":{"input_tokens":3,"output_tokens":2,"reasoning_tokens":0,"cached_tokens":0}},{"finish":"length"}]"#,
+        "stop": #"[{"text":"one, two"},{"text":", three"},{"usage":{"input_tokens":3,"output_tokens":2,"reasoning_tokens":0,"cached_tokens":0}}]"#,
+        "failed": #"[{"text":"partial"},{"error":{"code":"internal","message":"backend exploded"}}]"#,
+    ]
+
+    /// (script, dialect, streamed): every script in both dialects, as a body and as a stream.
+    static let cases: [(String, String, Bool)] = ["text", "tool", "capped", "stop", "failed"].flatMap { script in
+        ["chat", "messages"].flatMap { dialect in [(script, dialect, false), (script, dialect, true)] }
+    }
+
+    @Test(arguments: cases)
+    func goldenTranscript(_ testCase: (script: String, dialect: String, stream: Bool)) throws {
+        let (script, dialect, stream) = testCase
+        let harness = try DaemonHarness(models: ["demo": Self.scripts[script]!])
+        let stop = script == "stop" ? (dialect == "chat" ? #","stop":[", three"]"# : #","stop_sequences":[", three"]"#) : ""
+        let body = (dialect == "chat" ? Self.chat : Self.messages) + stop + (stream ? #","stream":true}"# : "}")
+        let response = try harness.client().post(dialect == "chat" ? "/v1/chat/completions" : "/v1/messages", json: body)
+        let name = "\(dialect)-\(script)\(stream ? ".sse" : ".json")"
+        let transcript = "HTTP \(response.status)\n" + StreamingTests.normalize(response.text)
+        let path = TestPaths.root + "/Tests/Fixtures/golden/" + name
+        if ProcessInfo.processInfo.environment["AFM_UPDATE_GOLDEN"] == "1" {
+            try transcript.write(toFile: path, atomically: true, encoding: .utf8)
+        }
+        let expected = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(transcript == expected, "\(name):\n\(transcript)")
+    }
+}

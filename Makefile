@@ -16,7 +16,7 @@ DEB_OUT      ?= dist
 CACHE        ?= $(CURDIR)/.cache/afm
 MODEL        := $(CACHE)/models/smollm2-135m-instruct-q4_1.gguf
 
-.PHONY: all bootstrap llama model local-backend test-local-backend build stage run test bench-http clean help deb test-package
+.PHONY: all bootstrap llama model local-backend test-local-backend build stage run test test-fleet bench-http clean help deb test-package
 
 all: build
 
@@ -24,6 +24,7 @@ help:
 	@echo "make run         set up, build, and serve afmd on $(LISTEN) with the local model (SmolLM2-135M)"
 	@echo "make test        set up, build, and run every test"
 	@echo "make deb         build the Debian packages into $(DEB_OUT)/ (release build, lintian, reproducibility check)"
+	@echo "make test-fleet  HAProxy (share/haproxy/afm.cfg) in front of three afmd nodes: 2,100 requests, a restart and a reload, 0 failures"
 	@echo "make test-package  install them in a clean Debian 12 root (debootstrap) and test the installed service"
 	@echo "make bench-http  compare afmd with nginx under wrk (release build); see docs/PERFORMANCE.md"
 	@echo "make clean       remove build outputs"
@@ -60,9 +61,11 @@ stage: build
 
 run: build
 	@mkdir -p $(STAGE)/root
-	@printf '[Backend.local]\nModel=%s\n\n[Backend.scripted]\nScript=%s\n' "$(MODEL)" "$(CURDIR)/share/afm/demo-script.json" > $(STAGE)/root/afmd.conf
+	@printf '[Server]\n# Ctrl-C stops at once: no load balancer to tell first.\nDrainDelaySeconds=0\n\n[Backend.local]\nModel=%s\n\n[Backend.scripted]\nScript=%s\n' "$(MODEL)" "$(CURDIR)/share/afm/demo-script.json" > $(STAGE)/root/afmd.conf
 	@echo "afmd: serving the local model (SmolLM2-135M on llama.cpp) on http://$(LISTEN) (Ctrl-C stops it)"
 	@echo "try:  curl -N http://$(LISTEN)/v1/responses -H 'Content-Type: application/json' -d '{\"model\":\"on-device\",\"input\":\"What is the capital of France?\",\"stream\":true}'"
+	@echo "      $(BIN)/afmctl status    (from anywhere in this checkout: it finds $(STAGE)/root/run/afm/admin.sock)"
+	@echo "      curl http://$(LISTEN)/metrics    curl http://$(LISTEN)/ready"
 	exec $(BIN)/afmd --listen $(LISTEN) --config-root $(STAGE)/root --backend-dir $(STAGE)/backends
 
 # Tests run one at a time: many of them drive real daemons over blocking sockets, and on a 2-core machine
@@ -72,6 +75,12 @@ test: build model-gemma
 	@scripts/setup-python   # the venv the Swift tests use too (AFMAgentTests start an MCP server from PyPI's mcp)
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) $(SWIFT) test $(SWIFTFLAGS) --no-parallel
 	AFM_BIN_DIR=$(CURDIR)/$(BIN) AFM_STAGE_DIR=$(CURDIR)/$(STAGE) scripts/test-clients
+	$(MAKE) test-fleet
+
+# Many nodes behind HAProxy (Debian's, from scripts/bootstrap): share/haproxy/afm.cfg in front of three afmd nodes
+# on the scripted backend; one node is restarted and another reloaded while requests run; 0 may fail.
+test-fleet: build
+	AFM_BIN_DIR=$(CURDIR)/$(BIN) scripts/test-fleet
 
 # Debian packages: afm, afm-backend-local, afm-backend-scripted, afm-model-smollm2, afm-dev (share/debian/README).
 deb: bootstrap

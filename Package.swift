@@ -220,7 +220,7 @@ let package = Package(
         .testTarget(name: "AFMStoreTests", dependencies: ["AFMStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AFMChatTests",
-            dependencies: ["AFMChat", "AFMClient", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMChat", "AFMClient", "AFMCore", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -112,7 +112,9 @@ final class PrivateCloudInstance: Sendable {
         json += ",\"context_tokens\":\(settings.contextTokens),\"max_input_tokens\":\(maxInput)"
         json += ",\"max_output_tokens\":\(settings.maxOutputTokens),\"capabilities\":{\"streaming\":true,\"tools\":true"
         json += ",\"vision\":\(settings.vision),\"reasoning\":\(settings.reasoning != .no)"
-        json += ",\"reasoning_optional\":\(settings.reasoning != .yes)}}]"
+        // structured_output (ABI 1.1): the schema goes upstream (text.format / response_format); the host checks
+        // every answer, so an upstream that ignores it fails the response instead of completing it.
+        json += ",\"reasoning_optional\":\(settings.reasoning != .yes),\"structured_output\":true}}]"
         json += ",\"upstreams\":["
         json += (configured?.pool.entries() ?? []).map { entry in
             var item = "{\"url\":" + JSON.quote(entry.config.baseURL)
@@ -182,7 +184,7 @@ final class PrivateCloudInstance: Sendable {
         } catch {
             throw .invalidRequest("generation request: \(error.message)")
         }
-        let request = try UpstreamRequest(parsing: document)
+        let request = try UpstreamRequest(parsing: document, raw: Array(requestJSON))
         guard let configured else { throw .modelUnavailable("private cloud is not configured") }
         guard request.model == settings.modelID else {
             throw .modelUnavailable(

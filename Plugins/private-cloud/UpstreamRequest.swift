@@ -16,6 +16,7 @@ import Foundation
 /// | `tool_choice`            | `auto`/`none`/`required`/`{type,name}`          | `auto`/`none`/`required`/`{type,function}`    |
 /// | `max_output_tokens`      | `max_output_tokens`                             | `max_tokens`                                  |
 /// | `reasoning_effort`       | `reasoning.effort`                              | `reasoning_effort`                            |
+/// | `output_format` (1.1)    | `text.format` (`json_schema`/`json_object`)     | `response_format` (`json_schema`/`json_object`) |
 ///
 /// Both bodies ask for a stream (`stream: true`; Chat also `stream_options.include_usage`); Responses bodies
 /// also send `store: false` and `include: ["reasoning.encrypted_content"]`, so reasoning survives statelessly.
@@ -59,12 +60,30 @@ struct UpstreamRequest {
     var hasImages: Bool
     /// Upstream tool name → the name the host knows (without the namespace prefix).
     var toolNames: [String: String]
+    /// The answer's form (ABI 1.1 `output_format`); nil for text.
+    var outputFormat: OutputFormat?
+
+    /// A JSON answer the upstream must enforce (its own structured outputs); the host checks it afterwards.
+    struct OutputFormat {
+        /// `json_object` or `json_schema`.
+        var type: String
+        var name: String?
+        var description: String?
+        var strict: Bool?
+        /// The normalized schema exactly as the host wrote it (property order kept), for `json_schema`.
+        var schema: [UInt8]?
+    }
+
+    /// Stands for the schema in a body until the serialized body gets the schema's own bytes (`body(for:…)`).
+    private static let schemaPlaceholder = "afm-output-schema-9d3c41"
 
     /// Validates a parsed request document.
     ///
     /// - Throws: `AFM_ERR_INCOMPATIBLE` for another `request_version`; `AFM_ERR_INVALID_REQUEST` naming the field
     ///   that is malformed.
-    init(parsing object: [String: Any]) throws(BackendError) {
+    ///
+    /// - Parameter raw: the document's bytes, for members whose order matters (the output schema).
+    init(parsing object: [String: Any], raw: [UInt8]) throws(BackendError) {
         guard let version = JSON.int(object["request_version"]) else {
             throw .invalidRequest("generation request: request_version must be an integer")
         }
@@ -185,6 +204,27 @@ struct UpstreamRequest {
             }
             reasoningEffort = effort
         }
+        if let format = JSON.object(object["output_format"]) {
+            switch JSON.string(format["type"]) {
+            case "text", nil:
+                break
+            case "json_object":
+                outputFormat = OutputFormat(type: "json_object")
+            case "json_schema":
+                guard JSON.object(format["schema"]) != nil,
+                    let schema = RawJSONMember.value(of: "output_format", in: raw).flatMap({
+                        RawJSONMember.value(of: "schema", in: $0)
+                    })
+                else {
+                    throw .invalidRequest("generation request: output_format.schema must be a JSON Schema object")
+                }
+                outputFormat = OutputFormat(
+                    type: "json_schema", name: JSON.string(format["name"]), description: JSON.string(format["description"]),
+                    strict: JSON.bool(format["strict"]), schema: schema)
+            case let other?:
+                throw .invalidRequest("generation request: output_format.type \"\(other)\" is not known")
+            }
+        }
     }
 
     // MARK: - Bodies
@@ -200,11 +240,43 @@ struct UpstreamRequest {
             body["reasoning"] = nil
             body["reasoning_effort"] = nil
         }
+        if let outputFormat {
+            var format: [String: Any] = ["type": outputFormat.type]
+            if outputFormat.type == "json_schema" {
+                format["name"] = outputFormat.name ?? "answer"
+                format["schema"] = Self.schemaPlaceholder
+                if let description = outputFormat.description { format["description"] = description }
+                if let strict = outputFormat.strict { format["strict"] = strict }
+            }
+            switch wireProtocol {
+            case .responses:
+                body["text"] = ["format": format]
+            case .chatCompletions:
+                // Chat Completions nests the schema's fields under `json_schema`.
+                var responseFormat: [String: Any] = ["type": outputFormat.type]
+                if outputFormat.type == "json_schema" {
+                    format["type"] = nil
+                    responseFormat["json_schema"] = format
+                }
+                body["response_format"] = responseFormat
+            }
+        }
         guard
             let data = try? JSONSerialization.data(
                 withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes])
         else { return Array("{}".utf8) }
-        return Array(data)
+        guard let schema = outputFormat?.schema else { return Array(data) }
+        return Self.splice(schema, for: "\"" + Self.schemaPlaceholder + "\"", into: Array(data))
+    }
+
+    /// Replaces the first occurrence of `placeholder` in `body` by `bytes`.
+    private static func splice(_ bytes: [UInt8], for placeholder: String, into body: [UInt8]) -> [UInt8] {
+        let needle = Array(placeholder.utf8)
+        guard needle.count <= body.count else { return body }
+        for start in 0...(body.count - needle.count) where body[start..<start + needle.count].elementsEqual(needle) {
+            return Array(body[..<start]) + bytes + Array(body[(start + needle.count)...])
+        }
+        return body
     }
 
     private func responsesBody(model: String) -> [String: Any] {

@@ -124,8 +124,12 @@ public struct AdminDispatcher: Sendable {
             reply(try await handler.reload(context, backend: backend, progress: progress))
         case .setListener:
             let state = try arguments.string("state")
-            guard ["running", "start", "stopped", "stop"].contains(state) else {
-                throw .invalidParameter("state", "state must be \"running\" or \"stopped\", not \"\(state)\"")
+            guard ["running", "start", "stopped", "stop", "draining", "drain"].contains(state) else {
+                throw .invalidParameter("state", "state must be \"running\", \"stopped\" or \"draining\", not \"\(state)\"")
+            }
+            if state == "draining" || state == "drain" {
+                reply(try await handler.drainListener(context))
+                return
             }
             reply(try await handler.setListener(context, running: state == "running" || state == "start"))
         case .getPrompt:

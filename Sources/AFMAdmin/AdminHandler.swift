@@ -67,6 +67,9 @@ public protocol AdminHandler: Sendable {
         -> JSONValue
     /// `SetListener`: start (`running: true`) or stop the HTTP listener.
     func setListener(_ context: AdminCallContext, running: Bool) async throws(AdminError) -> JSONValue
+    /// `SetListener` with `state: "draining"`: readiness fails at once, then after the drain delay the listener
+    /// closes and in-flight responses finish (`afmctl drain`). Returns when the listener is closed.
+    func drainListener(_ context: AdminCallContext) async throws(AdminError) -> JSONValue
     /// `GetPrompt`: `{"text","revision","origin"}`.
     func getPrompt(_ context: AdminCallContext) async throws(AdminError) -> JSONValue
     /// `SetPrompt`: saves the common prompt (only at `ifRevision`, when given); returns the new revision.
@@ -75,4 +78,11 @@ public protocol AdminHandler: Sendable {
     func getConfig(_ context: AdminCallContext, keys: [String], withOrigin: Bool) async throws(AdminError) -> JSONValue
     /// `SetSetting`: one versioned-settings edit (`host`, `port`, `listen`, `privateCloudPreference`, `commonPrompt`).
     func setSetting(_ context: AdminCallContext, key: String, value: String) async throws(AdminError) -> JSONValue
+}
+
+extension AdminHandler {
+    /// Handlers without a drain (tests' fakes) refuse it.
+    public func drainListener(_ context: AdminCallContext) async throws(AdminError) -> JSONValue {
+        throw AdminError.internalError("this server cannot drain its listener")
+    }
 }

@@ -26,6 +26,8 @@ public struct BackendStatus: Sendable {
     public var lastCrash: JSONValue
     /// Crashes since the daemon started.
     public var crashes: Int
+    /// Successful restarts after runner crashes since the daemon started.
+    public var restarts: Int
     /// Seconds until a pending restart, when one is pending.
     public var restartInSeconds: Int?
 
@@ -35,6 +37,7 @@ public struct BackendStatus: Sendable {
         self.runnerPID = active?.snapshot.phase == .crashed ? nil : active?.processID
         self.lastCrash = slot.crashes.json
         self.crashes = slot.crashes.total
+        self.restarts = slot.crashes.restarts
         let snapshot = active?.snapshot
         self.generation = active?.number
         self.inflight = snapshot?.inflight ?? 0

@@ -9,8 +9,11 @@ import Foundation
 /// | `RunnerOpenFiles` | `RLIMIT_NOFILE`: descriptors the runner may have open. |
 /// | `RunnerNice` | Added to the runner's nice value (0–19; higher is lower priority). |
 public struct RunnerLimits: Sendable, Hashable {
-    /// The setting keys the host reads itself; they are not passed to the backend.
-    public static let settingKeys: Set<String> = ["Hosting", "RunnerMemoryLimitMB", "RunnerOpenFiles", "RunnerNice"]
+    /// The setting keys the host reads itself; they are not passed to the backend. (`MaxConcurrent` and
+    /// `MaxQueued` are afmd's admission control, AFMResponses.)
+    public static let settingKeys: Set<String> = [
+        "Hosting", "RunnerMemoryLimitMB", "RunnerOpenFiles", "RunnerNice", "MaxConcurrent", "MaxQueued",
+    ]
 
     public var memoryLimitMB: Int?
     public var openFiles: Int?

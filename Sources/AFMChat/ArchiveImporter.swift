@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMCore
 import AFMImageCodec
 import AFMJSON
 import AFMStore

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMClient
+import AFMCore
 import AFMStore
 import AFMSystem
 import Foundation

@@ -91,6 +91,36 @@ extension ConfigKey {
         section: "Server", key: "AllowedOrigins", type: .list, defaultValue: "",
         summary: "Web origins (scheme://host[:port]) whose pages may call the API from a browser; pages on the "
             + "gateway's own host and loopback pages calling a loopback address always may. *: any origin.")
+    /// `[Server] ListenSocketMode`: permission bits of a `unix:` listen socket.
+    public static let serverListenSocketMode = ConfigKey(
+        section: "Server", key: "ListenSocketMode", type: .fileMode, defaultValue: "0660",
+        summary: "Permission bits (octal) of the socket file when Listen is unix:PATH; connecting needs write "
+            + "permission, so 0660 admits the daemon's user and group.")
+    /// `[Server] APIKeyFile`: the API keys (one a line: KEY, NAME:KEY or NAME:sha256:HEX).
+    public static let serverAPIKeyFile = ConfigKey(
+        section: "Server", key: "APIKeyFile", type: .path, defaultValue: "",
+        summary: "File of API keys, one a line: KEY, NAME:KEY or NAME:sha256:HEX (the key's SHA-256, so the file "
+            + "holds no secret). Clients send Authorization: Bearer KEY or x-api-key: KEY; /health and /ready are "
+            + "open. Empty: no authentication. Reloaded with afmctl reload / SIGHUP.")
+    /// `[Server] AllowUnauthenticated`: serve a non-loopback address without keys.
+    public static let serverAllowUnauthenticated = ConfigKey(
+        section: "Server", key: "AllowUnauthenticated", type: .boolean, defaultValue: "no",
+        summary: "Without API keys afmd refuses to listen on an address other than loopback or a Unix socket; yes "
+            + "serves it anyway (a proxy in front authenticates).")
+    /// `[Server] MetricsRequireKey`: whether `/metrics` needs a key when keys are configured.
+    public static let serverMetricsRequireKey = ConfigKey(
+        section: "Server", key: "MetricsRequireKey", type: .boolean, defaultValue: "yes",
+        summary: "Whether GET /metrics needs an API key when keys are configured (no: a scraper reads it without one).")
+    /// `[Server] DrainDelaySeconds`: how long SIGTERM keeps serving with /ready at 503 before closing the listener.
+    public static let serverDrainDelay = ConfigKey(
+        section: "Server", key: "DrainDelaySeconds", type: .seconds(0...3600), defaultValue: "5",
+        summary: "On SIGTERM /ready answers 503 at once and the listener keeps serving this long, so a load balancer "
+            + "stops sending requests before the listener closes; then in-flight responses finish.")
+    /// `[Server] AccessLog`: one log line per API request.
+    public static let serverAccessLog = ConfigKey(
+        section: "Server", key: "AccessLog", type: .boolean, defaultValue: "no",
+        summary: "Log one line per API request (afmd.access: key name, dialect, model, status, tokens, time to "
+            + "first token, duration; never a body or a key).")
     /// `[Backends] Directory`: empty means "next to the executable".
     public static let backendsDirectory = ConfigKey(
         section: "Backends", key: "Directory", type: .path, defaultValue: "",

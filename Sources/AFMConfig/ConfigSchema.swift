@@ -5,7 +5,8 @@ public enum ConfigSchema {
     /// Every key, in the order of `etc/afmd.conf`.
     public static let keys: [ConfigKey] = [
         .serverListen, .serverShutdownTimeout, .serverRequestHeaderTimeout, .serverProcessingDeadline, .serverIOThreads,
-        .serverMaxConnections, .serverAllowedHosts, .serverAllowedOrigins,
+        .serverMaxConnections, .serverAllowedHosts, .serverAllowedOrigins, .serverListenSocketMode, .serverAPIKeyFile,
+        .serverAllowUnauthenticated, .serverMetricsRequireKey, .serverDrainDelay, .serverAccessLog,
         .backendsDirectory, .backendsDisabled, .backendsSilenceTimeout, .backendsCancelGrace, .backendsDrainTimeout,
         .responsesCommonPrompt, .responsesMaxOutputBytes,
         .adminSocket, .adminOperatorGroups, .adminSocketGroup,
@@ -74,6 +75,8 @@ public enum ConfigSchema {
             "#   Hosting=in-process|runner   overrides the manifest's hosting (local: runner; scripted, private-cloud: in-process)",
             "#   RunnerMemoryLimitMB=N, RunnerOpenFiles=N   RLIMIT_AS and RLIMIT_NOFILE of the backend's runner process",
             "#   RunnerNice=0…19              added to afmd's own nice value for the runner and every thread in it",
+            "#   MaxConcurrent=N, MaxQueued=N requests of this backend that run at once, and that may wait for a slot;",
+            "#                                beyond both: 503 busy with Retry-After. MaxConcurrent=0 (default): no limit",
             "# Every other key is passed to the backend as a string; see its documentation.",
             "#[Backend.local]",
             "# A GGUF file (afm-model-smollm2 sets this in /usr/lib/afm/afmd.conf.d/20-local.conf); Threads,",

@@ -16,10 +16,12 @@ public enum ConfigValueType: Sendable, Hashable, CustomStringConvertible {
     case seconds(ClosedRange<Int>)
     /// `yes`/`no`, `true`/`false`, `on`/`off`, `1`/`0` (case-insensitive).
     case boolean
-    /// `HOST:PORT` (`[::1]:8080` for IPv6) with a port in 0…65535; see ``HostPort``.
+    /// `HOST:PORT` (`[::1]:8080` for IPv6) with a port in 0…65535 (see ``HostPort``), or `unix:/PATH`.
     case listenAddress
     /// Names separated by commas and/or spaces; empty is the empty list.
     case list
+    /// Octal permission bits of a file, `0000`…`0777` (`0660`).
+    case fileMode
 
     public var description: String {
         switch self {
@@ -28,8 +30,9 @@ public enum ConfigValueType: Sendable, Hashable, CustomStringConvertible {
         case .integer(let range): "integer \(range.lowerBound)…\(range.upperBound)"
         case .seconds(let range): "seconds \(range.lowerBound)…\(range.upperBound)"
         case .boolean: "boolean"
-        case .listenAddress: "HOST:PORT"
+        case .listenAddress: "HOST:PORT or unix:PATH"
         case .list: "list"
+        case .fileMode: "octal mode"
         }
     }
 
@@ -55,10 +58,13 @@ public enum ConfigValueType: Sendable, Hashable, CustomStringConvertible {
         case .boolean:
             return Self.parseBool(text) == nil ? "must be yes or no (also true/false, on/off, 1/0), not '\(text)'" : nil
         case .listenAddress:
-            return HostPort(text) == nil
-                ? "must be HOST:PORT with an IP address or hostname and a port in 0…65535, not '\(text)'" : nil
+            return ListenAddress(text) == nil
+                ? "must be HOST:PORT with an IP address or hostname and a port in 0…65535, or unix:/ABSOLUTE/PATH, not '\(text)'"
+                : nil
         case .list:
             return nil
+        case .fileMode:
+            return Self.parseFileMode(text) == nil ? "must be octal permission bits such as 0660, not '\(text)'" : nil
         }
     }
 
@@ -69,6 +75,12 @@ public enum ConfigValueType: Sendable, Hashable, CustomStringConvertible {
         case "no", "false", "off", "0": false
         default: nil
         }
+    }
+
+    /// Parses octal permission bits (`660`, `0660`); `nil` for anything else or beyond 0777.
+    public static func parseFileMode(_ text: String) -> UInt32? {
+        guard !text.isEmpty, text.count <= 4, let mode = UInt32(text, radix: 8), mode <= 0o777 else { return nil }
+        return mode
     }
 
     /// Splits a list value at commas and whitespace, dropping empty items.

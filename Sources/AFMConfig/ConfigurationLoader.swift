@@ -220,8 +220,10 @@ public struct ConfigurationLoader: Sendable {
 
         mutating func apply(settings: ServerSettings, origin: ConfigOrigin) {
             if settings.host != nil || settings.port != nil {
-                // The force unwrap is safe: the Listen entry is seeded from the schema and always validated.
-                let lower = HostPort(entries[ConfigKey.serverListen.name]!.value)!
+                // A saved host or port replaces a Unix socket below with TCP; missing parts come from the default
+                // (the force unwrap is safe: the schema's default is a valid HOST:PORT).
+                let lower = entries[ConfigKey.serverListen.name].flatMap { HostPort($0.value) }
+                    ?? HostPort(ConfigKey.serverListen.defaultValue)!
                 let address = HostPort(host: settings.host ?? lower.host, port: settings.port ?? lower.port)
                 set(ConfigKey.serverListen.name, address.description, origin)
             }

@@ -84,9 +84,9 @@ public struct LoadedConfiguration: Sendable {
     public func list(_ key: ConfigKey) -> [String] { ConfigValueType.parseList(entry(for: key).value) }
 
     /// The value of a `.listenAddress` key.
-    public func hostPort(_ key: ConfigKey) -> HostPort {
-        // The force unwrap is safe: the loader validated the text as HOST:PORT.
-        HostPort(entry(for: key).value)!
+    public func listenAddress(_ key: ConfigKey) -> ListenAddress {
+        // The force unwrap is safe: the loader validated the text as HOST:PORT or unix:PATH.
+        ListenAddress(entry(for: key).value)!
     }
 
     private func entry(for key: ConfigKey) -> ConfigEntry {
@@ -97,7 +97,22 @@ public struct LoadedConfiguration: Sendable {
     // MARK: - Typed view for the daemon
 
     /// `Server.Listen`.
-    public var listen: HostPort { hostPort(.serverListen) }
+    public var listen: ListenAddress { listenAddress(.serverListen) }
+    /// `Server.ListenSocketMode`.
+    public var listenSocketMode: UInt32 {
+        // The force unwrap is safe: the loader validated the text as an octal mode.
+        ConfigValueType.parseFileMode(string(.serverListenSocketMode))!
+    }
+    /// `Server.APIKeyFile`, or nil when empty (no authentication).
+    public var apiKeyFile: String? { string(.serverAPIKeyFile).isEmpty ? nil : string(.serverAPIKeyFile) }
+    /// `Server.AllowUnauthenticated`.
+    public var allowUnauthenticated: Bool { bool(.serverAllowUnauthenticated) }
+    /// `Server.MetricsRequireKey`.
+    public var metricsRequireKey: Bool { bool(.serverMetricsRequireKey) }
+    /// `Server.DrainDelaySeconds`.
+    public var drainDelay: Duration { duration(.serverDrainDelay) }
+    /// `Server.AccessLog`.
+    public var accessLog: Bool { bool(.serverAccessLog) }
     /// `Server.ShutdownTimeoutSeconds`.
     public var shutdownTimeout: Duration { duration(.serverShutdownTimeout) }
     /// `Server.RequestHeaderTimeoutSeconds`.

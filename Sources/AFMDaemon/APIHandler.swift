@@ -12,7 +12,9 @@ import AFMResponses
 ///
 /// | method | path                      | answer                                        |
 /// |--------|---------------------------|-----------------------------------------------|
-/// | GET    | /health                   | `{"status":"ok"}`                             |
+/// | GET    | /health                   | `{"status":"ok"}` (no key needed)             |
+/// | GET    | /ready                    | 200 when a backend is ready and not draining, else 503 (no key needed) |
+/// | GET    | /metrics                  | Prometheus text 0.0.4                         |
 /// | GET    | /status                   | version, backends, models, budgets            |
 /// | GET    | /v1/models, /models       | OpenAI model list                             |
 /// | POST   | /v1/responses, /responses | Responses API (JSON or SSE)                   |
@@ -23,20 +25,31 @@ import AFMResponses
 ///
 /// Before routing, ``BrowserRequestPolicy`` refuses foreign `Host`s and cross-site `Origin`s (403), and a POST must
 /// be `application/json` (415). A request from an accepted `Origin` gets `Access-Control-Allow-Origin` with it.
+/// Then ``APIGate`` checks the API key (401 `invalid_api_key` in the path's dialect's envelope), and a generation
+/// request passes admission control (503 `busy` with `Retry-After`, or a wait in its backend's queue). Every
+/// answer on a dialect's path is counted in `/metrics` (`afm_requests_total{dialect,code}`) and, when on, the
+/// access log.
 struct APIHandler: Sendable {
     let registry: BackendRegistry
     let service: ResponsesService
     let status: @Sendable () -> JSONValue
     let browserPolicy: BrowserRequestPolicy.Shared
+    let gate: APIGate
     let logger: Logger
+
+    /// The paths of the dialects: their answers are counted by dialect in `/metrics`.
+    static let dialectPaths: Set<String> = [
+        "/v1/responses", "/responses", "/v1/chat/completions", "/chat/completions", "/v1/messages", "/v1/messages/count_tokens",
+    ]
 
     /// The synchronous start of every request (`HTTPStartingHandler`). Everything that needs no waiting is answered
     /// right here, without a task: the small endpoints, refusals, and a non-streaming response whose backend
     /// answered from inside `generate`. A response that has to wait for its backend continues as a task.
     func start(_ request: HTTPRequest, _ writer: HTTPResponseWriter) -> HTTPHandlerStart {
         let dialect = APIDialect(path: request.path)
+        var context = RequestContext(dialect: dialect.rawValue)
         if let refusal = browserPolicy.refusal(for: request) {
-            refuse(request, writer, AFMError(refusal), origin: nil, dialect: dialect)
+            refuse(request, writer, AFMError(refusal), origin: nil, dialect: dialect, context: context)
             return .answered
         }
         // Present only when accepted: answers then carry the CORS fields a browser needs to read them.
@@ -45,25 +58,39 @@ struct APIHandler: Sendable {
             sendPreflightNow(request, writer, origin: origin)
             return .answered
         }
+        switch gate.check(request) {
+        case .refused(let error):
+            refuse(request, writer, error, origin: origin, dialect: dialect, context: context, extra: [("WWW-Authenticate", "Bearer")])
+            return .answered
+        case .allowed(let keyName):
+            context.keyName = keyName
+        }
         switch (request.method, request.path) {
         case ("POST", "/v1/responses"), ("POST", "/responses"):
-            return startResponse(request, writer, origin: origin, dialect: .responses) { () throws(AFMError) in
+            return startResponse(request, writer, origin: origin, dialect: .responses, context: context) { () throws(AFMError) in
                 let decoded = try ResponsesRequest(body: request.body)
                 return (decoded.pipeline, decoded.echo, ResponsesEncoder())
             }
         case ("POST", "/v1/chat/completions"), ("POST", "/chat/completions"):
-            return startResponse(request, writer, origin: origin, dialect: .chatCompletions) { () throws(AFMError) in
+            return startResponse(request, writer, origin: origin, dialect: .chatCompletions, context: context) { () throws(AFMError) in
                 let decoded = try ChatCompletionsRequest(body: request.body)
                 return (decoded.pipeline, .init(), ChatCompletionsEncoder(includeUsage: decoded.includeUsage))
             }
         case ("POST", "/v1/messages"):
-            return startResponse(request, writer, origin: origin, dialect: .messages) { () throws(AFMError) in
+            return startResponse(request, writer, origin: origin, dialect: .messages, context: context) { () throws(AFMError) in
                 (try MessagesRequest(body: request.body).pipeline, .init(), MessagesEncoder())
             }
         case ("POST", "/v1/messages/count_tokens"):
-            return countTokens(request, writer, origin: origin)
+            return countTokens(request, writer, origin: origin, context: context)
         case ("GET", "/health"), ("HEAD", "/health"):
             sendJSONNow(writer, status: 200, encoded: Self.healthBody, origin: origin)
+        case ("GET", "/ready"), ("HEAD", "/ready"):
+            let (ready, body) = readiness()
+            sendJSONNow(writer, status: ready ? 200 : 503, encoded: body.encoded(), origin: origin)
+        case ("GET", "/metrics"):
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: ServingMetrics.contentType)
+            try? writer.respondNow(HTTPResponseHead(status: 200, headers: headers), body: metricsText())
         case ("GET", "/status"):
             sendJSONNow(writer, status: 200, encoded: status().encoded(), origin: origin)
         case ("GET", "/v1/models"), ("GET", "/models"):
@@ -78,9 +105,10 @@ struct APIHandler: Sendable {
                     origin: origin, dialect: Self.isAnthropic(request) ? .messages : dialect)
             }
         case (_, let path) where Self.endpoints.contains(path):
-            sendErrorNow(
-                writer, AFMError(.invalidRequest, "Method \(request.method) is not allowed on \(request.path).", publicCode: "method_not_allowed", httpStatus: 405),
-                origin: origin, dialect: dialect)
+            refuse(
+                request, writer,
+                AFMError(.invalidRequest, "Method \(request.method) is not allowed on \(request.path).", publicCode: "method_not_allowed", httpStatus: 405),
+                origin: origin, dialect: dialect, context: context)
         default:
             sendErrorNow(
                 writer, AFMError(.invalidRequest, "No endpoint \(request.method) \(request.path).", publicCode: "not_found", httpStatus: 404),
@@ -102,7 +130,7 @@ struct APIHandler: Sendable {
     }
 
     private static let endpoints: Set<String> = [
-        "/health", "/status", "/v1/models", "/models", "/v1/responses", "/responses", "/v1/chat/completions", "/chat/completions",
+        "/health", "/ready", "/metrics", "/status", "/v1/models", "/models", "/v1/responses", "/responses", "/v1/chat/completions", "/chat/completions",
         "/v1/messages", "/v1/messages/count_tokens",
     ]
 
@@ -112,11 +140,11 @@ struct APIHandler: Sendable {
     /// `decode` is the dialect's decoder: the pipeline's request, what a Responses answer echoes, and the encoder
     /// that writes the answer in the dialect's wire format.
     func startResponse<Encoder: AnswerEncoder>(
-        _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?, dialect: APIDialect,
+        _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?, dialect: APIDialect, context: RequestContext,
         decode: () throws(AFMError) -> (PipelineRequest, ResponseBuilder.Echo, Encoder)
     ) -> HTTPHandlerStart {
         if let refusal = BrowserRequestPolicy.mediaTypeRefusal(for: request) {
-            refuse(request, writer, AFMError(refusal), origin: origin, dialect: dialect)
+            refuse(request, writer, AFMError(refusal), origin: origin, dialect: dialect, context: context)
             return .answered
         }
         let prepared: ResponsesService.Prepared
@@ -124,46 +152,82 @@ struct APIHandler: Sendable {
         do {
             let (pipelineRequest, echo, dialectEncoder) = try decode()
             encoder = dialectEncoder
-            prepared = try service.prepare(pipelineRequest, echo: echo)
+            prepared = try service.prepare(pipelineRequest, echo: echo, context: context)
         } catch {
-            refuse(request, writer, error, origin: origin, dialect: dialect)
+            refuse(request, writer, error, origin: origin, dialect: dialect, context: context)
             return .answered
+        }
+        let ticket: AdmissionControl.Ticket
+        switch service.admission.admit(backend: prepared.backendID) {
+        case .admitted(let admitted):
+            ticket = admitted
+        case .refused(let error):
+            // The lease goes back: the request never starts.
+            service.release(prepared)
+            refuse(request, writer, error, origin: origin, dialect: dialect, context: context, model: prepared.request.model)
+            return .answered
+        case .queued(let waiter):
+            return .continueAsync {
+                await writer.leaveEventLoop()
+                var prepared = prepared
+                guard let admitted = await waiter.wait() else {
+                    self.service.release(prepared)  // the client left while queued
+                    return
+                }
+                defer { admitted.release() }
+                prepared.context.queueSeconds = context.elapsedSeconds
+                guard let started = self.start(prepared, request, writer, origin: origin, dialect: dialect) else { return }
+                await self.respond(started, writer, origin: origin, encoder: encoder)
+            }
         }
         if prepared.startMayBlock {
             // A runner-hosted backend: `generate` waits for the runner's reply, which must not hold up the loop.
             return .continueAsync {
                 await writer.leaveEventLoop()
+                defer { ticket.release() }
                 guard let started = self.start(prepared, request, writer, origin: origin, dialect: dialect) else { return }
                 await self.respond(started, writer, origin: origin, encoder: encoder)
             }
         }
-        guard let started = start(prepared, request, writer, origin: origin, dialect: dialect) else { return .answered }
-        if !started.request.stream, let (status, body, error) = service.completeIfEnded(started, encoder: encoder) {
-            deliver(started, writer, status: status, body: body, error: error, origin: origin, dialect: dialect)
+        guard let started = start(prepared, request, writer, origin: origin, dialect: dialect) else {
+            ticket.release()
             return .answered
         }
-        return .continueAsync { await self.respond(started, writer, origin: origin, encoder: encoder) }
+        if !started.request.stream, let (status, body, error) = service.completeIfEnded(started, encoder: encoder) {
+            deliver(started, writer, status: status, body: body, error: error, origin: origin, dialect: dialect)
+            ticket.release()
+            return .answered
+        }
+        return .continueAsync {
+            await self.respond(started, writer, origin: origin, encoder: encoder)
+            ticket.release()
+        }
     }
 
     /// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, counted as the backend would see the request.
-    private func countTokens(_ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?) -> HTTPHandlerStart {
+    private func countTokens(
+        _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?, context: RequestContext
+    ) -> HTTPHandlerStart {
         if let refusal = BrowserRequestPolicy.mediaTypeRefusal(for: request) {
-            refuse(request, writer, AFMError(refusal), origin: origin, dialect: .messages)
+            refuse(request, writer, AFMError(refusal), origin: origin, dialect: .messages, context: context)
             return .answered
         }
         let prepared: ResponsesService.Prepared
         do {
-            prepared = try service.prepare(MessagesRequest(body: request.body, counting: true).pipeline)
+            prepared = try service.prepare(MessagesRequest(body: request.body, counting: true).pipeline, context: context)
         } catch {
-            refuse(request, writer, error, origin: origin, dialect: .messages)
+            refuse(request, writer, error, origin: origin, dialect: .messages, context: context)
             return .answered
         }
         let answer: @Sendable () -> Void = {
             do throws(AFMError) {
                 let tokens = try self.service.countInputTokens(prepared)
                 self.sendJSONNow(writer, status: 200, encoded: Array(#"{"input_tokens":\#(tokens)}"#.utf8), origin: origin)
+                self.service.metrics.recordAnswered(
+                    path: request.path, dialect: APIDialect.messages.rawValue, keyName: context.keyName, model: prepared.request.model,
+                    status: 200, duration: context.elapsedSeconds)
             } catch {
-                self.refuse(request, writer, error, origin: origin, dialect: .messages)
+                self.refuse(request, writer, error, origin: origin, dialect: .messages, context: context)
             }
         }
         guard prepared.startMayBlock else {
@@ -189,9 +253,18 @@ struct APIHandler: Sendable {
         }
     }
 
-    func refuse(_ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError, origin: String?, dialect: APIDialect) {
+    /// Answers a refusal in the dialect's envelope and, with a `context`, books it (metrics, access log).
+    func refuse(
+        _ request: HTTPRequest, _ writer: HTTPResponseWriter, _ error: AFMError, origin: String?, dialect: APIDialect,
+        context: RequestContext? = nil, extra: [(String, String)] = [], model: String? = nil
+    ) {
         logger.info("request refused", ["code": error.publicCode, "status": String(error.httpStatus), "connection": String(request.connectionID)])
-        sendErrorNow(writer, error, origin: origin, dialect: dialect)
+        sendErrorNow(writer, error, origin: origin, dialect: dialect, extra: extra)
+        if let context {
+            service.metrics.recordAnswered(
+                path: request.path, dialect: Self.dialectPaths.contains(request.path) ? dialect.rawValue : nil, keyName: context.keyName,
+                model: model, status: error.httpStatus, duration: context.elapsedSeconds)
+        }
     }
 
     /// Answers a started request: as Server-Sent Events, or as one JSON body once the generation ended.
@@ -315,11 +388,61 @@ struct APIHandler: Sendable {
     }
 
     /// Sends an error in the envelope of the dialect the request was for.
-    func sendErrorNow(_ writer: HTTPResponseWriter, _ error: AFMError, origin: String?, dialect: APIDialect) {
-        var extra: [(String, String)] = []
+    func sendErrorNow(
+        _ writer: HTTPResponseWriter, _ error: AFMError, origin: String?, dialect: APIDialect, extra: [(String, String)] = []
+    ) {
+        var extra = extra
         if let seconds = error.retryAfterSeconds { extra.append(("Retry-After", String(seconds))) }
         // A cancelled request has no client left to read this; 499 is only for the log.
         sendJSONNow(writer, status: error.httpStatus, encoded: dialect.errorBody(error), extra: extra, origin: origin)
+    }
+
+    // MARK: - Readiness and metrics
+
+    /// `/ready`: ready when the node is not draining and at least one backend is ready.
+    func readiness() -> (ready: Bool, body: JSONValue) {
+        if gate.isDraining {
+            return (false, ["status": "draining", "reason": "the node is draining: it finishes what it has and takes nothing new"])
+        }
+        let statuses = registry.statuses()
+        let ready = statuses.filter { $0.state == "ready" }.map { JSONValue.string($0.id) }
+        if ready.isEmpty {
+            return (
+                false,
+                [
+                    "status": "unavailable", "reason": "no backend is ready",
+                    "backends": .array(statuses.map { ["id": .string($0.id), "state": .string($0.state)] }),
+                ]
+            )
+        }
+        return (true, ["status": "ready", "backends": .array(ready)])
+    }
+
+    /// The `/metrics` exposition: the pipeline's counters and histograms, then gauges read now.
+    func metricsText() -> [UInt8] {
+        let statuses = registry.statuses()
+        let load = service.admission.load
+        var running: [(labels: [(String, String)], value: Double)] = []
+        var waiting: [(labels: [(String, String)], value: Double)] = []
+        for id in Set(statuses.map(\.id)).union(load.keys).sorted() {
+            running.append(([("backend", id)], Double(load[id]?.running ?? 0)))
+            waiting.append(([("backend", id)], Double(load[id]?.waiting ?? 0)))
+        }
+        let gauges: [ServingMetrics.Gauge] = [
+            .init(name: "afm_requests_running", help: "Requests holding an admission slot (generating).", samples: running),
+            .init(name: "afm_requests_waiting", help: "Requests waiting for an admission slot.", samples: waiting),
+            .init(
+                name: "afm_backend_up", help: "1 when the backend is ready to serve, else 0.",
+                samples: statuses.map { ([("backend", $0.id), ("state", $0.state)], $0.state == "ready" ? 1 : 0) }),
+            .init(
+                name: "afm_backend_generation", help: "The backend's active generation (it grows with every reload).",
+                samples: statuses.map { ([("backend", $0.id)], Double($0.generation ?? 0)) }),
+            .init(
+                name: "afm_backend_restarts_total", help: "Restarts of the backend's runner after crashes.", type: "counter",
+                samples: statuses.map { ([("backend", $0.id)], Double($0.restarts)) }),
+            .init(name: "afm_draining", help: "1 while the node drains (/ready answers 503).", samples: [([], gate.isDraining ? 1 : 0)]),
+        ]
+        return service.metrics.render(gauges: gauges)
     }
 
     /// Lets the page of an accepted origin read the answer (and tells caches the answer depends on `Origin`).

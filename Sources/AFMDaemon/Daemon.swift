@@ -17,7 +17,8 @@ import Synchronization
 /// ```
 /// start:  load backends (failures recorded, not fatal) → listen → admin socket → READY=1
 /// reload: RELOADING=1 → load config (a failure keeps the running one) → reload changed backends → READY=1
-/// stop:   STOPPING=1 → close the listener → in-flight responses finish (shutdown timeout) → backends drain
+/// stop:   STOPPING=1 → /ready 503 → DrainDelaySeconds → close the listener → in-flight responses finish
+///         (shutdown timeout) → backends drain
 /// ```
 public final class Daemon: Sendable {
     let loader: ConfigurationLoader
@@ -29,6 +30,10 @@ public final class Daemon: Sendable {
     let logger: Logger
     /// The `Host`/`Origin` checks in force (replaced on a reload and when the listener moves).
     let browserPolicy: BrowserRequestPolicy.Shared
+    /// API keys and the drain flag.
+    let gate = APIGate()
+    /// The listening sockets systemd passed (socket activation), taken by the first start of the listener.
+    private let activated: Mutex<[SystemdSocketActivation.Socket]>
     /// When the daemon was built (wall clock, for display).
     let startedAt = Date()
     /// The same moment on the monotonic clock: the uptime does not move when the wall clock is stepped (NTP).
@@ -45,7 +50,9 @@ public final class Daemon: Sendable {
         var configGeneration = 1
         var lastReloadError: String?
         /// The address the listener is bound to, or nil when it is not listening.
-        var listening: HostPort?
+        var listening: ListenAddress?
+        /// A Unix socket file afmd made for the listener (removed when the listener closes).
+        var ownSocketFile: String?
         /// A stop through the admin socket lasts until a start through it, or a restart.
         var stoppedByOperator = false
         var bindFailure: String?
@@ -70,6 +77,7 @@ public final class Daemon: Sendable {
         self.loader = loader
         self.logger = logger
         self.notifier = SystemdNotifier(environment: environment)
+        self.activated = Mutex(SystemdSocketActivation.listeningSockets(environment: environment))
         let configuration = DaemonConfiguration(loaded)
         self.state = Mutex(State(loaded: loaded, configuration: configuration))
         self.settings = settings
@@ -89,10 +97,10 @@ public final class Daemon: Sendable {
         http.maxConnections = Self.fitConnectionLimit(
             configuration.maxConnections, refusalHeadroom: http.refusalHeadroom, logger: logger)
         let statusBox = StatusBox()
-        let browserPolicy = BrowserRequestPolicy.Shared(configuration.browserPolicy(listenHost: configuration.listen.host))
+        let browserPolicy = BrowserRequestPolicy.Shared(configuration.browserPolicy(listenHost: Self.policyHost(configuration.listen)))
         self.browserPolicy = browserPolicy
         let handler = APIHandler(
-            registry: registry, service: service, status: { statusBox.render() }, browserPolicy: browserPolicy,
+            registry: registry, service: service, status: { statusBox.render() }, browserPolicy: browserPolicy, gate: gate,
             logger: logger.named("afmd.api"))
         self.server = HTTPServer(configuration: http, logger: logger.named("afmd.http")) { request, writer in
             handler.start(request, writer)
@@ -140,7 +148,7 @@ public final class Daemon: Sendable {
     /// - Throws: the listener's error for an address from the config file or command line (address in use, bad
     ///   host), and admin-socket errors.
     @discardableResult
-    public func start() async throws -> HostPort? {
+    public func start() async throws -> ListenAddress? {
         let configuration = self.configuration
         logger.info(
             "starting",
@@ -149,8 +157,14 @@ public final class Daemon: Sendable {
                 "backend_dir": configuration.backendDirectory ?? Self.defaultBackendDirectory(),
                 "state_dir": configuration.stateDirectory,
             ])
+        if let problem = configuration.admissionProblem { throw DaemonStartError(message: problem) }
+        do throws(APIKeys.FileError) {
+            try applyServing(configuration)
+        } catch {
+            throw DaemonStartError(message: "API keys: \(error)")
+        }
         await registry.loadAll()
-        var bound: HostPort?
+        var bound: ListenAddress?
         do {
             bound = try bind(configuration.listen)
         } catch {
@@ -173,14 +187,62 @@ public final class Daemon: Sendable {
         return bound
     }
 
-    private func bind(_ address: HostPort) throws -> HostPort {
+    /// Puts the keys, the metrics' key requirement, the access log and the admission limits of `configuration` in
+    /// force. Nothing changes when the key file cannot be used.
+    private func applyServing(_ configuration: DaemonConfiguration) throws(APIKeys.FileError) {
+        let keys = try configuration.apiKeyFile.map { (path) throws(APIKeys.FileError) in try APIKeys.load(path: path) } ?? .none
+        // A reload must not leave a non-loopback listener without keys either (start checks it at bind).
+        if !keys.isEnabled, !configuration.allowUnauthenticated, case .tcp(let bound)? = state.withLock({ $0.listening }),
+            bound.host != "systemd", !BrowserRequestPolicy.isLoopbackName(Substring(bound.host))
+        {
+            throw APIKeys.FileError(
+                path: "configuration", line: nil,
+                message: "afmd listens on \(bound) and would serve it without API keys; set [Server] APIKeyFile= or AllowUnauthenticated=yes")
+        }
+        gate.set(APIGate.Settings(keys: keys, metricsRequireKey: configuration.metricsRequireKey))
+        service.metrics.setAccessLog(configuration.accessLog ? logger.named("afmd.access") : nil)
+        service.admission.setLimits(configuration.admissionLimits)
+        if keys.isEnabled { logger.info("API keys in force", ["keys": String(keys.entries.count)]) }
+    }
+
+    /// The host the browser checks compare `Host` with: a Unix socket has none, so only loopback names pass.
+    static func policyHost(_ address: ListenAddress) -> String { address.hostPort?.host ?? "127.0.0.1" }
+
+    /// Why afmd will not serve `address` with the keys in force, or nil: a non-loopback TCP address needs API keys,
+    /// unless `AllowUnauthenticated=yes`.
+    func exposureProblem(_ address: ListenAddress) -> String? {
+        guard case .tcp(let hostPort) = address, !BrowserRequestPolicy.isLoopbackName(Substring(hostPort.host)) else { return nil }
+        guard !gate.current.keys.isEnabled, !configuration.allowUnauthenticated else { return nil }
+        return "refusing to listen on \(hostPort) without API keys: anyone who can reach it could use every model. "
+            + "Set [Server] APIKeyFile= (see afmd(8)), or AllowUnauthenticated=yes when a proxy in front authenticates"
+    }
+
+    private func bind(_ address: ListenAddress) throws -> ListenAddress {
         do {
+            if let problem = exposureProblem(address) { throw DaemonStartError(message: problem) }
             // Set first: the listener answers as soon as it is bound.
-            browserPolicy.set(configuration.browserPolicy(listenHost: address.host))
-            let port = try server.start(host: address.host, port: address.port)
-            let bound = HostPort(host: address.host, port: port)
+            browserPolicy.set(configuration.browserPolicy(listenHost: Self.policyHost(address)))
+            let bound: ListenAddress
+            var ownSocketFile: String?
+            if let socket = activated.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+                // systemd made and bound it (afmd.socket): serve it whatever Listen says.
+                let port = try server.start(adopting: socket.descriptor, name: "systemd socket \(socket.name)")
+                bound = socket.isUnix ? .unix(path: "(systemd socket \(socket.name))") : .tcp(HostPort(host: "systemd", port: port ?? 0))
+                browserPolicy.set(configuration.browserPolicy(listenHost: "127.0.0.1"))
+            } else {
+                switch address {
+                case .tcp(let hostPort):
+                    let port = try server.start(host: hostPort.host, port: hostPort.port)
+                    bound = .tcp(HostPort(host: hostPort.host, port: port))
+                case .unix(let path):
+                    try server.start(unixPath: path, mode: configuration.listenSocketMode)
+                    bound = address
+                    ownSocketFile = path
+                }
+            }
             state.withLock {
                 $0.listening = bound
+                $0.ownSocketFile = ownSocketFile
                 $0.bindFailure = nil
             }
             settings?.recordBindFailure(nil)
@@ -192,6 +254,21 @@ public final class Daemon: Sendable {
             settings?.recordBindFailure(.init(address: address.description, reason: reason))
             throw error
         }
+    }
+
+    /// Closes the listener at once (``HTTPServer/stopListening()``) and removes the socket file afmd made.
+    private func closeListener() {
+        server.stopListening()
+        removeOwnSocketFile()
+    }
+
+    private func removeOwnSocketFile() {
+        let path = state.withLock { state -> String? in
+            defer { state.ownSocketFile = nil }
+            state.listening = nil
+            return state.ownSocketFile
+        }
+        if let path { unlink(path) }
     }
 
     private func startAdmin(_ configuration: DaemonConfiguration) throws {
@@ -212,12 +289,16 @@ public final class Daemon: Sendable {
         logger.info("admin socket ready", ["path": configuration.adminSocket])
     }
 
-    /// Graceful stop: no new connections, in-flight responses finish (up to the shutdown timeout), backends drain.
+    /// Graceful stop: `/ready` answers 503 at once and the listener keeps serving for `DrainDelaySeconds` (a
+    /// load balancer's health check notices and sends nothing more), then no new connections, in-flight responses
+    /// finish (up to the shutdown timeout), backends drain.
     public func stop() async {
         let timeout = configuration.shutdownTimeout
         notifier.notify("STOPPING=1")
+        await drainDelay()
         logger.info("stopping: draining in-flight requests", ["timeout_s": String(timeout.components.seconds)])
         await server.shutdown(deadline: timeout)
+        removeOwnSocketFile()
         refresher.withLock { $0?.cancel() }
         if let admin = admin.withLock({ $0 }) { await admin.stop() }
         await registry.drainAll(deadline: .seconds(2))
@@ -226,21 +307,40 @@ public final class Daemon: Sendable {
 
     // MARK: - Listener
 
+    /// `/ready` turns 503 now; the listener keeps serving for `DrainDelaySeconds` so a balancer's health check
+    /// notices before connections are refused.
+    private func drainDelay() async {
+        gate.setDraining(true)
+        let delay = configuration.drainDelay
+        guard delay > .zero, state.withLock({ $0.listening != nil }) else { return }
+        logger.info("draining: /ready answers 503; the listener closes after the drain delay", ["delay_s": String(delay.components.seconds)])
+        try? await Task.sleep(for: delay)
+    }
+
+    /// `afmctl drain`: what SIGTERM does, without exiting. `/ready` answers 503 at once; after `DrainDelaySeconds`
+    /// the listener closes and in-flight responses finish. `afmctl listener start` undoes it.
+    public func drain() async -> JSONValue {
+        await drainDelay()
+        await server.shutdown(deadline: configuration.shutdownTimeout)
+        removeOwnSocketFile()
+        state.withLock { $0.stoppedByOperator = true }
+        logger.info("drained: the listener is closed until afmctl listener start")
+        return listenerJSON
+    }
+
     /// Starts or stops the HTTP listener. Stopping closes the listener and every accepted socket; it lasts until
-    /// the next start through the admin socket or a restart (a reload does not undo it).
+    /// the next start through the admin socket or a restart (a reload does not undo it). Starting also ends a drain.
     public func setListener(running: Bool) throws -> JSONValue {
         if running {
-            let address = state.withLock { state -> HostPort? in
+            let address = state.withLock { state -> ListenAddress? in
                 state.stoppedByOperator = false
                 return state.listening == nil ? state.configuration.listen : nil
             }
             if let address { _ = try bind(address) }
+            gate.setDraining(false)
         } else {
-            server.stopListening()
-            state.withLock {
-                $0.listening = nil
-                $0.stoppedByOperator = true
-            }
+            closeListener()
+            state.withLock { $0.stoppedByOperator = true }
             logger.info("listener stopped by an operator")
         }
         return listenerJSON
@@ -249,7 +349,8 @@ public final class Daemon: Sendable {
     var listenerJSON: JSONValue {
         state.withLock { state in
             [
-                "state": .string(state.listening != nil ? "running" : state.stoppedByOperator ? "stopped" : "failed"),
+                "state": .string(
+                    gate.isDraining ? "draining" : state.listening != nil ? "running" : state.stoppedByOperator ? "stopped" : "failed"),
                 "address": state.listening.map { .string($0.description) } ?? .string(state.configuration.listen.description),
                 "stopped_by_operator": .bool(state.stoppedByOperator),
                 "bind_failure": state.bindFailure.map(JSONValue.string) ?? nil,
@@ -259,11 +360,20 @@ public final class Daemon: Sendable {
     }
 
     /// Moves the listener to `address` (a saved setting changed), unless an operator stopped it.
-    func rebindIfNeeded(to address: HostPort) {
-        let current = state.withLock { state -> (HostPort?, Bool) in (state.listening, state.stoppedByOperator) }
-        guard !current.1, current.0.map({ $0.host != address.host || (address.port != 0 && $0.port != address.port) }) ?? true else { return }
-        server.stopListening()
-        state.withLock { $0.listening = nil }
+    func rebindIfNeeded(to address: ListenAddress) {
+        let current = state.withLock { state -> (ListenAddress?, Bool) in (state.listening, state.stoppedByOperator) }
+        guard !current.1 else { return }
+        if let listening = current.0 {
+            switch (listening, address) {
+            case (.tcp(let now), .tcp(let wanted)):
+                if now.host == wanted.host && (wanted.port == 0 || now.port == wanted.port) { return }
+            case (.unix(let now), .unix(let wanted)):
+                if now == wanted { return }
+            default:
+                break
+            }
+        }
+        closeListener()
         do {
             _ = try bind(address)
         } catch {
@@ -303,6 +413,14 @@ public final class Daemon: Sendable {
         // failure here is a race with another edit of it; the next edit re-reads it anyway.
         _ = try? await settings?.reload()
         let configuration = DaemonConfiguration(loaded)
+        do throws(APIKeys.FileError) {
+            if let problem = configuration.admissionProblem { throw APIKeys.FileError(path: "configuration", line: nil, message: problem) }
+            try applyServing(configuration)
+        } catch {
+            state.withLock { $0.lastReloadError = error.description }
+            logger.error("configuration reload failed; the running configuration stays", ["error": error.description])
+            throw ReloadError(reason: error.description, backend: nil, activeGeneration: state.withLock { $0.configGeneration })
+        }
         let generation = state.withLock { state -> Int in
             state.loaded = loaded
             state.configuration = configuration
@@ -314,7 +432,7 @@ public final class Daemon: Sendable {
         let registryConfiguration = Self.registryConfiguration(configuration, backendDirectory: backendDirectory)
         registry.updateConfiguration { $0 = registryConfiguration }
         service.setCommonPrompt(configuration.commonPrompt)
-        let listenHost = state.withLock { $0.listening?.host } ?? configuration.listen.host
+        let listenHost = Self.policyHost(state.withLock { $0.listening } ?? configuration.listen)
         browserPolicy.set(configuration.browserPolicy(listenHost: listenHost))
         service.setMaxOutputBytes(configuration.maxOutputBytes)
         rebindIfNeeded(to: configuration.listen)

@@ -59,6 +59,10 @@ struct DaemonAdminHandler: AdminHandler {
         }
     }
 
+    func drainListener(_ context: AdminCallContext) async throws(AdminError) -> JSONValue {
+        await daemon.drain()
+    }
+
     func setListener(_ context: AdminCallContext, running: Bool) async throws(AdminError) -> JSONValue {
         do {
             return try daemon.setListener(running: running)
@@ -125,8 +129,9 @@ struct DaemonAdminHandler: AdminHandler {
         }
         let edited = ServerSettings.settingNames[key] ?? ""
         if ["host", "port", "listen"].contains(edited) || saved.host != before.host || saved.port != before.port {
-            let current = daemon.configuration.listen
-            daemon.rebindIfNeeded(to: HostPort(host: saved.host ?? current.host, port: saved.port ?? current.port))
+            // A saved host or port moves a Unix-socket listener to TCP; the missing part comes from the default.
+            let current = daemon.configuration.listen.hostPort ?? HostPort(host: "127.0.0.1", port: 11535)
+            daemon.rebindIfNeeded(to: .tcp(HostPort(host: saved.host ?? current.host, port: saved.port ?? current.port)))
         }
     }
 

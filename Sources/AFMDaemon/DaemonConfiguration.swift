@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMConfig
 import AFMHTTP
+import AFMResponses
 import AFMSystem
 import Foundation
 
@@ -9,7 +10,19 @@ import Foundation
 /// A reload builds a new one; values that only take effect at start (timeouts of the HTTP server, the admin
 /// socket path) are read once at start.
 public struct DaemonConfiguration: Sendable {
-    public var listen: HostPort
+    public var listen: ListenAddress
+    /// Permission bits of a `unix:` listen socket (`Server.ListenSocketMode`).
+    public var listenSocketMode: UInt32
+    /// `Server.APIKeyFile`, nil without authentication.
+    public var apiKeyFile: String?
+    /// `Server.AllowUnauthenticated`: serve a non-loopback address without keys.
+    public var allowUnauthenticated: Bool
+    /// `Server.MetricsRequireKey`.
+    public var metricsRequireKey: Bool
+    /// `Server.DrainDelaySeconds`: how long a drain keeps serving with `/ready` at 503 before closing the listener.
+    public var drainDelay: Duration
+    /// `Server.AccessLog`.
+    public var accessLog: Bool
     public var shutdownTimeout: Duration
     public var backendDirectory: String?
     public var disabledBackends: Set<String>
@@ -46,6 +59,30 @@ public struct DaemonConfiguration: Sendable {
     /// daemon up and is reported, instead of stopping it.
     public var listenFromControlLayer: Bool
 
+    /// `[Backend.<id>] MaxConcurrent` and `MaxQueued` of every backend that sets them (whole numbers; anything else
+    /// is reported at load by ``admissionProblems``).
+    public var admissionLimits: [String: AdmissionControl.Limits] {
+        var limits: [String: AdmissionControl.Limits] = [:]
+        for (id, settings) in backendSettings {
+            let concurrent = settings["MaxConcurrent"].flatMap { Int($0) } ?? 0
+            let queued = settings["MaxQueued"].flatMap { Int($0) } ?? 0
+            if concurrent > 0 { limits[id] = AdmissionControl.Limits(maxConcurrent: concurrent, maxQueued: max(0, queued)) }
+        }
+        return limits
+    }
+
+    /// Why the admission settings cannot be used, or nil.
+    public var admissionProblem: String? {
+        for (id, settings) in backendSettings.sorted(by: { $0.key < $1.key }) {
+            for key in ["MaxConcurrent", "MaxQueued"] {
+                if let text = settings[key], Int(text).map({ (0...100_000).contains($0) }) != true {
+                    return "[Backend.\(id)] \(key) must be a whole number from 0 to 100000, not '\(text)'"
+                }
+            }
+        }
+        return nil
+    }
+
     /// The browser-facing checks these settings make, for a listener on `listenHost`.
     func browserPolicy(listenHost: String) -> BrowserRequestPolicy {
         BrowserRequestPolicy(listenHost: listenHost, allowedHosts: allowedHosts, allowedOrigins: allowedOrigins)
@@ -54,6 +91,12 @@ public struct DaemonConfiguration: Sendable {
     /// The typed view of `loaded`.
     public init(_ loaded: LoadedConfiguration) {
         listen = loaded.listen
+        listenSocketMode = loaded.listenSocketMode
+        apiKeyFile = loaded.apiKeyFile
+        allowUnauthenticated = loaded.allowUnauthenticated
+        metricsRequireKey = loaded.metricsRequireKey
+        drainDelay = loaded.drainDelay
+        accessLog = loaded.accessLog
         shutdownTimeout = loaded.shutdownTimeout
         backendDirectory = loaded.backendDirectory
         disabledBackends = loaded.disabledBackends

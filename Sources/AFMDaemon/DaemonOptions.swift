@@ -26,7 +26,10 @@ public struct DaemonOptions: Sendable, Hashable {
 
         Options:
           --listen HOST:PORT     Address to serve HTTP on (default 127.0.0.1:11535; port 0 picks a free port,
-                                 which is logged as "listening on HOST:PORT").
+                                 which is logged as "listening on HOST:PORT"), or unix:PATH for a Unix socket.
+                                 Without API keys ([Server] APIKeyFile) only loopback or a Unix socket is
+                                 served, unless [Server] AllowUnauthenticated=yes. Sockets passed by systemd
+                                 (LISTEN_FDS: afmd.socket, systemd-socket-activate) are served instead.
           --config FILE          Main configuration file (INI), instead of the first of /etc/afm/afmd.conf and
                                  /usr/lib/afm/afmd.conf. Drop-ins afmd.conf.d/*.conf are read either way.
           --config-root DIR      Relocate everything under DIR: DIR/etc/afm, DIR/usr/lib/afm, DIR/var/lib/afm,
@@ -41,9 +44,11 @@ public struct DaemonOptions: Sendable, Hashable {
 
         Configuration layers, lowest first: defaults, main file, drop-ins, the control layer written through the
         admin socket (<state>/control.json), AFM_<SECTION>_<KEY> environment variables, the command line.
-        Endpoints: GET /health, GET /status, GET /v1/models (/models), POST /v1/responses.
-        Signals: SIGTERM/SIGINT drain in-flight requests, then exit; SIGHUP reloads the configuration and every
-        backend whose settings, model file or library changed. Control: afmctl (see afmctl --help).
+        Endpoints: GET /health, GET /ready, GET /metrics, GET /status, GET /v1/models (/models),
+        POST /v1/responses, POST /v1/chat/completions, POST /v1/messages.
+        Signals: SIGTERM/SIGINT fail /ready at once, keep serving for [Server] DrainDelaySeconds (5), close the
+        listener, let in-flight requests finish, then exit; SIGHUP reloads the configuration (API keys included)
+        and every backend whose settings, model file or library changed. Control: afmctl (see afmctl --help).
         """
 
     public init() {}

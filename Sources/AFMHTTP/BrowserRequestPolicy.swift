@@ -208,7 +208,9 @@ public struct BrowserRequestPolicy: Sendable, Equatable {
         return host
     }
 
-    static func isLoopbackName(_ host: Substring) -> Bool {
+    /// Whether `host` names loopback: `localhost` and `*.localhost`, `::1`, and 127.0.0.0/8. afmd also uses it to
+    /// decide whether a listen address needs API keys.
+    public static func isLoopbackName(_ host: Substring) -> Bool {
         if equalsIgnoringCase(host, "localhost") || host == "::1" { return true }
         if hasSuffixIgnoringCase(host, ".localhost") { return true }  // RFC 6761: always loopback, never DNS
         return ipv4FirstOctet(host) == 127

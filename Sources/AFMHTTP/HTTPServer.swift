@@ -72,12 +72,61 @@ public final class HTTPServer: Sendable {
     /// - Throws: ``HTTPServerError``, for example "cannot listen on 127.0.0.1:11535: Address already in use".
     @discardableResult
     public func start(host: String, port: Int) throws -> Int {
+        try start(name: "\(host):\(port)") { () throws(HTTPServerError) -> (FileDescriptor, Int?) in
+            guard let address = SocketAddress(host: host, port: port) else {
+                throw .invalidAddress(host: host, port: port)
+            }
+            let listener: FileDescriptor
+            do throws(SystemCallError) {
+                listener = try FileDescriptor.makeTCPListener(address: address)
+            } catch {
+                throw .cannotListen(host: host, port: port, reason: "\(error.errno)")
+            }
+            do throws(SystemCallError) {
+                return (listener, try listener.localAddress().port)
+            } catch {
+                listener.close()
+                throw .cannotListen(host: host, port: port, reason: "\(error.errno)")
+            }
+        } ?? port
+    }
+
+    /// Binds a Unix stream socket at `path` with permission bits `mode` and starts serving on it.
+    ///
+    /// A stale socket file (nothing accepts on it) is replaced; a live one or a file that is not a socket is left
+    /// alone and refused.
+    /// - Throws: ``HTTPServerError``.
+    public func start(unixPath path: String, mode: UInt32) throws {
+        _ = try start(name: "unix:\(path)") { () throws(HTTPServerError) -> (FileDescriptor, Int?) in
+            do throws(UnixListenerError) {
+                let listener = try FileDescriptor.makeUnixListener(path: path, mode: mode)
+                try? listener.setNonBlocking(true)
+                return (listener, nil)
+            } catch {
+                throw .cannotListen(socket: path, reason: error.description)
+            }
+        }
+    }
+
+    /// Starts serving on a listening socket made by someone else: systemd's socket activation (`LISTEN_FDS`).
+    /// The server owns the descriptor from now on. Returns the bound port for TCP, nil for a Unix socket.
+    /// - Throws: ``HTTPServerError``.
+    @discardableResult
+    public func start(adopting listener: FileDescriptor, name: String) throws -> Int? {
+        try start(name: name) { () throws(HTTPServerError) -> (FileDescriptor, Int?) in
+            try? listener.setNonBlocking(true)
+            return (listener, try? listener.localAddress().port)
+        }
+    }
+
+    private func start(name: String, makeListener: () throws(HTTPServerError) -> (FileDescriptor, Int?)) throws -> Int? {
         try state.withLock { (state) throws(HTTPServerError) in
             guard state.core == nil, !state.starting else { throw .alreadyRunning }
             state.starting = true
         }
         do {
-            let (core, listener, boundPort) = try makeRunningCore(host: host, port: port)
+            let (listener, boundPort) = try makeListener()
+            let core = try makeRunningCore(listener: listener)
             state.withLock { state in
                 state.core = core
                 state.listener = listener
@@ -85,7 +134,7 @@ public final class HTTPServer: Sendable {
                 state.localPort = boundPort
                 state.starting = false
             }
-            logger.info("HTTP server listening", ["address": "\(host):\(boundPort)"])
+            logger.info("HTTP server listening", ["address": name, "port": boundPort.map(String.init) ?? "-"])
             return boundPort
         } catch {
             state.withLock { $0.starting = false }
@@ -93,25 +142,7 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    private func makeRunningCore(host: String, port: Int) throws(HTTPServerError)
-        -> (HTTPServerCore, FileDescriptor, Int)
-    {
-        guard let address = SocketAddress(host: host, port: port) else {
-            throw .invalidAddress(host: host, port: port)
-        }
-        let listener: FileDescriptor
-        let boundPort: Int
-        do {
-            listener = try FileDescriptor.makeTCPListener(address: address)
-        } catch {
-            throw .cannotListen(host: host, port: port, reason: "\(error.errno)")
-        }
-        do {
-            boundPort = try listener.localAddress().port
-        } catch {
-            listener.close()
-            throw .cannotListen(host: host, port: port, reason: "\(error.errno)")
-        }
+    private func makeRunningCore(listener: FileDescriptor) throws(HTTPServerError) -> HTTPServerCore {
         let core: HTTPServerCore
         do {
             core = try HTTPServerCore(configuration: configuration, logger: logger, starter: starter)
@@ -128,7 +159,7 @@ public final class HTTPServer: Sendable {
                 throw .startFailed("\(error)")
             }
         }
-        return (core, listener, boundPort)
+        return core
     }
 
     /// The bound port while running, else `nil`.

@@ -54,6 +54,10 @@ public struct HTTPServerError: Error, Hashable, Sendable, CustomStringConvertibl
             message: "cannot listen on \(host):\(port): not an IPv4/IPv6 address or localhost, or bad port")
     }
 
+    static func cannotListen(socket path: String, reason: String) -> HTTPServerError {
+        HTTPServerError(code: .cannotListen, message: "cannot listen on unix:\(path): \(reason)")
+    }
+
     static let alreadyRunning = HTTPServerError(code: .alreadyRunning, message: "the HTTP server is already running")
 
     static func startFailed(_ reason: String) -> HTTPServerError {

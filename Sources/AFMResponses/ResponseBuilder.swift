@@ -159,6 +159,10 @@ public struct ResponseBuilder: Sendable {
     public private(set) var backendFailure: (code: AFMErrorCode, message: String)?
     /// Whether any output item was started.
     public var hasOutput: Bool { !items.isEmpty }
+    /// Who sent the request and when it arrived (for the metrics and the access log).
+    public var context = RequestContext()
+    /// When the first output (text, reasoning or a tool call) arrived: the end of the time to first token.
+    public private(set) var firstOutputAt: ContinuousClock.Instant?
 
     /// - Parameter seal: turns a backend's opaque reasoning state into `encrypted_content` (the host's sealer,
     ///   bound to the model id).
@@ -212,6 +216,12 @@ public struct ResponseBuilder: Sendable {
             return []
         }
         if let limitFailure = checkOutputLimit(backendEvent, now: now) { return limitFailure }
+        if firstOutputAt == nil {
+            switch backendEvent {
+            case .textDelta, .reasoningText, .toolCallBegin: firstOutputAt = .now
+            default: break
+            }
+        }
         var out: [JSONValue] = []
         switch backendEvent {
         case .textDelta(let text):

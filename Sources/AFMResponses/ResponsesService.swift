@@ -27,6 +27,10 @@ public final class ResponsesService: Sendable {
     private let maxOutputBytes: Atomic<Int>
     /// Token counters of every request this service started, with the backends' remaining quotas.
     public let monitor: TokenMonitor
+    /// Latency histograms and counters of every request, for `GET /metrics` and the access log.
+    public let metrics = ServingMetrics()
+    /// Per-backend `MaxConcurrent`/`MaxQueued`.
+    public let admission = AdmissionControl()
 
     /// - Parameters:
     ///   - commonPrompt: text prepended to the system text of every request (configuration `[Responses] CommonPrompt`).
@@ -83,6 +87,10 @@ public final class ResponsesService: Sendable {
         let echo: ResponseBuilder.Echo
         let commonPrompt: String
         let lease: BackendLease
+        /// Who sent it, when; the caller adds the admission wait (`queueSeconds`) before ``ResponsesService/start(_:)``.
+        public var context: RequestContext
+        /// The backend that will serve it (admission is per backend).
+        public var backendID: String { lease.generation.backendID }
 
         /// Whether ``ResponsesService/start(_:)`` may block the calling thread: the backend runs in a runner, so
         /// `generate` (and a tokenizer count) wait for the runner's reply. In-process backends return at once.
@@ -92,20 +100,24 @@ public final class ResponsesService: Sendable {
     /// Validates the body and leases its model's backend.
     ///
     /// - Throws: `AFMError` for invalid requests and unknown or unavailable models; nothing is held then.
-    public func prepare(body: [UInt8]) throws(AFMError) -> Prepared {
+    public func prepare(body: [UInt8], context: RequestContext = RequestContext()) throws(AFMError) -> Prepared {
         let request = try ResponsesRequest(body: body)
-        return try prepare(request.pipeline, echo: request.echo)
+        return try prepare(request.pipeline, echo: request.echo, context: context)
     }
 
     /// Leases the model's backend for a request a dialect decoded.
     ///
     /// - Parameter echo: what a Responses response object echoes (nothing for the other dialects).
     /// - Throws: `AFMError` for unknown or unavailable models; nothing is held then.
-    public func prepare(_ request: PipelineRequest, echo: ResponseBuilder.Echo = .init()) throws(AFMError) -> Prepared {
+    public func prepare(
+        _ request: PipelineRequest, echo: ResponseBuilder.Echo = .init(), context: RequestContext = RequestContext()
+    ) throws(AFMError) -> Prepared {
         // Snapshot before any other setup: an edit made while this request runs affects later requests only.
         let prompt = currentCommonPrompt
         let lease = try registry.lease(model: request.model)
-        return Prepared(request: request, echo: echo, commonPrompt: prompt, lease: lease)
+        var context = context
+        context.dialect = request.dialect.rawValue
+        return Prepared(request: request, echo: echo, commonPrompt: prompt, lease: lease, context: context)
     }
 
     /// Starts a prepared request's generation.
@@ -114,11 +126,18 @@ public final class ResponsesService: Sendable {
     ///   nothing has been generated when this throws.
     public func start(_ prepared: Prepared) throws(AFMError) -> Started {
         do {
-            return try start(prepared.request, echo: prepared.echo, lease: prepared.lease, commonPrompt: prepared.commonPrompt)
+            return try start(
+                prepared.request, echo: prepared.echo, lease: prepared.lease, commonPrompt: prepared.commonPrompt, context: prepared.context)
         } catch {
             prepared.lease.release()
             throw error
         }
+    }
+
+    /// Gives back a prepared request's lease without starting it (admission refused it, or its client left while
+    /// it waited for a slot).
+    public func release(_ prepared: Prepared) {
+        prepared.lease.release()
     }
 
     /// Validates the body and starts the generation (``prepare(body:)`` then ``start(_:)``).
@@ -181,7 +200,9 @@ public final class ResponsesService: Sendable {
         return Fitted(document: document, inputTokens: inputTokens, droppedTurns: dropped)
     }
 
-    private func start(_ request: PipelineRequest, echo: ResponseBuilder.Echo, lease: BackendLease, commonPrompt: String) throws(AFMError) -> Started {
+    private func start(
+        _ request: PipelineRequest, echo: ResponseBuilder.Echo, lease: BackendLease, commonPrompt: String, context: RequestContext
+    ) throws(AFMError) -> Started {
         let model = lease.model
         try Self.checkCapabilities(request, model: model)
         let system = (commonPrompt.isEmpty ? [] : [commonPrompt]) + request.system
@@ -193,11 +214,14 @@ public final class ResponsesService: Sendable {
         let fitted = try fit(request, lease: lease, system: system, responseID: responseID, maxOutputTokens: maxOutputTokens)
 
         let stream = try lease.start(requestDocument: fitted.document)
-        monitor.begin(id: responseID, model: model.id, backend: lease.generation.backendID, dialect: request.dialect, inputTokens: fitted.inputTokens)
-        let builder = ResponseBuilder(
+        monitor.begin(
+            id: responseID, model: model.id, backend: lease.generation.backendID, dialect: request.dialect, inputTokens: fitted.inputTokens,
+            key: context.keyName)
+        var builder = ResponseBuilder(
             responseID: responseID, request: request, echo: echo, model: model.id, maxOutputTokens: maxOutputTokens,
             estimatedInputTokens: fitted.inputTokens, createdAt: Self.now(), maximumOutputBytes: maxOutputBytes.load(ordering: .relaxed),
             seal: { state in sealer.seal(state, modelID: modelID) })
+        builder.context = context
         return Started(
             request: request, stream: stream, builder: builder, backendID: lease.generation.backendID, warnings: request.warnings,
             truncatedTurns: fitted.droppedTurns > 0 ? fitted.droppedTurns : nil, inputTokens: fitted.inputTokens)
@@ -409,9 +433,43 @@ public final class ResponsesService: Sendable {
     }
 
     private func finish(_ builder: ResponseBuilder) {
-        monitor.finish(id: builder.responseID, outcome: builder.outcomeName, counts: builder.usageCounts)
+        let counts = builder.usageCounts
+        let backend = monitor.finish(id: builder.responseID, outcome: builder.outcomeName, counts: counts)
+        metrics.record(Self.finished(builder, backend: backend ?? "-", counts: counts))
         logFailure(builder)
     }
+
+    /// The metrics' view of a finished request: status as the client saw it, vLLM's finished reasons.
+    static func finished(_ builder: ResponseBuilder, backend: String, counts: ResponseBuilder.UsageCounts) -> ServingMetrics.Finished {
+        let end = ContinuousClock.now
+        let context = builder.context
+        let status: Int
+        let reason: String
+        switch builder.outcome {
+        case .completed?:
+            status = 200
+            reason = "stop"
+        case .incomplete(let why)?:
+            status = 200
+            reason = why == "max_output_tokens" ? "length" : why
+        case nil:
+            status = 499  // the client left (nginx's "client closed request")
+            reason = "abort"
+        case .failed(let error)? where error.code == .cancelled:
+            status = 499
+            reason = "abort"
+        case .failed(let error)?:
+            // A stream had sent its 200 head before it failed; a complete answer carries the error's status.
+            status = builder.streamsEvents ? 200 : error.httpStatus
+            reason = "error"
+        }
+        return ServingMetrics.Finished(
+            model: builder.model, backend: backend, dialect: context.dialect, keyName: context.keyName, status: status,
+            finishedReason: reason, promptTokens: counts.input, generationTokens: counts.output, cachedTokens: counts.cached,
+            timeToFirstToken: builder.firstOutputAt.map { RequestContext.seconds($0 - context.receivedAt) },
+            duration: RequestContext.seconds(end - context.receivedAt), queueSeconds: context.queueSeconds)
+    }
+
 
     private func logFailure(_ builder: ResponseBuilder) {
         if builder.exceededOutputLimit {

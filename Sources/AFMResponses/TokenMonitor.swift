@@ -19,6 +19,8 @@ public final class TokenMonitor: Sendable {
         public var id: String
         public var model: String
         public var backend: String
+        /// The name of the API key that sent it, or nil without keys.
+        public var key: String?
         /// The API dialect the request came in.
         public var dialect: APIDialect
         /// `running`, `completed`, `incomplete`, `failed` or `cancelled`.
@@ -120,10 +122,10 @@ public final class TokenMonitor: Sendable {
             })
     }
 
-    func begin(id: String, model: String, backend: String, dialect: APIDialect = .responses, inputTokens: Int) {
+    func begin(id: String, model: String, backend: String, dialect: APIDialect = .responses, inputTokens: Int, key: String? = nil) {
         state.withLock { state in
             state.running[id] = Request(
-                id: id, model: model, backend: backend, dialect: dialect, state: "running", inputTokens: inputTokens, outputTokens: 0,
+                id: id, model: model, backend: backend, key: key, dialect: dialect, state: "running", inputTokens: inputTokens, outputTokens: 0,
                 reasoningTokens: 0, cachedTokens: 0, updatedVersion: state.version + 1)
             state.lastUpdated = id
             state.version += 1
@@ -139,15 +141,18 @@ public final class TokenMonitor: Sendable {
         }
     }
 
-    func finish(id: String, outcome: String, counts: ResponseBuilder.UsageCounts) {
-        state.withLock { state in
-            guard var request = state.running.removeValue(forKey: id) else { return }
+    /// Ends a request's entry; returns its backend (nil when it was not running).
+    @discardableResult
+    func finish(id: String, outcome: String, counts: ResponseBuilder.UsageCounts) -> String? {
+        state.withLock { state -> String? in
+            guard var request = state.running.removeValue(forKey: id) else { return nil }
             request.apply(counts, version: state.version + 1)
             request.state = outcome
             state.finished.add(request)
             state.remember(request)
             state.lastUpdated = id
             state.version += 1
+            return request.backend
         }
     }
 
@@ -200,7 +205,8 @@ extension TokenMonitor.Request {
 
     var json: JSONValue {
         [
-            "id": .string(id), "model": .string(model), "backend": .string(backend), "dialect": .string(dialect.rawValue), "state": .string(state),
+            "id": .string(id), "model": .string(model), "backend": .string(backend), "key": key.map(JSONValue.string) ?? nil,
+            "dialect": .string(dialect.rawValue), "state": .string(state),
             "input_tokens": .number(JSONNumber(inputTokens)), "output_tokens": .number(JSONNumber(outputTokens)),
             "reasoning_tokens": .number(JSONNumber(reasoningTokens)), "cached_tokens": .number(JSONNumber(cachedTokens)),
         ]

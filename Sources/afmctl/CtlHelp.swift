@@ -13,6 +13,7 @@ enum CtlHelp {
           backends                       Backends with state, generation and reason
           reload [BACKEND] [--wait]      Reload the configuration and backends, or one backend   (operator)
           listener start|stop            Start or stop the HTTP listener                         (operator)
+          drain                          Fail /ready, then close the listener after the delay    (operator)
           prompt get                     Print the common prompt
           prompt set TEXT|-f FILE        Replace the common prompt ('-f -' reads stdin)          (admin)
           config show [--origin] [KEY]   Effective configuration, optionally with origins
@@ -22,7 +23,8 @@ enum CtlHelp {
 
         Options:
           --socket PATH   Admin socket (default: $AFM_ADMIN_SOCKET, else /run/afm/admin.sock as root,
-                          else $XDG_RUNTIME_DIR/afm/admin.sock)
+                          else $XDG_RUNTIME_DIR/afm/admin.sock; when that is missing, a `make run`
+                          daemon's .build/afm/root/run/afm/admin.sock in the checkout around you)
           --json          Print the daemon's reply as JSON instead of text
           --version       Print the version, then exit
           -h, --help      Print this help, then exit
@@ -65,7 +67,15 @@ enum CtlHelp {
             Usage: afmctl listener start|stop
 
             Start or stop the HTTP listener. Stop closes the listener and every accepted connection; it lasts
-            until the next start or restart. Level: operator.
+            until the next start or restart. Start also ends a drain. Level: operator.
+            """,
+        "drain": """
+            Usage: afmctl drain
+
+            Drain this node as SIGTERM does, without exiting: GET /ready answers 503 at once, the listener keeps
+            serving for [Server] DrainDelaySeconds (so a load balancer's health check takes the node out), then
+            closes, and in-flight responses finish. Returns when the listener is closed; 'afmctl listener start'
+            serves again. Level: operator.
             """,
         "prompt": """
             Usage: afmctl prompt get

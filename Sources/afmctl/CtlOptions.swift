@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMSystem
+import Foundation
 
 /// The parsed command line of `afmctl`.
 struct CtlOptions {
@@ -14,6 +15,7 @@ struct CtlOptions {
         case backends
         case reload(backend: String?, wait: Bool)
         case listener(start: Bool)
+        case drain
         case promptGet
         case promptSet(text: String?, file: String?, ifRevision: Int?)
         case configShow(origin: Bool, key: String?)
@@ -118,6 +120,10 @@ struct CtlOptions {
                 throw UsageError(message: "listener takes 'start' or 'stop', not '\(rest[0])'")
             }
             command = .listener(start: rest[0] == "start")
+        case "drain":
+            try expect(0...0)
+            try allow([])
+            command = .drain
         case "prompt":
             guard let verb = rest.first else { throw UsageError(message: "prompt takes 'get' or 'set' (see afmctl prompt --help)") }
             switch verb {
@@ -175,6 +181,25 @@ struct CtlOptions {
     /// - Throws: ``PrivateDirectoryError`` naming the directory, its owner and its mode.
     static func defaultSocket(environment: [String: String]) throws(PrivateDirectoryError) -> String {
         if let path = environment["AFM_ADMIN_SOCKET"], !path.isEmpty { return path }
+        let standard = try standardSocket(environment: environment)
+        if FileManager.default.fileExists(atPath: standard) { return standard }
+        return checkoutSocket(from: FileManager.default.currentDirectoryPath) ?? standard
+    }
+
+    /// The admin socket of a `make run` daemon (`--config-root .build/afm/root`) in the checkout that holds
+    /// `directory`, when one is there: afmctl run from a checkout finds the daemon `make run` started without flags.
+    static func checkoutSocket(from directory: String) -> String? {
+        var current = directory
+        while !current.isEmpty {
+            let candidate = current + "/.build/afm/root/run/afm/admin.sock"
+            if FileManager.default.fileExists(atPath: candidate) { return candidate }
+            guard current != "/" else { break }
+            current = (current as NSString).deletingLastPathComponent
+        }
+        return nil
+    }
+
+    private static func standardSocket(environment: [String: String]) throws(PrivateDirectoryError) -> String {
         // systemd passes a colon-separated list when a unit has several runtime directories; afmd uses the first.
         if let list = environment["RUNTIME_DIRECTORY"], let first = list.split(separator: ":").first,
             first.split(separator: "/").last == "afm"

@@ -129,6 +129,12 @@ struct CtlRunner {
         case .listener(let start):
             let reply = try call(admin + "SetListener", ["state": .string(start ? "running" : "stopped")])
             show(reply) { CtlOutput.outline($0).joined(separator: "\n") }
+        case .drain:
+            // Returns once the listener closed: the drain delay plus in-flight responses (up to the shutdown timeout).
+            let connection = try AdminConnection(path: socket)
+            defer { connection.close() }
+            let reply = try connection.call(admin + "SetListener", ["state": "draining"], timeoutMilliseconds: nil)
+            show(reply) { CtlOutput.outline($0).joined(separator: "\n") }
         case .promptGet:
             let reply = try call(admin + "GetPrompt")
             show(reply) { $0["text"]?.stringValue ?? "" }

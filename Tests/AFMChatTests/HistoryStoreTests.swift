@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
+import AFMCore
 import AFMStore
 import AFMTestSupport
 import Foundation

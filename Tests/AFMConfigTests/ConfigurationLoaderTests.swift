@@ -9,7 +9,7 @@ import Testing
         let tree = ConfigTree()
         defer { tree.remove() }
         let config = try tree.load()
-        #expect(config.listen == HostPort(host: "127.0.0.1", port: 11535))
+        #expect(config.listen == .tcp(HostPort(host: "127.0.0.1", port: 11535)))
         #expect(config.shutdownTimeout == .seconds(30))
         #expect(config.drainTimeout == .seconds(120))
         #expect(config.backendDirectory == nil)
@@ -217,7 +217,7 @@ import Testing
             "var/lib/afm/control.json",
             #"{"schema":"AFM.serverSettings.v1","version":1,"revision":2,"host":"192.168.1.20","privateCloudPreference":true,"commonPrompt":"Be brief.\nReally."}"#)
         let config = try tree.load()
-        #expect(config.listen == HostPort(host: "192.168.1.20", port: 2000))  // the port stays from the file
+        #expect(config.listen == .tcp(HostPort(host: "192.168.1.20", port: 2000)))  // the port stays from the file
         #expect(config.cloudPreference)
         #expect(config.commonPrompt == "Be brief.\nReally.")
         #expect(config.origin(of: .responsesCommonPrompt) == .controlLayer(path: control))
@@ -251,7 +251,7 @@ import Testing
         tree.write("etc/afm/afmd.conf", "[Server]\nListen=127.0.0.1:9\nBogus=1\n")
         let bad = ConfigCheck(loader: ConfigurationLoader(paths: tree.paths))
         #expect(bad.exitStatus == 78)
-        #expect(bad.report.hasSuffix("Error: \(file):3: unknown key 'Bogus' in [Server]; known keys: Listen, ShutdownTimeoutSeconds, RequestHeaderTimeoutSeconds, ProcessingDeadlineSeconds, IOThreads, MaxConnections, AllowedHosts, AllowedOrigins"))
+        #expect(bad.report.hasSuffix("Error: \(file):3: unknown key 'Bogus' in [Server]; known keys: Listen, ShutdownTimeoutSeconds, RequestHeaderTimeoutSeconds, ProcessingDeadlineSeconds, IOThreads, MaxConnections, AllowedHosts, AllowedOrigins, ListenSocketMode, APIKeyFile, AllowUnauthenticated, MetricsRequireKey, DrainDelaySeconds, AccessLog"))
     }
 
     @Test func pathModes() {

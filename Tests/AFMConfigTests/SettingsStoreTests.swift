@@ -26,7 +26,7 @@ import Testing
         #expect(json["privateCloudPreference"]?.boolValue == true)
         #expect(json["commonPrompt"]?.stringValue == "Be brief.")
         #expect(try SettingsStore(path: path).current == saved)
-        #expect(try tree.load().listen == HostPort(host: "192.168.7.7", port: 8080))
+        #expect(try tree.load().listen == .tcp(HostPort(host: "192.168.7.7", port: 8080)))
     }
 
     @Test(arguments: [
@@ -67,7 +67,7 @@ import Testing
         #expect(store.current.commonPrompt == "Hi")
         #expect(store.current.migratedFromVersion == 0)
         // The loader sees the migrated values, and the next write stores version 1.
-        #expect(try tree.load().listen == HostPort(host: "10.1.2.3", port: 7000))
+        #expect(try tree.load().listen == .tcp(HostPort(host: "10.1.2.3", port: 7000)))
         try store.set("port", to: "7001")
         let json = try JSONParser.parse(try String(contentsOfFile: path, encoding: .utf8))
         #expect(json["version"]?.numberValue?.intValue == 1)

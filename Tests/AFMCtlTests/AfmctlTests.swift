@@ -52,6 +52,7 @@ import Testing
           backends                       Backends with state, generation and reason
           reload [BACKEND] [--wait]      Reload the configuration and backends, or one backend   (operator)
           listener start|stop            Start or stop the HTTP listener                         (operator)
+          drain                          Fail /ready, then close the listener after the delay    (operator)
           prompt get                     Print the common prompt
           prompt set TEXT|-f FILE        Replace the common prompt ('-f -' reads stdin)          (admin)
           config show [--origin] [KEY]   Effective configuration, optionally with origins
@@ -61,7 +62,8 @@ import Testing
 
         Options:
           --socket PATH   Admin socket (default: $AFM_ADMIN_SOCKET, else /run/afm/admin.sock as root,
-                          else $XDG_RUNTIME_DIR/afm/admin.sock)
+                          else $XDG_RUNTIME_DIR/afm/admin.sock; when that is missing, a `make run`
+                          daemon's .build/afm/root/run/afm/admin.sock in the checkout around you)
           --json          Print the daemon's reply as JSON instead of text
           --version       Print the version, then exit
           -h, --help      Print this help, then exit
@@ -80,7 +82,7 @@ import Testing
         #expect(result.stderr.isEmpty)
     }
 
-    @Test(arguments: ["status", "top", "backends", "reload", "listener", "prompt", "config", "settings"])
+    @Test(arguments: ["status", "top", "backends", "reload", "listener", "drain", "prompt", "config", "settings"])
     func commandHelp(command: String) async throws {
         let viaFlag = try await Self.afmctl([command, "--help"])
         let viaHelp = try await Self.afmctl(["help", command])

@@ -18,13 +18,20 @@ public final class DaemonProcess {
     ///   nil makes a new one.
     public init(
         backendDirectory: String, config: String = "", extraArguments: [String] = [], environment: [String: String] = [:],
-        root existingRoot: String? = nil, nice: Int? = nil
+        root existingRoot: String? = nil, nice: Int? = nil, waitFor marker: String = "listening on 127.0.0.1:"
     ) throws {
         root = existingRoot ?? TestPaths.makeTemporaryDirectory("afmd-root")
         logPath = root + "/afmd.log"
         try config.write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
+        // Tests stop daemons all the time: no drain delay unless a test asks for one (AFM_SERVER_DRAIN_DELAY_SECONDS
+        // or a drop-in in ROOT/etc/afm/afmd.conf.d, which shadow this vendor drop-in).
+        let vendor = root + "/usr/lib/afm/afmd.conf.d"
+        try FileManager.default.createDirectory(atPath: vendor, withIntermediateDirectories: true)
+        try "[Server]\nDrainDelaySeconds=0\n".write(toFile: vendor + "/00-tests.conf", atomically: true, encoding: .utf8)
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let arguments = ["--listen", "127.0.0.1:0", "--config-root", root, "--backend-dir", backendDirectory] + extraArguments
+        // A test that listens elsewhere says so in its config (Listen=unix:…) or with its own --listen.
+        let listen = config.contains("Listen=") ? [] : ["--listen", "127.0.0.1:0"]
+        let arguments = listen + ["--config-root", root, "--backend-dir", backendDirectory] + extraArguments
         if let nice {
             // nice(1) execs afmd: the process, and so its main thread, starts at that nice value.
             process.executableURL = URL(fileURLWithPath: "/usr/bin/nice")
@@ -44,7 +51,7 @@ public final class DaemonProcess {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             let log = self.log
-            if let range = log.range(of: "listening on 127.0.0.1:") {
+            if let range = log.range(of: marker) {
                 let digits = log[range.upperBound...].prefix { $0.isNumber }
                 port = Int(digits) ?? 0
                 return
@@ -53,7 +60,7 @@ public final class DaemonProcess {
             usleep(20_000)
         }
         process.terminate()
-        throw Failure(description: "afmd did not log 'listening on' within 30 s:\n\(log)")
+        throw Failure(description: "afmd did not log '\(marker)' within 30 s:\n\(log)")
     }
 
     /// The admin socket of this daemon (`--config-root` puts it under ROOT/run/afm).

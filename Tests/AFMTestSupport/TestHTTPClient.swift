@@ -61,6 +61,30 @@ public final class TestHTTPClient {
         }
     }
 
+    /// Connects to the Unix stream socket at `unixPath`.
+    public init(unixPath: String, timeoutSeconds: Int = 30) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(unixPath.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw Failure(description: "path too long") }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw Failure(description: "connect to \(unixPath): errno \(code)")
+        }
+    }
+
     deinit { Glibc.close(fd) }
 
     /// Closes the connection now (the server sees EOF).
@@ -98,8 +122,8 @@ public final class TestHTTPClient {
         return try readResponse()
     }
 
-    public func get(_ path: String) throws -> Response {
-        try sendRequest("GET", path)
+    public func get(_ path: String, headers: [String: String] = [:]) throws -> Response {
+        try sendRequest("GET", path, headers: headers)
         return try readResponse()
     }
 

@@ -112,7 +112,9 @@ def model_entry(model_id: str, spec: Any) -> dict[str, Any]:
     return entry
 
 
-def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", local: bool = False) -> Gateway:
+def start_gateway(
+    tmp_path: Path, models: dict[str, Any], config: str = "", local: bool = False, api_key: str | None = None
+) -> Gateway:
     afmd = bin_dir() / "afmd"
     library = bin_dir() / "libafm-backend-scripted.so"
     for path in (afmd, library):
@@ -143,6 +145,10 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", loca
         script_path.write_text(json.dumps(script, indent=1), encoding="utf-8")
         settings += f"Script={script_path}\n"
     (root / "afmd.conf").write_text(config + "\n" + settings if local else settings + config, encoding="utf-8")
+    # SIGTERM at the end of every test: no drain delay (a vendor drop-in, so a test's own setting shadows it).
+    vendor = root / "usr" / "lib" / "afm" / "afmd.conf.d"
+    vendor.mkdir(parents=True)
+    (vendor / "00-tests.conf").write_text("[Server]\nDrainDelaySeconds=0\n", encoding="utf-8")
 
     log_path = root / "afmd.log"
     with open(log_path, "wb") as log:
@@ -155,7 +161,7 @@ def start_gateway(tmp_path: Path, models: dict[str, Any], config: str = "", loca
     gateway = Gateway(process=process, port=0, root=root, record_path=record, log_path=log_path)
     try:
         gateway.port = wait_for_port(gateway)
-        check_models_served(gateway, list(models))
+        check_models_served(gateway, list(models), api_key)
         if local:
             wait_for_alias(gateway, "on-device")
     except BaseException:
@@ -189,9 +195,12 @@ def wait_for_alias(gateway: Gateway, alias: str) -> None:
     raise AssertionError(f"'{alias}' did not become available within 120 s:\n{gateway.log()}")
 
 
-def check_models_served(gateway: Gateway, model_ids: list[str]) -> None:
+def check_models_served(gateway: Gateway, model_ids: list[str], api_key: str | None = None) -> None:
     """Fails with afmd's log when the scripted backend did not load the test's script (a script error, an old build)."""
-    with urllib.request.urlopen(f"{gateway.origin}/v1/models", timeout=10) as answer:
+    request = urllib.request.Request(f"{gateway.origin}/v1/models")
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    with urllib.request.urlopen(request, timeout=10) as answer:
         served = {model["id"] for model in json.load(answer)["data"]}
     missing = [model_id for model_id in model_ids if model_id not in served]
     if missing:
@@ -201,11 +210,13 @@ def check_models_served(gateway: Gateway, model_ids: list[str]) -> None:
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
-    """``gateway(models={id: steps-or-model}, config="", local=False)`` starts afmd (with ``local`` also the real local backend and model, as ``on-device``); after the test it is stopped and must exit 0."""
+    """``gateway(models={id: steps-or-model}, config="", local=False, api_key=None)`` starts afmd (with ``local`` also
+    the real local backend and model, as ``on-device``; ``api_key``: one of the keys its config's APIKeyFile holds,
+    for the start-up check); after the test it is stopped and must exit 0."""
     started: list[Gateway] = []
 
-    def start(models: dict[str, Any] | None = None, config: str = "", local: bool = False) -> Gateway:
-        gw = start_gateway(tmp_path / f"gw{len(started)}", models or {}, config, local)
+    def start(models: dict[str, Any] | None = None, config: str = "", local: bool = False, api_key: str | None = None) -> Gateway:
+        gw = start_gateway(tmp_path / f"gw{len(started)}", models or {}, config, local, api_key)
         started.append(gw)
         return gw
 
@@ -221,3 +232,71 @@ def gateway(tmp_path: Path) -> Iterator[Callable[..., Gateway]]:
             failures.append(f"afmd exited {status} after SIGTERM (expected 0):\n{gw.log()}")
     assert not failures, "\n".join(failures)
 
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A real afmd serving the real local backend (llama.cpp) with a real model, for tests of what a model does.
+# ---------------------------------------------------------------------------------------------------------------
+
+MODELS = {
+    "smollm2": ROOT / ".cache" / "afm" / "models" / "smollm2-135m-instruct-q4_1.gguf",
+    "gemma3": ROOT / ".cache" / "afm" / "models" / "gemma-3-270m-q4_k_m.gguf",
+}
+
+
+def staged_backends() -> Path:
+    value = os.environ.get("AFM_STAGE_DIR", "")
+    return (Path(value) if value else ROOT / ".build" / "afm") / "backends"
+
+
+def start_local_gateway(tmp_path: Path, model: Path, context_tokens: int = 2048) -> Gateway:
+    """afmd with ``local.so`` (staged by ``make build``) serving ``model`` as ``on-device``."""
+    afmd = bin_dir() / "afmd"
+    library = staged_backends() / "local.so"
+    for path in (afmd, library, model):
+        if not path.exists():
+            raise AssertionError(f"{path} is missing: run `make build` (and scripts/fetch-model) first")
+    root = tmp_path / "afmd-root"
+    backends = tmp_path / "backends"
+    root.mkdir(parents=True)
+    backends.mkdir(parents=True)
+    (backends / "local.so").symlink_to(library)
+    shutil.copyfile(staged_backends() / "local.json", backends / "local.json")
+    # A model on two shared cores can take minutes for a long answer: the processing deadline (300 s) must not
+    # cut a non-streaming structured answer off.
+    config = f"[Server]\nProcessingDeadlineSeconds=1800\n[Backend.local]\nModel={model}\nContextTokens={context_tokens}\n"
+    (root / "afmd.conf").write_text(config, encoding="utf-8")
+    log_path = root / "afmd.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(afmd), "--listen", "127.0.0.1:0", "--config-root", str(root), "--backend-dir", str(backends)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    gateway = Gateway(process=process, port=0, root=root, record_path=tmp_path / "none.jsonl", log_path=log_path)
+    try:
+        gateway.port = wait_for_port(gateway)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the model loads after the listener opens
+            with urllib.request.urlopen(f"{gateway.origin}/v1/models", timeout=10) as answer:
+                if any(m.get("capabilities", {}).get("structured_output") for m in json.load(answer)["data"]):
+                    break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"the local backend did not serve a model within 120 s:\n{gateway.log()}")
+    except BaseException:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        raise
+    return gateway
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def local_gateway(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """One afmd per real model (SmolLM2-135M, Gemma 3 270M) for the module's tests; must exit 0 on SIGTERM."""
+    gw = start_local_gateway(tmp_path_factory.mktemp(request.param), MODELS[request.param])
+    yield gw
+    status = gw.stop()
+    assert status == 0, f"afmd exited {status} after SIGTERM:\n{gw.log()}"

@@ -113,7 +113,9 @@ afm_status local_describe(afm_instance *instance, const afm_writer *writer, afm_
         model["context_tokens"] = context;
         model["max_input_tokens"] = context - max_output;
         model["max_output_tokens"] = max_output;
-        model["capabilities"] = {{"streaming", true}, {"tools", true}, {"vision", false}, {"reasoning", false}};
+        // structured_output (ABI 1.1): answers to a JSON output_format are grammar-constrained (engine.cpp).
+        model["capabilities"] = {{"streaming", true},  {"tools", true},    {"vision", false},
+                                 {"reasoning", false}, {"structured_output", true}};
         doc["models"] = nlohmann::ordered_json::array({model});
         if (instance->engine) {
             // The prompt cache's figures: /status shows them with the backend, `afmctl top` and metrics read them.

@@ -468,6 +468,12 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
         }
     }
     const bool forced = request.tool_mode == ToolMode::Required || request.tool_mode == ToolMode::Function;
+    const bool structured = request.output != OutputKind::Text;
+    // A JSON answer and a lazy tool-call grammar cannot both constrain one output: refuse rather than drop one.
+    if (structured && offer_tools)
+        throw BackendError(AFM_ERR_UNSUPPORTED_CAPABILITY,
+                           "the local backend cannot combine a JSON output_format with tools in one request; send "
+                           "tool_choice none or no output_format");
     if (native_tools_) {
         inputs.messages = request.messages;
         if (offer_tools) {
@@ -487,6 +493,22 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
                 system.content = block;
                 inputs.messages.insert(inputs.messages.begin(), std::move(system));
             }
+        }
+    }
+    if (structured) {
+        // The grammar makes the answer JSON; the model still has to know what the members mean (a schema the
+        // model never sees gets filled with whatever fits the grammar).
+        std::string block = request.output == OutputKind::JsonObject
+                                ? std::string("Answer with one JSON object and nothing else.")
+                                : "Answer with one JSON value that follows this JSON Schema, and nothing else:\n" +
+                                      request.output_schema;
+        if (!inputs.messages.empty() && inputs.messages.front().role == "system") {
+            inputs.messages.front().content += "\n\n" + block;
+        } else {
+            common_chat_msg system;
+            system.role = "system";
+            system.content = block;
+            inputs.messages.insert(inputs.messages.begin(), std::move(system));
         }
     }
     inputs.add_generation_prompt = true;
@@ -598,6 +620,21 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
             }
         }
     }
+    if (structured) {
+        // Grammar-constrained decoding from the schema: llama.cpp's json-schema-to-grammar (docs/ARCHITECTURE.md,
+        // "Structured output"). The schema is the host's normalized one, so everything in it is enforceable; a
+        // conversion failure is still the request's problem, not a silent fallback to free text.
+        try {
+            std::string schema = request.output == OutputKind::JsonObject ? std::string(R"({"type":"object"})")
+                                                                          : request.output_schema;
+            sp.grammar = common_grammar(COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT,
+                                        json_schema_to_grammar(common_json::parse(schema), /*force_gbnf*/ true));
+            sp.grammar_lazy = false;
+        } catch (const std::exception &e) {
+            throw BackendError(AFM_ERR_INVALID_REQUEST,
+                               std::string("the output schema cannot be turned into a grammar: ") + e.what());
+        }
+    }
     try {
         p.sampler = common_sampler_init(model_, sp);
     } catch (const std::exception &e) {
@@ -606,7 +643,8 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     }
     if (!p.sampler)
         throw BackendError(offer_tools ? AFM_ERR_TOOL_FAILED : AFM_ERR_INTERNAL,
-                           "cannot set up sampling (tool grammar rejected)");
+                           structured ? "cannot set up sampling (output grammar rejected)"
+                                      : "cannot set up sampling (tool grammar rejected)");
     return p;
 }
 

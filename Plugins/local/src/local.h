@@ -92,6 +92,9 @@ int32_t usable_cores();
 
 enum class ToolMode { Auto, None, Required, Function };
 
+/** The form the answer must take (the generation request's output_format, docs/backend-abi.md §8.2). */
+enum class OutputKind { Text, JsonObject, JsonSchema };
+
 struct Request {
     std::string model;
     std::vector<common_chat_msg> messages;   // system text first (joined), then the conversation
@@ -102,6 +105,8 @@ struct Request {
     int64_t max_output_tokens = -1;          // -1: the model's output budget
     std::optional<float> temperature;
     std::optional<float> top_p;
+    OutputKind output = OutputKind::Text;    // output_format.type (ABI 1.1)
+    std::string output_schema;               // OutputKind::JsonSchema: the normalized schema, property order kept
 };
 
 /** Parses and validates a generation request. Throws BackendError. */

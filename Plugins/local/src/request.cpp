@@ -232,6 +232,35 @@ Request parse_request(afm_str request_json) {
     }
     r.temperature = number_field(doc, "temperature", 0.0, 100.0);
     r.top_p = number_field(doc, "top_p", 0.0, 1.0);
+    if (const json *f = field(doc, "output_format")) {
+        if (!f->is_object()) invalid("output_format must be an object");
+        std::string type = string_field(*f, "type", "output_format", true);
+        if (type == "json_object") {
+            r.output = OutputKind::JsonObject;
+        } else if (type == "json_schema") {
+            r.output = OutputKind::JsonSchema;
+        } else if (type != "text") {
+            invalid("output_format.type \"" + type.substr(0, 40) + "\" is not supported");
+        }
+    }
+    if (r.output == OutputKind::JsonSchema || !r.tools.empty()) {
+        // Property order is part of the contract (the model writes members in schema order, docs/responses-api.md):
+        // schemas come from an order-preserving parse of the document; `json` sorts keys.
+        nlohmann::ordered_json ordered;
+        JsonReleaser<nlohmann::ordered_json> release_ordered{ordered};
+        if (!json_parse_into(ordered, begin, begin + request_json.size)) invalid("request: not valid JSON");
+        if (r.output == OutputKind::JsonSchema) {
+            auto format = ordered.find("output_format");
+            auto schema = format->find("schema");
+            if (schema == format->end() || !schema->is_object()) invalid("output_format.schema must be a JSON Schema object");
+            r.output_schema = schema->dump();
+        }
+        auto tools = ordered.find("tools");
+        for (size_t i = 0; i < r.tools.size() && tools != ordered.end() && i < tools->size(); i++) {
+            auto params = (*tools)[i].find("parameters");
+            if (params != (*tools)[i].end() && params->is_object()) r.tools[i].parameters = params->dump();
+        }
+    }
     if (const json *e = field(doc, "reasoning_effort")) {
         if (!e->is_string()) invalid("reasoning_effort must be a string or null");
         // This backend's models do not reason (capabilities.reasoning is false); "none" and the host's

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
-/// SHA-256 (FIPS 180-4) of a byte array, for content-addressed image files and archive digests.
+/// SHA-256 (FIPS 180-4) of a byte array: content-addressed image files and archive digests (AFMChat), API key
+/// digests (AFMDaemon).
 ///
 /// libcrypto is in the build already, but only AFMSealing may import it (one importer per C module), and a
 /// few hundred KiB of images per message do not need its speed; this is the plain reference algorithm,

@@ -69,7 +69,8 @@ struct AgentCommand {
                 console.error("afm: nothing to ask (give PROMPT, or - to read it from standard input)")
                 return 64
             }
-            return turn(agent: agent, prompt: prompt, keyboard: nil)
+            var unused: [UInt8] = []
+            return turn(agent: agent, prompt: prompt, keyboard: nil, typeAhead: &unused)
         }
         return interactive(agent: agent)
     }
@@ -88,8 +89,9 @@ struct AgentCommand {
         return AgentSchema(name: "answer", schema: value)
     }
 
-    /// One turn, its events printed as they come; Ctrl-C on `keyboard` (a terminal in key mode) cancels it.
-    private func turn(agent: Agent, prompt: String, keyboard: FileDescriptor?) -> Int32 {
+    /// One turn, its events printed as they come; Ctrl-C on `keyboard` (a terminal in key mode) cancels it, and
+    /// other keys typed meanwhile are kept in `typeAhead` for the next prompt.
+    private func turn(agent: Agent, prompt: String, keyboard: FileDescriptor?, typeAhead: inout [UInt8]) -> Int32 {
         let run = agent.run(prompt)
         let json = options.json
         let status = Mutex<Int32?>(nil)
@@ -109,7 +111,9 @@ struct AgentCommand {
                 let ready = (try? PollSet.waitReadable([keyboard], timeoutMilliseconds: 100)) ?? []
                 guard ready.contains(keyboard) else { continue }
                 let result = try? withUnsafeMutableBytes(of: &byte) { try keyboard.read(into: $0) }
-                if case .processed(1)? = result, byte == 0x03 { run.cancel() }
+                if case .processed(1)? = result {
+                    if byte == 0x03 { run.cancel() } else { typeAhead.append(byte) }
+                }
                 if case .processed(0)? = result { break }
             }
         }
@@ -141,7 +145,7 @@ struct AgentCommand {
                 if case .wouldBlock? = result { continue }
                 guard case .processed(let count)? = result, count > 0 else {
                     if terminal != nil { console.write("\n") }
-                    if !editor.text.isEmpty { last = ask(agent, editor.text, terminal != nil) }
+                    if !editor.text.isEmpty { last = ask(agent, editor.text, terminal != nil, typeAhead: &pending) }
                     return terminal != nil ? 0 : last
                 }
                 pending = Array(buffer[0..<count])
@@ -164,7 +168,7 @@ struct AgentCommand {
                     agent.clearHistory()
                     console.write(console.dim("(a new conversation)") + "\n")
                 } else if !text.isEmpty {
-                    last = ask(agent, line, terminal != nil)
+                    last = ask(agent, line, terminal != nil, typeAhead: &pending)
                 }
                 prompt()
             case .interrupt?:
@@ -178,7 +182,7 @@ struct AgentCommand {
         }
     }
 
-    private func ask(_ agent: Agent, _ line: String, _ interactive: Bool) -> Int32 {
-        turn(agent: agent, prompt: line, keyboard: interactive ? FileDescriptor(rawValue: 0) : nil)
+    private func ask(_ agent: Agent, _ line: String, _ interactive: Bool, typeAhead: inout [UInt8]) -> Int32 {
+        turn(agent: agent, prompt: line, keyboard: interactive ? FileDescriptor(rawValue: 0) : nil, typeAhead: &typeAhead)
     }
 }

@@ -57,6 +57,10 @@ import Testing
     @Test func hostOnlyCodesNeverComeFromTheABI() {
         #expect(AFMErrorCode(abiValue: AFMErrorCode.backendCrashed.abiValue) == .internal)
         #expect(AFMErrorCode.backendCrashed.httpStatus == 503)
-        #expect(AFMErrorCode.allCases.filter(\.isHostOnly) == [.backendCrashed])
+        #expect(AFMErrorCode.allCases.filter(\.isHostOnly) == [.backendCrashed, .invalidStructuredOutput])
+        // A backend can never claim a host-only code: each one read back from the ABI is `internal`.
+        for code in AFMErrorCode.allCases where code.isHostOnly {
+            #expect(AFMErrorCode(abiValue: code.abiValue) == .internal)
+        }
     }
 }

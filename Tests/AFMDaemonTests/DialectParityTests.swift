@@ -30,6 +30,18 @@ import Testing
         let statusBody = try #require(try harness.client().get("/status").json)
         let byDialect = statusBody["tokens"]?["requests_by_dialect"]
         #expect(byDialect == ["responses": 1, "chat_completions": 1, "messages": 1], "\(statusBody)")
+        // afmctl top shows the same counts (its --json lines are the monitor's snapshots).
+        let top = Process()
+        top.executableURL = URL(fileURLWithPath: TestPaths.binDirectory + "/afmctl")
+        top.arguments = ["--socket", harness.daemon.adminSocket, "--json", "top", "--interval", "200"]
+        let pipe = Pipe()
+        top.standardOutput = pipe
+        try top.run()
+        let line = try #require(String(decoding: pipe.fileHandleForReading.availableDataLine(), as: UTF8.self).split(separator: "\n").first)
+        #expect(top.terminateGracefully(within: 2))
+        let snapshot = try JSONParser.parse(String(line))
+        #expect(snapshot["totals"]?["requests_by_dialect"] == ["responses": 1, "chat_completions": 1, "messages": 1])
+        #expect(Set(snapshot["requests"]?.arrayValue?.compactMap { $0["dialect"]?.stringValue } ?? []) == ["responses", "chat_completions", "messages"])
     }
 
     /// Bodies that are wrong in one field each, with the field's name: (body, field).

@@ -184,6 +184,8 @@ import Testing
         #expect(top.terminationReason == .exit && top.terminationStatus == 0, "\(top.terminationReason) \(top.terminationStatus)")
         let snapshot = try JSONParser.parse(String(line))
         #expect(snapshot["totals"]?["requests"] == 4)
+        #expect(snapshot["totals"]?["requests_by_dialect"] == ["responses": 4, "chat_completions": 0, "messages": 0])
+        #expect(snapshot["last_updated"]?["dialect"] == "responses")
         #expect(snapshot["last_updated"]?["model"] == "fails")
         #expect(snapshot["last_updated"]?["state"] == "failed")
     }

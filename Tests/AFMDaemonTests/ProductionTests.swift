@@ -334,6 +334,35 @@ import Testing
         #expect(activator.terminationStatus == 0)
     }
 
+    /// `make run` ergonomics: afmctl run anywhere inside a checkout finds the admin socket of the daemon `make run`
+    /// started there (`--config-root .build/afm/root`) without flags, when the standard socket is missing.
+    @Test func afmctlFindsTheMakeRunDaemonOfItsCheckout() throws {
+        let checkout = TestPaths.makeTemporaryDirectory("afm-checkout")
+        let root = checkout + "/.build/afm/root"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: checkout + "/Sources/afmd", withIntermediateDirectories: true)
+        let directory = BackendDirectoryBuilder()
+        try directory.addScripted()
+        let daemon = try DaemonProcess(backendDirectory: directory.path, root: root)
+        let ctl = Process()
+        ctl.executableURL = URL(fileURLWithPath: TestPaths.binDirectory + "/afmctl")
+        ctl.arguments = ["--json", "status"]
+        ctl.currentDirectoryURL = URL(fileURLWithPath: checkout + "/Sources/afmd")
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "AFM_ADMIN_SOCKET")
+        environment.removeValue(forKey: "RUNTIME_DIRECTORY")
+        environment["XDG_RUNTIME_DIR"] = TestPaths.makeTemporaryDirectory("afm-xdg")
+        ctl.environment = environment
+        let pipe = Pipe()
+        ctl.standardOutput = pipe
+        try ctl.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        ctl.waitUntilExit()
+        #expect(ctl.terminationStatus == 0)
+        #expect(try JSONParser.parse(Array(output))["pid"]?.numberValue?.intValue == Int(daemon.process.processIdentifier))
+        #expect(daemon.stop() == 0)
+    }
+
     static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }

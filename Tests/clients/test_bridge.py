@@ -290,7 +290,8 @@ def test_mcp_servers_serve_tools_and_fail_with_an_agent_error(gateway, tmp_path:
     )
     host = StdioHost(afm_binary(bin_dir()), gw.origin, "calc", tmp_path / "bridge.log")
     try:
-        server = {"name": "calc", "command": sys.executable, "args": [str(MCP_SERVER)]}
+        # Python's mcp package takes seconds to import on a loaded machine: a generous start-up time.
+        server = {"name": "calc", "command": sys.executable, "args": [str(MCP_SERVER)], "startup_timeout_ms": 60000}
         agent = host.call("agent.create", {"mcp_servers": [server]})["agent_id"]
         pids = children(host.process.pid)
         assert len(pids) == 1 and alive(pids[0])
@@ -327,7 +328,7 @@ def until(check):
         message = json.loads(line)
         if check(message):
             return message
-mcp = {"name": "calc", "command": sys.executable, "args": [server]}
+mcp = {"name": "calc", "command": sys.executable, "args": [server], "startup_timeout_ms": 60000}
 send({"jsonrpc": "2.0", "id": 1, "method": "agent.create", "params": {"mcp_servers": [mcp]}})
 until(lambda m: m.get("id") == 1)
 send({"jsonrpc": "2.0", "id": 2, "method": "agent.run", "params": {"agent_id": "agent-1", "prompt": "Wait."}})
@@ -383,3 +384,42 @@ def test_killing_the_host_mid_run_ends_the_bridge_and_its_mcp_servers(gateway, t
         assert not any(alive(pid) for pid in (bridge, *servers))
     finally:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+STRUCTURED = {"streaming": True, "tools": True, "vision": False, "reasoning": False, "structured_output": True}
+
+
+def test_npc_decisions_are_schema_turns_with_reasoning_before_one_of_the_options(gateway, tmp_path: Path) -> None:
+    decided = '{"reasoning":"It is late and the gate must stay shut.","choice":"ask who it is"}'
+    gw: Gateway = gateway(
+        models={
+            "judge": {"capabilities": STRUCTURED, "steps": [{"json": {"text": decided, "chunks": 5}}]},
+            "rogue": {"capabilities": STRUCTURED, "steps": [{"json": {"text": '{"reasoning":"Fire!","choice":"burn it"}'}}]},
+        }
+    )
+    host = StdioHost(afm_binary(bin_dir()), gw.origin, "judge", tmp_path / "bridge.log")
+    try:
+        options = ["open the gate", "ask who it is", "ignore it"]
+        npc = host.call("npc.create", {"persona": {"name": "Brom"}})["npc_id"]
+        run = host.call("npc.decide", {"npc_id": npc, "situation": "A stranger knocks at night.", "options": options})["run_id"]
+        end = host.wait_end(run)
+        assert end["type"] == "completed", end
+        assert end["decision"] == {"reasoning": "It is late and the gate must stay shut.", "choice": "ask who it is"}
+        assert list(end["response"]["json"]) == ["reasoning", "choice"]
+        assert any(e["type"] == "partial" for e in host.events(run))
+        request = gw.generate_requests()[-1]
+        schema = request["output_format"]["schema"]
+        assert request["output_format"]["type"] == "json_schema"
+        assert list(schema["properties"]) == ["reasoning", "choice"]
+        assert schema["properties"]["choice"]["enum"] == options
+        assert request["tools"] == []
+        prompt = json.dumps(host.call("agent.history", {"agent_id": npc})["items"][0])
+        assert "A stranger knocks at night." in prompt and all(option in prompt for option in options)
+
+        # A model that chooses something else never completes: the gateway's check (or the bridge's) fails it.
+        rogue = host.call("npc.create", {"persona": {"name": "Vex"}, "model": "rogue"})["npc_id"]
+        run = host.call("npc.decide", {"npc_id": rogue, "options": options})["run_id"]
+        end = host.wait_end(run)
+        assert end["type"] == "failed" and end["error"]["code"] == "invalid_schema", end
+    finally:
+        assert host.close() == 0

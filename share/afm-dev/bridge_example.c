@@ -165,6 +165,7 @@ int main(int argc, char **argv) {
     int deltas = host.deltas;
     pthread_mutex_unlock(&host.lock);
     fputc('\n', stdout);
+    fflush(stdout);  /* the reply before the summary, also when both go to one file */
     fprintf(stderr, "bridge_example: streamed %d text deltas\n", deltas);
 
     afm_bridge_close(bridge);  /* after this, on_message is never called again */

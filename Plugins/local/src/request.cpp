@@ -55,6 +55,122 @@ std::string string_field(const json &object, const char *key, const std::string 
     return v->get<std::string>();
 }
 
+/** Serializes `output_format.schema` and each `tools[i].parameters` of a request document as written, members in
+ *  the document's order, from one SAX pass. The DOM parse (`json`) sorts keys, and an order-preserving DOM
+ *  (`nlohmann::ordered_json`) is not allocation-safe: its vector-backed objects copy nested values while growing,
+ *  and when an allocation fails there the copies' destructors allocate inside noexcept and the process terminates
+ *  (unit test parse_with_memory_exhausted). Here only flat strings grow, so a failed allocation simply throws. */
+class OrderedSubtrees final : public nlohmann::json_sax<json> {
+public:
+    std::string output_schema;                 ///< empty when absent
+    std::vector<std::string> tool_parameters;  ///< per tools[] index; empty when absent
+
+    bool null() override { return scalar("null"); }
+    bool boolean(bool value) override { return scalar(value ? "true" : "false"); }
+    bool number_integer(number_integer_t value) override { return scalar(std::to_string(value)); }
+    bool number_unsigned(number_unsigned_t value) override { return scalar(std::to_string(value)); }
+    bool number_float(number_float_t, const string_t &text) override { return scalar(text); }
+    bool string(string_t &value) override {
+        begin_value();
+        if (out_) append_quoted(value);
+        end_value();
+        return true;
+    }
+    bool binary(binary_t &) override { return false; }
+    bool start_object(std::size_t) override { return open(true); }
+    bool end_object() override { return close('}'); }
+    bool start_array(std::size_t) override { return open(false); }
+    bool end_array() override { return close(']'); }
+    bool key(string_t &name) override {
+        Frame &frame = frames_.back();
+        frame.key = name;
+        if (out_ && frames_.size() > capture_depth_) {
+            if (!frame.first) out_->push_back(',');
+            frame.first = false;
+            append_quoted(name);
+            out_->push_back(':');
+        }
+        return true;
+    }
+    bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override { return false; }
+
+private:
+    struct Frame {
+        bool object;
+        std::string key;   // the member being read (objects)
+        size_t index = 0;  // the element being read (arrays)
+        bool first = true; // nothing written into it yet (inside a capture)
+    };
+    std::vector<Frame> frames_;
+    std::string *out_ = nullptr;
+    size_t capture_depth_ = 0;
+
+    std::string *target() {
+        if (frames_.size() == 2 && frames_[0].object && frames_[0].key == "output_format" && frames_[1].object &&
+            frames_[1].key == "schema")
+            return &output_schema;
+        if (frames_.size() == 3 && frames_[0].object && frames_[0].key == "tools" && !frames_[1].object &&
+            frames_[2].object && frames_[2].key == "parameters") {
+            size_t i = frames_[1].index;
+            if (tool_parameters.size() <= i) tool_parameters.resize(i + 1);
+            return &tool_parameters[i];
+        }
+        return nullptr;
+    }
+    void begin_value() {
+        if (!out_) {
+            if (std::string *t = target()) {
+                out_ = t;
+                out_->clear();
+                capture_depth_ = frames_.size();
+            }
+        } else if (frames_.size() > capture_depth_ && !frames_.back().object) {
+            Frame &frame = frames_.back();
+            if (!frame.first) out_->push_back(',');
+            frame.first = false;
+        }
+    }
+    void end_value() {
+        if (out_ && frames_.size() == capture_depth_) out_ = nullptr;
+        if (!frames_.empty() && !frames_.back().object) frames_.back().index++;
+    }
+    bool scalar(const std::string &text) {
+        begin_value();
+        if (out_) out_->append(text);
+        end_value();
+        return true;
+    }
+    bool open(bool object) {
+        begin_value();
+        if (out_) out_->push_back(object ? '{' : '[');
+        frames_.push_back(Frame{object, {}, 0, true});
+        return true;
+    }
+    bool close(char bracket) {
+        frames_.pop_back();
+        if (out_) out_->push_back(bracket);
+        end_value();
+        return true;
+    }
+    void append_quoted(const std::string &text) {
+        static const char *hex = "0123456789abcdef";
+        out_->push_back('"');
+        for (unsigned char c : text) {
+            if (c == '"' || c == '\\') {
+                out_->push_back('\\');
+                out_->push_back(static_cast<char>(c));
+            } else if (c < 0x20) {
+                out_->append("\\u00");
+                out_->push_back(hex[c >> 4]);
+                out_->push_back(hex[c & 15]);
+            } else {
+                out_->push_back(static_cast<char>(c));
+            }
+        }
+        out_->push_back('"');
+    }
+};
+
 /** The text of a message's content: a string, or an array of parts ("text"; "image" is refused). */
 std::string content_text(const json &content, const std::string &where) {
     if (content.is_string()) return content.get<std::string>();
@@ -244,21 +360,18 @@ Request parse_request(afm_str request_json) {
         }
     }
     if (r.output == OutputKind::JsonSchema || !r.tools.empty()) {
-        // Property order is part of the contract (the model writes members in schema order, docs/responses-api.md):
-        // schemas come from an order-preserving parse of the document; `json` sorts keys.
-        nlohmann::ordered_json ordered;
-        JsonReleaser<nlohmann::ordered_json> release_ordered{ordered};
-        if (!json_parse_into(ordered, begin, begin + request_json.size)) invalid("request: not valid JSON");
+        // Property order is part of the contract (the model writes members in schema order, docs/responses-api.md),
+        // and `json` sorts keys: the schemas are taken from the document as written.
+        OrderedSubtrees ordered;
+        if (!json::sax_parse(begin, begin + request_json.size, &ordered)) invalid("request: not valid JSON");
         if (r.output == OutputKind::JsonSchema) {
-            auto format = ordered.find("output_format");
-            auto schema = format->find("schema");
-            if (schema == format->end() || !schema->is_object()) invalid("output_format.schema must be a JSON Schema object");
-            r.output_schema = schema->dump();
+            if (ordered.output_schema.empty() || ordered.output_schema[0] != '{')
+                invalid("output_format.schema must be a JSON Schema object");
+            r.output_schema = std::move(ordered.output_schema);
         }
-        auto tools = ordered.find("tools");
-        for (size_t i = 0; i < r.tools.size() && tools != ordered.end() && i < tools->size(); i++) {
-            auto params = (*tools)[i].find("parameters");
-            if (params != (*tools)[i].end() && params->is_object()) r.tools[i].parameters = params->dump();
+        for (size_t i = 0; i < r.tools.size() && i < ordered.tool_parameters.size(); i++) {
+            const std::string &params = ordered.tool_parameters[i];
+            if (!params.empty() && params[0] == '{') r.tools[i].parameters = params;
         }
     }
     if (const json *e = field(doc, "reasoning_effort")) {

@@ -455,6 +455,27 @@ void exhaust_memory_from_every_allocation(const char *what, const std::function<
     CHECK(threw >= total, "%s: only %ld of %ld runs with exhausted memory failed", what, threw, total);
 }
 
+/** Output schemas and tool parameters reach the grammar as written: members in the document's order (the DOM
+ *  parse sorts keys), strings re-escaped, number tokens untouched; and the pass stays allocation-safe. */
+void test_schemas_keep_their_order() {
+    const std::string schema =
+        R"({"type":"object","properties":{"reasoning":{"type":"string","description":"a \"quoted\\ note\u0001"},)"
+        R"("choice":{"enum":["b","a"]},"n":{"type":"number","maximum":1.50}},"required":["reasoning","choice","n"],)"
+        R"("additionalProperties":false})";
+    const std::string parameters = R"({"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"}}})";
+    const std::string body = R"({"request_version":1,"model":")" + model_id() +
+                             R"(","system":[],"input":[{"type":"message","role":"user","content":"Hi."}],)"
+                             R"("tools":[{"name":"first"},{"name":"pick","parameters":)" + parameters +
+                             R"(}],"output_format":{"type":"json_schema","name":"S","schema":)" + schema + "}}";
+    Request r = parse_request(span(body));
+    CHECK(r.output_schema == schema, "output schema: %s", r.output_schema.c_str());
+    CHECK(r.tools.size() == 2, "tools: %zu", r.tools.size());
+    CHECK(r.tools[0].parameters == R"({"type":"object","properties":{}})", "default parameters: %s",
+          r.tools[0].parameters.c_str());
+    CHECK(r.tools[1].parameters == parameters, "parameters: %s", r.tools[1].parameters.c_str());
+    exhaust_memory_from_every_allocation("parse_request (schema)", [&] { parse_request(span(body)); });
+}
+
 void test_parse_with_memory_exhausted() {
     // A valid request, an invalid (truncated) one whose partial tree the parser discards, and the create config.
     std::string valid = request("Hi.", 2, true);
@@ -901,6 +922,7 @@ int main(int argc, char **argv) {
     run("negotiate_leaves_struct_size", test_negotiate_leaves_struct_size);
     run("helpers", test_helpers);
     run("parse_with_memory_exhausted", test_parse_with_memory_exhausted);
+    run("schemas_keep_their_order", test_schemas_keep_their_order);
     const afm_backend_vtable *vt = negotiate();
     if (!vt) {
         std::fprintf(stderr, "negotiation failed\n");

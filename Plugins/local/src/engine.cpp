@@ -381,7 +381,7 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
         std::string layout = "n" + std::to_string(engine->kv_unified_ ? 1 : settings.parallel);
         engine->cache_ = std::make_unique<PromptCache>((size_t)settings.prompt_cache_mib << 20, dir,
                                                        (size_t)settings.prompt_cache_disk_mib << 20, fingerprint,
-                                                       layout, settings.instance);
+                                                       layout, settings.instance, (size_t)settings.context_tokens);
     }
     if (const char *ms = std::getenv("AFM_LOCAL_PROGRESS_MS")) {
         long v = std::strtol(ms, nullptr, 10);
@@ -1116,12 +1116,18 @@ void Engine::run(std::promise<int> warmed) {
         if (token == LLAMA_TOKEN_NULL) token = 0;
         llama_batch one = llama_batch_init(1, 0, 1);
         batch_add(one, token, 0, 0, true);
+        const size_t empty_state = llama_state_seq_get_size(ctx_, 0);
         try {
             rc = llama_decode(ctx_, one);
         } catch (...) {
             rc = -1;
         }
         llama_batch_free(one);
+        if (rc == 0 && cache_) {
+            // A sequence's state with one token against none: what the prompt cache admits from a file follows.
+            const size_t one_token = llama_state_seq_get_size(ctx_, 0);
+            if (one_token > empty_state) cache_->set_state_size(empty_state, one_token - empty_state);
+        }
         llama_memory_clear(llama_get_memory(ctx_), true);
     } catch (...) {
         rc = -1;

@@ -6,13 +6,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace afm_local {
@@ -35,24 +38,9 @@ inline uint64_t mix(uint64_t h, uint64_t w) {
     return rotl(h, 27) * 5 + 0x52dce729;
 }
 
-// The on-disk entry: header, tokens (int32 each), state. Native byte order (the magic would not match otherwise).
 constexpr char kMagic[8] = {'A', 'F', 'M', 'K', 'V', 'C', '1', '\0'};
 constexpr uint32_t kFormat = 1;
-
-struct FileHeader {
-    char magic[8];
-    uint32_t format;
-    uint32_t header_size;
-    uint64_t fingerprint;   // model fingerprint and state layout (the directory's key)
-    uint64_t n_tokens;
-    uint64_t state_bytes;
-    uint64_t tokens_hash;
-    uint64_t state_hash;
-    uint64_t header_hash;   // of every field above
-};
-static_assert(sizeof(FileHeader) == 64, "the header is 64 bytes");
-
-uint64_t header_hash(const FileHeader &h) { return hash64(&h, offsetof(FileHeader, header_hash), 0x4846); }
+using FileHeader = PromptCacheFileHeader;
 
 bool read_all(int fd, void *dst, size_t size) {
     auto *p = static_cast<uint8_t *>(dst);
@@ -91,6 +79,18 @@ bool make_dirs(const std::string &path) {
     return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/** Whether `name` is a temporary file of write_file ("<entry>.kv.<pid>.<tag>.tmp") whose process is gone. */
+bool is_abandoned_temp(const std::string &name) {
+    if (name.size() < 8 || name.compare(name.size() - 4, 4, ".tmp") != 0) return false;
+    size_t kv = name.find(".kv.");
+    if (kv == std::string::npos) return false;
+    char *end = nullptr;
+    errno = 0;
+    long pid = std::strtol(name.c_str() + kv + 4, &end, 10);
+    if (errno != 0 || end == name.c_str() + kv + 4 || *end != '.' || pid <= 0 || pid > INT32_MAX) return false;
+    return ::kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
 int64_t mtime_ns(const struct stat &st) { return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec; }
 
 size_t common_prefix(const std::vector<llama_token> &a, const std::vector<llama_token> &b) {
@@ -103,40 +103,11 @@ bool is_prefix(const std::vector<llama_token> &a, const std::vector<llama_token>
     return a.size() <= of.size() && std::equal(a.begin(), a.end(), of.begin());
 }
 
-/** Reads and verifies an entry's header and tokens (and, with `state`, its state). */
-bool read_entry(const std::string &path, uint64_t fingerprint, std::vector<llama_token> &tokens,
-                std::vector<uint8_t> *state, uint64_t &file_bytes, int64_t &mtime) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct stat st;
-    if (::fstat(fd, &st) != 0) return false;
-    FileHeader h;
-    if (!read_all(fd, &h, sizeof h)) return false;
-    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.format != kFormat || h.header_size != sizeof h ||
-        h.header_hash != header_hash(h) || h.fingerprint != fingerprint)
-        return false;
-    if (h.n_tokens == 0 || h.n_tokens > (1u << 24) || h.state_bytes == 0 || h.state_bytes > ((uint64_t)1 << 40))
-        return false;
-    uint64_t expected = sizeof h + h.n_tokens * sizeof(llama_token) + h.state_bytes;
-    if ((uint64_t)st.st_size != expected) return false;  // truncated, or something appended
-    tokens.resize(h.n_tokens);
-    if (!read_all(fd, tokens.data(), tokens.size() * sizeof(llama_token))) return false;
-    if (hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x544b) != h.tokens_hash) return false;
-    if (state) {
-        state->resize(h.state_bytes);
-        if (!read_all(fd, state->data(), state->size())) return false;
-        if (hash64(state->data(), state->size(), 0x5354) != h.state_hash) return false;
-    }
-    file_bytes = (uint64_t)st.st_size;
-    mtime = mtime_ns(st);
-    return true;
-}
-
 }  // namespace
+
+uint64_t prompt_cache_header_hash(const PromptCacheFileHeader &h) {
+    return hash64(&h, offsetof(PromptCacheFileHeader, header_hash), 0x4846);
+}
 
 uint64_t hash64(const void *data, size_t size, uint64_t seed) {
     const auto *p = static_cast<const uint8_t *>(data);
@@ -192,8 +163,8 @@ uint64_t model_fingerprint(const std::string &path) {
 }
 
 PromptCache::PromptCache(size_t ram_limit, const std::string &dir, size_t disk_limit, uint64_t fingerprint,
-                         const std::string &layout, const std::string &instance)
-    : ram_limit_(ram_limit), disk_limit_(disk_limit), instance_(instance) {
+                         const std::string &layout, const std::string &instance, size_t max_tokens)
+    : ram_limit_(ram_limit), disk_limit_(disk_limit), instance_(instance), max_tokens_(max_tokens) {
     counters_.ram_limit = ram_limit;
     counters_.disk_limit = disk_limit;
     if (!dir.empty() && disk_limit > 0) {
@@ -226,6 +197,58 @@ PromptCache::~PromptCache() {
     if (writer_.joinable()) writer_.join();
 }
 
+void PromptCache::set_state_size(uint64_t base, uint64_t per_token) {
+    state_base_.store(base);
+    state_per_token_.store(per_token);
+}
+
+uint64_t PromptCache::max_state_bytes(uint64_t n_tokens) const {
+    // Never more than the disk tier holds, nor more than the RAM a restore may take (the larger of the RAM bound
+    // and the writer's queue allowance): a length field beyond that is damage, not a state.
+    uint64_t bound = std::min<uint64_t>(disk_limit_, std::max<uint64_t>(ram_limit_, (uint64_t)256 << 20));
+    const uint64_t per_token = state_per_token_.load();
+    if (per_token > 0 && n_tokens <= max_tokens_) {
+        // A state grows linearly with its tokens (llama.cpp writes a fixed header per layer, then each cell's
+        // rows); twice that plus 1 MiB leaves room for whatever llama.cpp adds without admitting a blown-up field.
+        bound = std::min<uint64_t>(bound, 2 * (state_base_.load() + per_token * n_tokens) + ((uint64_t)1 << 20));
+    }
+    return bound;
+}
+
+bool PromptCache::read_entry(const std::string &path, std::vector<llama_token> &tokens, std::vector<uint8_t> *state,
+                             uint64_t &file_bytes, int64_t &mtime) const {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    FileHeader h;
+    if (!read_all(fd, &h, sizeof h)) return false;
+    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.format != kFormat || h.header_size != sizeof h ||
+        h.header_hash != prompt_cache_header_hash(h) || h.fingerprint != fingerprint_)
+        return false;
+    // Every length is checked against what this model's slots can hold before anything is allocated: a checksum
+    // is no defence against a crafted header (it is not secret), a bound is.
+    if (h.n_tokens == 0 || h.n_tokens > max_tokens_ || h.state_bytes == 0 || h.state_bytes > max_state_bytes(h.n_tokens))
+        return false;
+    uint64_t expected = sizeof h + h.n_tokens * sizeof(llama_token) + h.state_bytes;
+    if ((uint64_t)st.st_size != expected) return false;  // truncated, or something appended
+    tokens.resize(h.n_tokens);
+    if (!read_all(fd, tokens.data(), tokens.size() * sizeof(llama_token))) return false;
+    if (hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x544b) != h.tokens_hash) return false;
+    if (state) {
+        state->resize(h.state_bytes);
+        if (!read_all(fd, state->data(), state->size())) return false;
+        if (hash64(state->data(), state->size(), 0x5354) != h.state_hash) return false;
+    }
+    file_bytes = (uint64_t)st.st_size;
+    mtime = mtime_ns(st);
+    return true;
+}
+
 std::string PromptCache::file_name(const std::vector<llama_token> &tokens) const {
     char name[40];
     std::snprintf(name, sizeof name, "%016" PRIx64 "-%06zu.kv",
@@ -243,6 +266,11 @@ void PromptCache::scan_locked() {
     std::map<std::string, DiskEntry> seen;
     while (struct dirent *e = ::readdir(d)) {
         std::string name = e->d_name;
+        if (is_abandoned_temp(name)) {
+            // A writer that died mid-write (its process is gone) left this: it counts in no bound, so it goes.
+            ::unlink((dir_ + "/" + name).c_str());
+            continue;
+        }
         if (name.size() < 4 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
         auto known = disk_.find(name);
         if (known != disk_.end()) {
@@ -251,7 +279,7 @@ void PromptCache::scan_locked() {
         }
         DiskEntry entry;
         int64_t mtime = 0;
-        if (!read_entry(dir_ + "/" + name, fingerprint_, entry.tokens, nullptr, entry.bytes, mtime)) {
+        if (!read_entry(dir_ + "/" + name, entry.tokens, nullptr, entry.bytes, mtime)) {
             // Truncated, damaged, or of another format: a cache entry is never worth keeping in doubt.
             ::unlink((dir_ + "/" + name).c_str());
             std::lock_guard<std::mutex> lock(ram_mutex_);
@@ -340,7 +368,7 @@ bool PromptCache::take(const Match &match, std::shared_ptr<const std::vector<uin
     uint64_t bytes = 0;
     int64_t mtime = 0;
     std::string path = dir_ + "/" + match.file;
-    if (!read_entry(path, fingerprint_, tokens, data.get(), bytes, mtime)) {
+    if (!read_entry(path, tokens, data.get(), bytes, mtime)) {
         std::lock_guard<std::mutex> lock(disk_mutex_);
         struct stat st;
         bool gone = ::stat(path.c_str(), &st) != 0;
@@ -483,7 +511,7 @@ void PromptCache::write_file(const Write &write) {
     h.state_bytes = state.size();
     h.tokens_hash = hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x544b);
     h.state_hash = hash64(state.data(), state.size(), 0x5354);
-    h.header_hash = header_hash(h);
+    h.header_hash = prompt_cache_header_hash(h);
     const std::string name = file_name(tokens);
     const std::string path = dir_ + "/" + name;
     char suffix[48];
@@ -505,6 +533,11 @@ void PromptCache::write_file(const Write &write) {
         return;
     }
     std::lock_guard<std::mutex> lock(disk_mutex_);
+    // Another instance of this model (a generation draining after a reload, a second daemon) writes into the same
+    // directory: its files count in the bound too, so the index is brought up to date before evicting. A full
+    // scan: the directory's mtime ticks coarsely (a few ms), so two renames in one tick would look like none.
+    dir_mtime_ = -1;
+    scan_locked();
     // Entries this one extends are of no further use: it serves their prefixes too.
     std::vector<std::string> obsolete;
     for (const auto &[other, entry] : disk_)

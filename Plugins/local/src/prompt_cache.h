@@ -27,6 +27,22 @@ uint64_t hash64(const void *data, size_t size, uint64_t seed);
  *  0 when the file cannot be read. */
 uint64_t model_fingerprint(const std::string &path);
 
+/** The on-disk entry: this header, the tokens (int32 each), the state. Native byte order (the magic would not match
+ *  otherwise). Declared here so the tests can craft entries the way a damaged or hostile file would look. */
+struct PromptCacheFileHeader {
+    char magic[8];
+    uint32_t format;
+    uint32_t header_size;
+    uint64_t fingerprint;   // model fingerprint and state layout (the directory's key)
+    uint64_t n_tokens;
+    uint64_t state_bytes;
+    uint64_t tokens_hash;
+    uint64_t state_hash;
+    uint64_t header_hash;   // of every field above: prompt_cache_header_hash()
+};
+static_assert(sizeof(PromptCacheFileHeader) == 64, "the header is 64 bytes");
+uint64_t prompt_cache_header_hash(const PromptCacheFileHeader &header);
+
 /** Counters of a prompt cache, for `describe` (and so /status, `afmctl top`, metrics). */
 struct PromptCacheStats {
     uint64_t ram_bytes = 0, ram_entries = 0, ram_limit = 0;
@@ -53,9 +69,10 @@ struct PromptCacheStats {
  */
 class PromptCache {
 public:
-    /** `layout` names what a state's shape depends on beyond the model (KV streams); part of the directory name. */
+    /** `layout` names what a state's shape depends on beyond the model (KV streams); part of the directory name.
+     *  `max_tokens`: the longest sequence a slot holds (its context); a file claiming more is never read. */
     PromptCache(size_t ram_limit, const std::string &dir, size_t disk_limit, uint64_t model_fingerprint,
-                const std::string &layout, const std::string &instance);
+                const std::string &layout, const std::string &instance, size_t max_tokens);
     ~PromptCache();
     PromptCache(const PromptCache &) = delete;
     PromptCache &operator=(const PromptCache &) = delete;
@@ -101,6 +118,12 @@ public:
     /** [decode thread] A state that did not restore (llama.cpp refused it): forget it, and its file. */
     void discard(const Match &match);
 
+    /** [decode thread, once] The size of a sequence's state: `base` bytes empty, `per_token` more per token
+     *  (measured on the warm-up decode). A file's state may be at most twice that for its token count, so a
+     *  damaged or crafted length field never makes the backend allocate more than a real entry would need.
+     *  Until it is set, the bound is the larger of the RAM bound and 256 MiB. */
+    void set_state_size(uint64_t base, uint64_t per_token);
+
     /** [any thread] Waits until every queued disk write is done (tests; shutdown does it too). */
     void flush();
 
@@ -124,12 +147,17 @@ private:
     void remove_file_locked(const std::string &name);
     void evict_ram_locked(size_t incoming);  // ram_mutex_ held: makes room for `incoming` bytes
     std::string file_name(const std::vector<llama_token> &tokens) const;  // "<token hash>-<count>.kv"
+    uint64_t max_state_bytes(uint64_t n_tokens) const;  // the largest state a file of n_tokens may hold
+    bool read_entry(const std::string &path, std::vector<llama_token> &tokens, std::vector<uint8_t> *state,
+                    uint64_t &file_bytes, int64_t &mtime) const;
 
     const size_t ram_limit_;
     const size_t disk_limit_;
     std::string dir_;
     uint64_t fingerprint_ = 0;          // of the model and the state layout: in every file's header
     const std::string instance_;
+    const size_t max_tokens_;
+    std::atomic<uint64_t> state_base_{0}, state_per_token_{0};  // set_state_size(); 0: not measured
 
     mutable std::mutex ram_mutex_;      // guards ram_, ram_bytes_, pending_bytes_ and the counters
     std::list<RamEntry> ram_;           // least recently used first

@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -49,6 +51,10 @@ thread_local int t_exempt = 0;         // > 0: this thread's allocations are not
 std::atomic<bool> g_window{false};
 thread_local bool t_window = false;
 std::atomic<long> g_injected{0};       // failures injected so far
+// A cap on any one allocation (0: none): a larger one is refused (std::bad_alloc) and counted, so a test can show
+// that hostile input never makes the backend ask for a huge block, whatever the machine's overcommit policy.
+std::atomic<size_t> g_allocation_cap{0};
+std::atomic<long> g_over_cap{0};
 
 struct Exempt {
     Exempt() { t_exempt++; }
@@ -69,6 +75,10 @@ bool inside_llama_common() {
 }
 
 void *allocate(size_t n) {
+    if (size_t cap = g_allocation_cap.load(std::memory_order_relaxed); cap && n > cap) {
+        g_over_cap.fetch_add(1);
+        throw std::bad_alloc();
+    }
     if (!t_exempt && (!g_window.load(std::memory_order_relaxed) || t_window)) {
         if (g_counting.load(std::memory_order_relaxed)) g_counted.fetch_add(1, std::memory_order_relaxed);
         if (g_countdown.load(std::memory_order_relaxed) > 0 && g_countdown.fetch_sub(1) == 1) {
@@ -874,6 +884,235 @@ void test_prompt_cache_memory_bound(const afm_backend_vtable *vt) {
     vt->destroy(instance);
 }
 
+// The PromptCache object alone (no model): fake states of known sizes, files crafted as damage or an attacker
+// would leave them, two instances sharing a directory.
+
+std::vector<llama_token> fake_tokens(int seed, size_t n) {
+    std::vector<llama_token> t(n);
+    for (size_t i = 0; i < n; i++) t[i] = (llama_token)(seed * 1000 + (int)i);
+    return t;
+}
+
+std::shared_ptr<std::vector<uint8_t>> fake_state(size_t bytes, int seed) {
+    auto state = std::make_shared<std::vector<uint8_t>>(bytes);
+    for (size_t i = 0; i < bytes; i++) (*state)[i] = (uint8_t)(i * 31 + (size_t)seed);
+    return state;
+}
+
+/** The files of `dir` (one directory, not recursive) whose names end in `suffix`, with their sizes. */
+std::vector<std::pair<std::string, uint64_t>> files_in(const std::string &dir, const char *suffix) {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    const size_t n = std::strlen(suffix);
+    if (DIR *d = opendir(dir.c_str())) {
+        while (struct dirent *e = readdir(d)) {
+            std::string name = e->d_name;
+            struct stat st;
+            if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0 && stat((dir + "/" + name).c_str(), &st) == 0)
+                out.emplace_back(dir + "/" + name, (uint64_t)st.st_size);
+        }
+        closedir(d);
+    }
+    return out;
+}
+
+uint64_t total_bytes(const std::vector<std::pair<std::string, uint64_t>> &files) {
+    uint64_t sum = 0;
+    for (const auto &f : files) sum += f.second;
+    return sum;
+}
+
+/** Writes an entry file with `header` (its hash recomputed) and `tokens`, then sets its length to `file_size`
+ *  (sparse: a file that claims hundreds of GiB takes no disk). */
+bool craft_entry(const std::string &path, PromptCacheFileHeader header, const std::vector<llama_token> &tokens,
+                 uint64_t file_size) {
+    header.tokens_hash = hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x544b);
+    header.header_hash = prompt_cache_header_hash(header);
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return false;
+    bool ok = write(fd, &header, sizeof header) == (ssize_t)sizeof header &&
+              write(fd, tokens.data(), tokens.size() * sizeof(llama_token)) == (ssize_t)(tokens.size() * sizeof(llama_token)) &&
+              ftruncate(fd, (off_t)file_size) == 0;
+    return close(fd) == 0 && ok;
+}
+
+std::vector<llama_token> extended(std::vector<llama_token> tokens, int more) {
+    for (int i = 0; i < more; i++) tokens.push_back(7);
+    return tokens;
+}
+
+void test_prompt_cache_rejects_crafted_entries() {
+    // Length fields that would make a reader allocate hundreds of MiB or GiB, in files of exactly the size they
+    // claim (sparse) and with valid checksums: each is deleted at start-up or when found, never read into memory,
+    // and no single allocation exceeds 32 MiB meanwhile. A genuine entry beside them still restores.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const uint64_t disk_limit = (uint64_t)1 << 41;  // PromptCacheDiskMiB=2097152: the bound is not what saves us
+    const auto genuine = fake_tokens(1, 100);
+    std::string dir;
+    {
+        PromptCache writer(0, root, disk_limit, 0xfeed, "n1", "test", 4096);
+        writer.save(genuine, fake_state(64 << 10, 1), false);
+        writer.flush();
+        dir = writer.directory();
+    }
+    auto files = files_in(dir, ".kv");
+    CHECK(files.size() == 1, "%zu entries written", files.size());
+    if (files.size() != 1) return;
+    PromptCacheFileHeader h{};
+    {
+        FILE *f = std::fopen(files[0].first.c_str(), "rb");
+        CHECK(f && std::fread(&h, sizeof h, 1, f) == 1, "read the header");
+        if (f) std::fclose(f);
+    }
+    struct Crafted {
+        const char *what;
+        uint64_t n_tokens, state_bytes;
+        std::vector<llama_token> tokens;
+    };
+    std::vector<Crafted> crafted = {
+        {"a 512 GiB state", 40, (uint64_t)1 << 39, fake_tokens(2, 40)},
+        {"16 Mi tokens", (uint64_t)1 << 24, 4096, fake_tokens(3, 40)},
+        {"a 200 MiB state for 40 tokens", 40, (uint64_t)200 << 20, fake_tokens(4, 40)},
+    };
+    for (size_t i = 0; i < crafted.size(); i++) {
+        PromptCacheFileHeader c = h;
+        c.n_tokens = crafted[i].n_tokens;
+        c.state_bytes = crafted[i].state_bytes;
+        uint64_t size = sizeof c + c.n_tokens * sizeof(llama_token) + c.state_bytes;
+        std::string path = dir + "/crafted" + std::to_string(i) + ".kv";
+        CHECK(craft_entry(path, c, crafted[i].tokens, size), "craft %s", crafted[i].what);
+    }
+    g_over_cap = 0;
+    g_allocation_cap = (size_t)32 << 20;
+    try {
+        PromptCache reader(0, root, disk_limit, 0xfeed, "n1", "test", 4096);
+        reader.set_state_size(1000, 1000);  // what the warm-up decode measures (SmolLM2's is ~23 KiB per token)
+        for (const auto &c : crafted) {
+            PromptCache::Match match = reader.find(extended(c.tokens, 5));
+            std::shared_ptr<const std::vector<uint8_t>> state;
+            CHECK(match.length == 0 || !reader.take(match, state), "%s was loaded", c.what);
+        }
+        PromptCache::Match match = reader.find(extended(genuine, 5));
+        std::shared_ptr<const std::vector<uint8_t>> state;
+        CHECK(match.length == genuine.size() && reader.take(match, state) && state && state->size() == 64 << 10,
+              "the genuine entry beside them does not restore (match %zu)", match.length);
+        PromptCacheStats st = reader.stats();
+        CHECK(st.discarded == crafted.size() && st.disk_entries == 1, "discarded %llu, %llu entries",
+              (unsigned long long)st.discarded, (unsigned long long)st.disk_entries);
+    } catch (const std::exception &e) {
+        CHECK(false, "reading crafted entries threw: %s", e.what());
+    }
+    g_allocation_cap = 0;
+    CHECK(g_over_cap == 0, "%ld allocations above 32 MiB while reading crafted entries", g_over_cap.load());
+    files = files_in(dir, ".kv");
+    CHECK(files.size() == 1, "%zu entry files left (the crafted ones must be deleted)", files.size());
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_disk_bound_across_instances() {
+    // Two instances of one model share a directory (a generation draining after a reload and its successor; two
+    // daemons): writing at once, the files on disk stay within PromptCacheDiskMiB, every file verifies, no
+    // temporary file is left, and one that a dead writer left behind is removed. The RAM tier keeps its bound too.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const size_t limit = 1 << 20, state = 150 << 10;
+    std::string dir;
+    {
+        PromptCache a(0, root, limit, 0xbeef, "n1", "a", 4096), b(0, root, limit, 0xbeef, "n1", "b", 4096);
+        CHECK(a.directory() == b.directory() && !a.directory().empty(), "%s vs %s", a.directory().c_str(),
+              b.directory().c_str());
+        dir = a.directory();
+        auto writes = [&](PromptCache &cache, int seed) {
+            Exempt exempt;
+            for (int i = 0; i < 10; i++) cache.save(fake_tokens(seed + i, 64), fake_state(state, seed + i), false);
+            cache.save(fake_tokens(999, 64), fake_state(state, 999), false);  // both write this one
+        };
+        std::thread ta(writes, std::ref(a), 100), tb(writes, std::ref(b), 200);
+        ta.join();
+        tb.join();
+        a.flush();
+        b.flush();
+        auto on_disk = files_in(dir, ".kv");
+        CHECK(total_bytes(on_disk) <= limit, "%zu files, %llu bytes on disk: over the %zu-byte bound", on_disk.size(),
+              (unsigned long long)total_bytes(on_disk), limit);
+        CHECK(a.stats().disk_bytes <= limit && b.stats().disk_bytes <= limit, "the indexes exceed the bound");
+        CHECK(files_in(dir, ".tmp").empty(), "temporary files left behind");
+        CHECK(on_disk.size() >= 4, "only %zu entries kept", on_disk.size());
+    }
+    // What a writer killed mid-write leaves: its process (pid 999999999, beyond pid_max) is gone.
+    std::string stale = dir + "/0123456789abcdef-000064.kv.999999999.0x1.tmp";
+    {
+        FILE *f = std::fopen(stale.c_str(), "wb");
+        CHECK(f != nullptr, "create %s", stale.c_str());
+        if (f) {
+            std::vector<char> junk(100 << 10, 'x');
+            std::fwrite(junk.data(), 1, junk.size(), f);
+            std::fclose(f);
+        }
+    }
+    {
+        PromptCache c(0, root, limit, 0xbeef, "n1", "c", 4096);
+        PromptCacheStats st = c.stats();
+        auto on_disk = files_in(dir, ".kv");
+        CHECK(st.discarded == 0 && st.disk_entries == on_disk.size() && st.disk_bytes == total_bytes(on_disk),
+              "a third instance: %llu discarded, %llu entries (%zu files), %llu bytes", (unsigned long long)st.discarded,
+              (unsigned long long)st.disk_entries, on_disk.size(), (unsigned long long)st.disk_bytes);
+        struct stat sb;
+        CHECK(stat(stale.c_str(), &sb) != 0, "the dead writer's temporary file was not removed");
+    }
+    {
+        PromptCache ram(limit, "", 0, 0, "n1", "ram", 4096);
+        for (int i = 0; i < 20; i++) {
+            ram.save(fake_tokens(300 + i, 64), fake_state(state, i), true);
+            CHECK(ram.stats().ram_bytes <= limit, "RAM tier at %llu bytes after %d states",
+                  (unsigned long long)ram.stats().ram_bytes, i + 1);
+        }
+        PromptCacheStats st = ram.stats();
+        CHECK(st.ram_entries == limit / state && st.evictions == 20 - limit / state, "%llu entries, %llu evictions",
+              (unsigned long long)st.ram_entries, (unsigned long long)st.evictions);
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_never_reads_another_models_entries() {
+    // Another model (another fingerprint) or another layout has its own directory; a file copied from one into the
+    // other does not verify (its header names the other model) and is deleted.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(5, 64);
+    std::string first;
+    {
+        PromptCache smol(0, root, 8 << 20, 0x1111, "n1", "smol", 4096);
+        smol.save(tokens, fake_state(32 << 10, 5), false);
+        smol.flush();
+        first = smol.directory();
+    }
+    auto files = files_in(first, ".kv");
+    CHECK(files.size() == 1, "%zu entries", files.size());
+    if (files.size() != 1) return;
+    std::string other;
+    {
+        PromptCache gemma(0, root, 8 << 20, 0x2222, "n1", "gemma", 4096);
+        PromptCache layout(0, root, 8 << 20, 0x1111, "n4", "layout", 4096);
+        other = gemma.directory();
+        CHECK(other != first && layout.directory() != first && layout.directory() != other, "%s %s %s", first.c_str(),
+              other.c_str(), layout.directory().c_str());
+        CHECK(gemma.find(extended(tokens, 3)).length == 0 && layout.find(extended(tokens, 3)).length == 0,
+              "another model or layout found the entry");
+    }
+    std::string copy = "cp '" + files[0].first + "' '" + other + "/'";
+    CHECK(std::system(copy.c_str()) == 0, "%s", copy.c_str());
+    {
+        PromptCache gemma(0, root, 8 << 20, 0x2222, "n1", "gemma", 4096);
+        CHECK(gemma.find(extended(tokens, 3)).length == 0, "another model's entry was found");
+        CHECK(gemma.stats().discarded == 1 && files_in(other, ".kv").empty(), "the copied entry was kept");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_allocation_failures(const afm_backend_vtable *vt, afm_instance *instance) {
     // generate itself (parse, template, tokenize, sampler, registering, queueing, the emitter thread).
     long scale = std::getenv("SWEEP_RUNS") ? std::atol(std::getenv("SWEEP_RUNS")) : 40;
@@ -923,6 +1162,9 @@ int main(int argc, char **argv) {
     run("helpers", test_helpers);
     run("parse_with_memory_exhausted", test_parse_with_memory_exhausted);
     run("schemas_keep_their_order", test_schemas_keep_their_order);
+    run("prompt_cache_rejects_crafted_entries", test_prompt_cache_rejects_crafted_entries);
+    run("prompt_cache_disk_bound_across_instances", test_prompt_cache_disk_bound_across_instances);
+    run("prompt_cache_never_reads_another_models_entries", test_prompt_cache_never_reads_another_models_entries);
     const afm_backend_vtable *vt = negotiate();
     if (!vt) {
         std::fprintf(stderr, "negotiation failed\n");

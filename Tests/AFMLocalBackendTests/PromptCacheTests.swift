@@ -51,6 +51,13 @@ import Testing
         return figures
     }
 
+    /// The text of a GET on afmd's API port.
+    func text(_ local: LocalDaemon, _ path: String) throws -> String {
+        let response = try local.client().get(path)
+        #expect(response.status == 200, "GET \(path): \(response.status)")
+        return response.text
+    }
+
     func count(_ figures: JSONValue, _ key: String) -> Int { figures[key]?.numberValue?.intValue ?? -1 }
 
     /// The first line `afmctl --json top` prints (it streams until stopped).
@@ -94,6 +101,27 @@ import Testing
         let figures = try cacheFigures(after) { count($0, "disk_hits") == 1 }
         #expect(count(figures, "hits") == 1 && count(figures, "misses") == 0, "\(figures.jsonString)")
         #expect(count(figures, "ram_limit_bytes") == 2048 << 20, "\(figures.jsonString)")
+
+        // /metrics exports them as afm_prompt_cache_* families (with HELP and TYPE), per tier.
+        let metrics = try text(after, "/metrics")
+        for family in [
+            "afm_prompt_cache_bytes gauge", "afm_prompt_cache_entries gauge", "afm_prompt_cache_limit_bytes gauge",
+            "afm_prompt_cache_hits_total counter", "afm_prompt_cache_misses_total counter",
+            "afm_prompt_cache_evictions_total counter", "afm_prompt_cache_restored_tokens_total counter",
+            "afm_prompt_cache_discarded_total counter",
+        ] {
+            #expect(metrics.contains("# TYPE \(family)\n"), "no \(family) in /metrics")
+            #expect(metrics.contains("# HELP \(family.split(separator: " ")[0]) "), "no HELP for \(family)")
+        }
+        let expected = [
+            #"afm_prompt_cache_hits_total{backend="local",tier="disk"} 1"#,
+            #"afm_prompt_cache_hits_total{backend="local",tier="ram"} 0"#,
+            #"afm_prompt_cache_misses_total{backend="local"} 0"#,
+            #"afm_prompt_cache_limit_bytes{backend="local",tier="ram"} 2147483648"#,
+            #"afm_prompt_cache_limit_bytes{backend="local",tier="disk"} 8589934592"#,
+            #"afm_prompt_cache_restored_tokens_total{backend="local"} \#(count(figures, "restored_tokens"))"#,
+        ]
+        for line in expected { #expect(metrics.contains(line + "\n"), "/metrics lacks \(line)") }
 
         // afmctl top shows the same figures, with the backend's id.
         let snapshot = try topSnapshot(after)

@@ -236,7 +236,7 @@ let package = Package(
         // afm chat in a pseudo-terminal (tmux) against a real afmd; crash safety of the history.
         .testTarget(
             name: "AFMChatCLITests",
-            dependencies: ["AFMChat", "AFMStore", "AFMTestSupport"],
+            dependencies: ["AFMChat", "AFMStore", "AFMTestSupport", "AFMWebChat"],
             swiftSettings: swiftSettings
         ),
         // The agent runtime against real daemons (scripted backend, local model) and real MCP servers; `afm agent`.

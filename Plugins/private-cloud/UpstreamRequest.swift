@@ -56,6 +56,8 @@ struct UpstreamRequest {
     var maxOutputTokens: Int?
     var temperature: Double?
     var topP: Double?
+    /// The client's sampling seed; Chat Completions upstreams take it (Responses has no seed).
+    var seed: Int?
     var reasoningEffort: String?
     var hasImages: Bool
     /// Upstream tool name → the name the host knows (without the namespace prefix).
@@ -196,6 +198,12 @@ struct UpstreamRequest {
         }
         temperature = try Self.number(object["temperature"], field: "temperature")
         topP = try Self.number(object["top_p"], field: "top_p")
+        if !JSON.isNullOrMissing(object["seed"]) {
+            guard let value = JSON.int(object["seed"]) else {
+                throw .invalidRequest("generation request: seed must be an integer or null")
+            }
+            seed = value
+        }
         if !JSON.isNullOrMissing(object["reasoning_effort"]) {
             guard let effort = JSON.string(object["reasoning_effort"]),
                 ["none", "minimal", "low", "medium", "high", "xhigh"].contains(effort)
@@ -402,6 +410,7 @@ struct UpstreamRequest {
         if let maxOutputTokens { body["max_tokens"] = maxOutputTokens }
         if let temperature { body["temperature"] = temperature }
         if let topP { body["top_p"] = topP }
+        if let seed { body["seed"] = seed }
         if let reasoningEffort { body["reasoning_effort"] = reasoningEffort }
         return body
     }

@@ -78,25 +78,33 @@ public final class Agent: Sendable {
         state.withLock { $0.turns = [] }
     }
 
-    /// Starts a turn (it waits for the agent's earlier turns to end) and returns it at once.
-    public func run(_ prompt: String, policy: TurnPolicy? = nil) -> AgentRun {
+    /// Checks a turn's answer before the turn joins the history; its error fails the turn (the history unchanged).
+    public typealias Acceptance = @Sendable (AgentResponse) throws(AgentError) -> Void
+
+    /// Starts a turn (it waits for the agent's earlier turns to end) and returns it at once. `accept` (when
+    /// given) checks the answer first: a turn it refuses fails with its error and is not remembered.
+    public func run(_ prompt: String, policy: TurnPolicy? = nil, accept: Acceptance? = nil) -> AgentRun {
         let (events, continuation) = AsyncStream<AgentEvent>.makeStream()
         let control = TurnControl()
         let outcome = TurnOutcome()
         let policy = policy ?? configuration.policy
+        // The turn's place in line is taken here, in call order, not when its task first runs.
+        let ticket = queue.take()
         let task = Task {
-            await self.execute(prompt: prompt, policy: policy, control: control, continuation: continuation, outcome: outcome)
+            await self.execute(
+                prompt: prompt, policy: policy, accept: accept, ticket: ticket, control: control, continuation: continuation,
+                outcome: outcome)
         }
         control.setTask(task)
         return AgentRun(events: events, control: control, outcome: outcome)
     }
 
     private func execute(
-        prompt: String, policy: TurnPolicy, control: TurnControl, continuation: AsyncStream<AgentEvent>.Continuation,
-        outcome: TurnOutcome
+        prompt: String, policy: TurnPolicy, accept: Acceptance?, ticket: UInt64, control: TurnControl,
+        continuation: AsyncStream<AgentEvent>.Continuation, outcome: TurnOutcome
     ) async {
         let emit: @Sendable (AgentEvent) -> Void = { continuation.yield($0) }
-        guard await queue.acquire() else {
+        guard await queue.acquire(ticket) else {
             finish(.failure(.cancelled), continuation: continuation, outcome: outcome)
             return
         }
@@ -114,6 +122,8 @@ public final class Agent: Sendable {
         let result: Result<AgentResponse, AgentError>
         do {
             let (response, items) = try await executor.run(prompt: prompt)
+            // A refused answer fails the turn before it is remembered (agents.md §1.7: failed turns roll back).
+            try accept?(response)
             state.withLock { state in
                 state.turns.append(items)
                 if let limit = configuration.historyLimit, state.turns.count > max(limit, 0) {

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMClient
 import AFMJSON
 
 /// A completed turn: the answer, the tool calls made on the way, usage and the number of model steps.
@@ -8,7 +9,8 @@ public struct AgentResponse: Sendable, Hashable {
     /// A schema turn's answer, parsed and re-serialized with its keys in the schema's order; nil otherwise.
     public var json: JSONValue?
     public var toolCalls: [ToolCallRecord]
-    public var usage: AgentUsage
+    /// Tokens the turn spent, summed over its model steps.
+    public var usage: ResponseUsage
     /// How many model requests the turn took.
     public var steps: Int
     /// The model that answered (the gateway's `response.model`).
@@ -17,7 +19,7 @@ public struct AgentResponse: Sendable, Hashable {
     public var trimmedTurns: Int
 
     public init(
-        text: String, json: JSONValue? = nil, toolCalls: [ToolCallRecord] = [], usage: AgentUsage = AgentUsage(),
+        text: String, json: JSONValue? = nil, toolCalls: [ToolCallRecord] = [], usage: ResponseUsage = ResponseUsage(),
         steps: Int, model: String? = nil, trimmedTurns: Int = 0
     ) {
         self.text = text
@@ -31,9 +33,17 @@ public struct AgentResponse: Sendable, Hashable {
 
     public var jsonValue: JSONValue {
         [
-            "text": .string(text), "json": json ?? .null, "tool_calls": .array(toolCalls.map(\.json)), "usage": usage.json,
+            "text": .string(text), "json": json ?? .null, "tool_calls": .array(toolCalls.map(\.json)), "usage": Self.json(usage),
             "steps": .number(JSONNumber(steps)), "model": model.map(JSONValue.string) ?? .null,
             "trimmed_turns": .number(JSONNumber(trimmedTurns)),
+        ]
+    }
+
+    /// `usage` as the agent surfaces write it: the four counts flat (the Responses API nests the last two).
+    static func json(_ usage: ResponseUsage) -> JSONValue {
+        [
+            "input_tokens": .number(JSONNumber(usage.inputTokens)), "output_tokens": .number(JSONNumber(usage.outputTokens)),
+            "reasoning_tokens": .number(JSONNumber(usage.reasoningTokens)), "cached_tokens": .number(JSONNumber(usage.cachedTokens)),
         ]
     }
 }

@@ -12,13 +12,20 @@ import Synchronization
 ///  child's stdout/stderr ─► reader thread ─► responses (by id) ─► the waiting request
 ///                                          └► notifications ─► handler; server requests ─► ping {} / −32601
 ///  EOF on stdout (the server died) ─► every waiting request fails at once, later ones too: never a hang
-///  close(): stdin closed ─► 2 s ─► SIGTERM ─► 2 s ─► SIGKILL, then reaped
+///  close() / stop(): stdin closed ─► 2 s ─► SIGTERM ─► 2 s ─► SIGKILL, then reaped; the threads end with it
 /// ```
+///
+/// The outbox is bounded (``maximumOutboxBytes``, counting what waits and what is being written): a server that
+/// stops reading its input blocks the writer, and calls made then fail at once with `busy` instead of queueing
+/// without end. The threads hold the connection until the server is stopped: ``MCPServer`` stops it when it is
+/// dropped.
 final class MCPConnection: Sendable {
     /// The longest line accepted from the server (a larger one is a protocol error that closes the connection).
     static let maximumLineBytes = 16 << 20
     /// How much of the server's standard error is kept for error messages.
     static let stderrTailBytes = 2048
+    /// The most bytes of messages that may wait for the server to read them (16 MiB, as a line it may send).
+    static let maximumOutboxBytes = 16 << 20
 
     private struct State {
         var nextID = 0
@@ -27,6 +34,8 @@ final class MCPConnection: Sendable {
         /// Why no more requests can be answered (set once).
         var closedReason: String?
         var outbox: [[UInt8]] = []
+        /// The bytes in ``outbox`` plus those the writer took and has not written yet.
+        var outboxBytes = 0
         var closingInput = false
         var stderrTail: [UInt8] = []
         var exit: ChildExitStatus?
@@ -64,6 +73,9 @@ final class MCPConnection: Sendable {
         }
     }
 
+    /// The server's process id.
+    var processID: Int32 { process.pid }
+
     /// Receives the server's notifications (`notifications/tools/list_changed`, …).
     func setNotificationHandler(_ handler: @escaping @Sendable (String, JSONValue?) -> Void) {
         state.withLock { $0.notificationHandler = handler }
@@ -82,14 +94,25 @@ final class MCPConnection: Sendable {
         do {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<JSONValue, any Error>) in
-                    let refusal: String? = state.withLock { state in
-                        if let reason = state.closedReason { return reason }
+                    let refusal: AgentError? = state.withLock { state in
+                        if let reason = state.closedReason { return AgentError(.toolFailed, reason) }
+                        // Cancelled before the request was registered: the cancellation handler has run (or is
+                        // about to, finding nothing), so the request is refused here rather than sent and waited on.
+                        if Task.isCancelled { return AgentError.cancelled }
+                        // A server that does not read its input would otherwise make the outbox grow without end.
+                        guard state.outboxBytes + bytes.count <= Self.maximumOutboxBytes else {
+                            return AgentError(
+                                .busy,
+                                "MCP server \(name) is not reading its input: \(state.outboxBytes) bytes wait for it and this "
+                                    + "request has \(bytes.count) (limit \(Self.maximumOutboxBytes)); \(method) was not sent")
+                        }
                         state.pending[id] = continuation
                         state.outbox.append(bytes)
+                        state.outboxBytes += bytes.count
                         return nil
                     }
                     if let refusal {
-                        continuation.resume(throwing: AgentError(.toolFailed, refusal))
+                        continuation.resume(throwing: refusal)
                         return
                     }
                     writerWake.signal()
@@ -126,9 +149,12 @@ final class MCPConnection: Sendable {
     }
 
     private func send(_ message: JSONValue) {
+        let bytes = message.encoded() + [0x0A]
         let queued = state.withLock { state in
-            guard state.closedReason == nil else { return false }
-            state.outbox.append(message.encoded() + [0x0A])
+            // Over the bound a notification or an answer to the server is dropped: the server is not reading.
+            guard state.closedReason == nil, state.outboxBytes + bytes.count <= Self.maximumOutboxBytes else { return false }
+            state.outbox.append(bytes)
+            state.outboxBytes += bytes.count
             return true
         }
         if queued { writerWake.signal() }
@@ -138,27 +164,34 @@ final class MCPConnection: Sendable {
     /// Waiting requests fail. Returns how the server ended.
     @discardableResult
     func close(grace: Duration = .seconds(2)) async -> ChildExitStatus? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<ChildExitStatus?, Never>) in
+            stop(grace: grace) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// Stops the server as ``close(grace:)`` does, without waiting: `done` gets how it ended, on the thread that
+    /// stopped it. When the server is gone, both threads end and release the connection (and its descriptors).
+    func stop(grace: Duration = .seconds(2), done: @escaping @Sendable (ChildExitStatus?) -> Void = { _ in }) {
         fail(reason: "the MCP server \(name) was shut down", closingInput: true)
-        return await withCheckedContinuation { (continuation: CheckedContinuation<ChildExitStatus?, Never>) in
-            do {
-                try IOThread.spawn(name: "afm-mcp-stop") { [self] in
-                    var status = waitForExit(within: grace)
-                    if status == nil {
-                        process.terminate()
-                        status = waitForExit(within: grace)
-                    }
-                    if status == nil {
-                        process.killImmediately()
-                        status = waitForExit(within: .seconds(60))
-                    }
-                    readerWake.signal()
-                    continuation.resume(returning: status)
-                }.detach()
-            } catch {
-                process.killImmediately()
+        do {
+            try IOThread.spawn(name: "afm-mcp-stop") { [self] in
+                // Reaped already (an earlier stop): the status is kept, and no signal goes to a pid that may be reused.
+                var status = waitForExit(within: grace)
+                if status == nil {
+                    process.terminate()
+                    status = waitForExit(within: grace)
+                }
+                if status == nil {
+                    process.killImmediately()
+                    status = waitForExit(within: .seconds(60))
+                }
                 readerWake.signal()
-                continuation.resume(returning: nil)
-            }
+                done(status)
+            }.detach()
+        } catch {
+            process.killImmediately()
+            readerWake.signal()
+            done(nil)
         }
     }
 
@@ -222,6 +255,7 @@ final class MCPConnection: Sendable {
             for message in batch {
                 do {
                     try streams.input.writeAllToPipe(message)
+                    state.withLock { $0.outboxBytes -= message.count }
                 } catch {
                     fail(reason: "MCP server \(name) stopped reading its input (\(error))")
                     break

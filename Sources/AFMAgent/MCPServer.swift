@@ -14,7 +14,11 @@ import Synchronization
 /// ```
 ///
 /// A tool that reports `isError` gives the model an error output; a server that dies, or does not answer
-/// within the tool timeout, fails the call (an error output too), and every later call fails at once.
+/// within the tool timeout, fails the call (an error output too), and every later call fails at once. A server
+/// that stops reading its input fails the calls made then with `busy` (its input queue is bounded).
+///
+/// Dropping the last reference stops the server as ``shutdown()`` does, without waiting: its process is ended
+/// and reaped, and its two threads and five descriptors go with it.
 public final class MCPServer: AgentToolProvider, Sendable {
     /// The protocol revisions this client speaks (tools are the same in all of them), newest first.
     public static let supportedProtocolVersions = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
@@ -49,6 +53,13 @@ public final class MCPServer: AgentToolProvider, Sendable {
         self.serverInfo = result["serverInfo"] ?? .null
         self.instructions = result["instructions"]?.stringValue
     }
+
+    deinit {
+        connection.stop()
+    }
+
+    /// The server's process id (for diagnostics; the process is reaped once the server is stopped).
+    public var processID: Int32 { connection.processID }
 
     /// Starts the server, performs the handshake and lists its tools, all within the startup timeout.
     ///

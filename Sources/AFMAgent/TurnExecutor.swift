@@ -29,7 +29,7 @@ struct TurnExecutor: Sendable {
         var items: [JSONValue] = [Self.userMessage(prompt)]
         var controller = StepController(policy: policy, tools: tools)
         let runtime = ToolRuntime(tools: tools, policy: policy, control: control, emit: emit)
-        var usage = AgentUsage()
+        var usage = ResponseUsage()
         var records: [ToolCallRecord] = []
         var earlierText = false
         var answeringModel: String?
@@ -37,10 +37,7 @@ struct TurnExecutor: Sendable {
             try checkCancelled()
             let plan = controller.plan()
             let outcome = try await step(plan: plan, index: controller.step, items: items, earlierText: earlierText)
-            usage.inputTokens += outcome.usage.inputTokens
-            usage.outputTokens += outcome.usage.outputTokens
-            usage.reasoningTokens += outcome.usage.reasoningTokens
-            usage.cachedTokens += outcome.usage.cachedTokens
+            usage = usage + outcome.usage
             answeringModel = outcome.model ?? answeringModel
             if !outcome.text.isEmpty { earlierText = true }
             items += outcome.items
@@ -159,7 +156,7 @@ struct TurnExecutor: Sendable {
     }
 
     private func finalResponse(
-        text: String, records: [ToolCallRecord], usage: AgentUsage, steps: Int, model: String?, trimmedTurns: Int
+        text: String, records: [ToolCallRecord], usage: ResponseUsage, steps: Int, model: String?, trimmedTurns: Int
     ) throws(AgentError) -> AgentResponse {
         var json: JSONValue?
         if let schema = policy.schema {

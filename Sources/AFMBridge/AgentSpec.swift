@@ -50,18 +50,8 @@ struct AgentSpec: Sendable {
     /// Starts the MCP servers in order; when one fails, those already started are stopped and its error thrown
     /// (`tool_failed`).
     func start() async throws(AgentError) -> Started {
-        var started = Started()
-        for configuration in servers {
-            do {
-                let server = try await MCPServer.start(configuration)
-                started.providers.append(server)
-                started.closers.append { await server.shutdown() }
-            } catch {
-                for close in started.closers { await close() }
-                throw error
-            }
-        }
-        return started
+        let started = try await MCPServer.startAll(servers)
+        return Started(providers: started, closers: started.map { server in { await server.shutdown() } })
     }
 
     /// `mcp_servers`: `[{"name","command","args","env","cwd","startup_timeout_ms","tool_timeout_ms"}]`.

@@ -93,9 +93,15 @@ extension Bridge {
     /// notifications. With `options`, the `completed` event carries the `decision` (or becomes `failed` when the
     /// answer chose something else).
     func startRun(
-        _ request: JSONRPCRequest, agentID: String, options: [String]? = nil, _ start: () throws(AgentError) -> AgentRun
+        _ request: JSONRPCRequest, agentID: String, field: String = "agent_id", options: [String]? = nil,
+        _ start: () throws(AgentError) -> AgentRun
     ) throws(JSONRPCError) {
         try state.withLock { (state) throws(JSONRPCError) in
+            // The agent may have closed since the request looked it up: agent.close cancels the runs it sees under
+            // this lock, so a run registered after that would outlive its agent (and its MCP servers).
+            guard state.agents[agentID] != nil else {
+                throw .invalidParams(field, "no agent or NPC \"\(agentID)\" (closed, or never created)")
+            }
             guard state.runs.count < configuration.maxRuns else {
                 throw .bridge("limit_reached", "this bridge already has \(configuration.maxRuns) active runs; wait for some to end")
             }
@@ -116,7 +122,10 @@ extension Bridge {
     /// Sends a run's events in order, then forgets the run.
     private func forward(_ run: AgentRun, id: String, agentID: String, options: [String]?) async {
         var sequence = 0
+        var overflowed = false
         for await event in run {
+            // After an overflow the run is cancelled and its last event sent: the rest is drained unsent.
+            if overflowed { continue }
             var json = event.json
             if let options, case .completed(let response) = event {
                 do {
@@ -129,9 +138,25 @@ extension Bridge {
                     json = AgentEvent.failed(error).json
                 }
             }
-            notify(
-                "run.event",
-                ["run_id": .string(id), "agent_id": .string(agentID), "seq": .number(JSONNumber(sequence)), "event": json])
+            let last: Bool
+            switch event {
+            case .completed, .failed: last = true
+            default: last = false
+            }
+            func params(_ event: JSONValue) -> JSONValue {
+                ["run_id": .string(id), "agent_id": .string(agentID), "seq": .number(JSONNumber(sequence)), "event": event]
+            }
+            // A streaming event is droppable: a host that stops reading must not make the outbox grow without
+            // limit. The run it would have grown is cancelled, and its last event (always sent) says why.
+            if !notify("run.event", params(json), droppable: !last) {
+                overflowed = true
+                run.cancel()
+                let error = AgentError(
+                    .busy,
+                    "the host is not reading: \(outbox.queuedBytes) bytes of messages wait for it (limit \(outbox.maxQueuedBytes)); the run was cancelled")
+                logger?.warning("\(id): \(error.message)")
+                notify("run.event", params(AgentEvent.failed(error).json))
+            }
             sequence += 1
         }
         _ = state.withLock { $0.runs.removeValue(forKey: id) }

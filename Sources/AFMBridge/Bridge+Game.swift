@@ -46,7 +46,7 @@ extension Bridge {
         let speaker = try params.optionalString("speaker", maxBytes: 200)
         let policy = try turnPolicy(&params, npc: npc.npc)
         try params.finish()
-        try startRun(request, agentID: npc.id) { npc.npc.say(text, from: speaker, policy: policy) }
+        try startRun(request, agentID: npc.id, field: "npc_id") { npc.npc.say(text, from: speaker, policy: policy) }
     }
 
     func decide(_ request: JSONRPCRequest, _ params: inout BridgeParams) throws(JSONRPCError) {
@@ -60,7 +60,7 @@ extension Bridge {
         }
         let policy = try turnPolicy(&params, npc: npc.npc)
         try params.finish()
-        try startRun(request, agentID: npc.id, options: options) { () throws(AgentError) in
+        try startRun(request, agentID: npc.id, field: "npc_id", options: options) { () throws(AgentError) in
             try npc.npc.decide(situation, options: options, policy: policy)
         }
     }
@@ -68,13 +68,21 @@ extension Bridge {
     func setWorld(_ params: inout BridgeParams) throws(JSONRPCError) -> JSONValue {
         let facts = try params.rawObject("facts")
         try params.finish()
-        return ["revision": .number(JSONNumber(world.set(facts)))]
+        do {
+            return ["revision": .number(JSONNumber(try world.set(facts)))]
+        } catch {
+            throw .invalidParams("facts", error.message)
+        }
     }
 
     func patchWorld(_ params: inout BridgeParams) throws(JSONRPCError) -> JSONValue {
         let patch = try params.rawObject("patch")
         try params.finish()
-        return ["revision": .number(JSONNumber(world.patch(patch)))]
+        do {
+            return ["revision": .number(JSONNumber(try world.patch(patch)))]
+        } catch {
+            throw .invalidParams("patch", error.message)
+        }
     }
 
     func getWorld(_ params: inout BridgeParams) throws(JSONRPCError) -> JSONValue {

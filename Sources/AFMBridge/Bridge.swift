@@ -139,6 +139,8 @@ public final class Bridge: Sendable {
             case "world.get": reply(request, try getWorld(&params))
             case "shutdown":
                 try params.finish()
+                // Refuse what follows at once (the next line may already be read); the task does the rest.
+                state.withLock { $0.shutDown = true }
                 Task {
                     await shutdown()
                     reply(request, [:])
@@ -167,8 +169,10 @@ public final class Bridge: Sendable {
         outbox.send(["jsonrpc": "2.0", "id": id, "error": error.json])
     }
 
-    func notify(_ method: String, _ params: JSONValue) {
-        outbox.send(["jsonrpc": "2.0", "method": .string(method), "params": params])
+    /// False when the outbox refused a `droppable` notification (the host is not reading; see ``BridgeOutbox``).
+    @discardableResult
+    func notify(_ method: String, _ params: JSONValue, droppable: Bool = false) -> Bool {
+        outbox.send(["jsonrpc": "2.0", "method": .string(method), "params": params], droppable: droppable)
     }
 
     // MARK: - Lifecycle

@@ -7,7 +7,7 @@ import Glibc
 // The C functions of libafm-bridge.so (afm_bridge.h). Nothing here traps on input: NULL pointers and bad
 // configs are status codes, bad messages are JSON-RPC errors delivered through the callback.
 
-/// `afm_bridge_open`: parses the config, starts the delivery thread, hands out a retained handle.
+/// `afm_bridge_open`: parses the config, starts the delivery thread, hands out the handle's id (``BridgeRegistry``).
 @c(afm_bridge_open)
 public func afmBridgeOpen(
     _ config: UnsafePointer<CChar>?, _ callback: afm_bridge_callback?, _ userData: UnsafeMutableRawPointer?,
@@ -36,7 +36,8 @@ public func afmBridgeOpen(
     } catch {
         return fail(AFM_BRIDGE_ERR_RESOURCES, "afm_bridge_open: cannot start the delivery thread: \(error)")
     }
-    out.pointee = OpaquePointer(Unmanaged.passRetained(handle).toOpaque())
+    // The id as the opaque pointer: never 0, never an address, never reused.
+    out.pointee = OpaquePointer(bitPattern: BridgeRegistry.shared.register(handle))
     return AFM_BRIDGE_OK
 }
 
@@ -45,7 +46,8 @@ public func afmBridgeOpen(
 public func afmBridgeSend(_ bridge: OpaquePointer?, _ json: UnsafePointer<CChar>?, _ size: UInt64) -> afm_bridge_status {
     guard let bridge else { return AFM_BRIDGE_ERR_INVALID_ARGUMENT }
     guard json != nil || size == 0 else { return AFM_BRIDGE_ERR_INVALID_ARGUMENT }
-    let handle = Unmanaged<BridgeHandle>.fromOpaque(UnsafeRawPointer(bridge)).takeUnretainedValue()
+    // Closed, closing or never a handle: refused without touching memory. Found: held until the send returns.
+    guard let handle = BridgeRegistry.shared.handle(UInt(bitPattern: bridge)) else { return AFM_BRIDGE_ERR_CLOSED }
     guard let json, size > 0 else {
         handle.bridge.receive(ArraySlice<UInt8>())
         return AFM_BRIDGE_OK
@@ -59,16 +61,19 @@ public func afmBridgeSend(_ bridge: OpaquePointer?, _ json: UnsafePointer<CChar>
     return AFM_BRIDGE_OK
 }
 
-/// `afm_bridge_close`: ends everything the handle holds, then releases it.
+/// `afm_bridge_close`: ends everything the handle holds, then forgets it (a second close finds nothing).
 @c(afm_bridge_close)
 public func afmBridgeClose(_ bridge: OpaquePointer?) -> afm_bridge_status {
     guard let bridge else { return AFM_BRIDGE_ERR_INVALID_ARGUMENT }
-    let unmanaged = Unmanaged<BridgeHandle>.fromOpaque(UnsafeRawPointer(bridge))
-    let handle = unmanaged.takeUnretainedValue()
-    guard !handle.outbox.isDeliveryThread else { return AFM_BRIDGE_ERR_WRONG_THREAD }
-    handle.close()
-    unmanaged.release()
-    return AFM_BRIDGE_OK
+    let id = UInt(bitPattern: bridge)
+    switch BridgeRegistry.shared.beginClose(id) {
+    case .failure(.closed): return AFM_BRIDGE_ERR_CLOSED
+    case .failure(.wouldWaitForItself): return AFM_BRIDGE_ERR_WRONG_THREAD
+    case .success(let (handle, caller)):
+        handle.close()
+        BridgeRegistry.shared.endClose(id, caller: caller)
+        return AFM_BRIDGE_OK
+    }
 }
 
 /// The version text, made once and kept for the life of the library.

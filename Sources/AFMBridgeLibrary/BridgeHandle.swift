@@ -4,7 +4,8 @@ import CAFMBridge
 import Dispatch
 
 /// What an `afm_bridge *` points to: the dispatcher and its outbox, whose delivery thread calls the host's
-/// callback. Passed to C as a retained `Unmanaged` pointer, released by `afm_bridge_close`.
+/// callback. C sees only its id in ``BridgeRegistry``, which holds it from `afm_bridge_open` to the end of
+/// `afm_bridge_close`.
 final class BridgeHandle: Sendable {
     let bridge: Bridge
     let outbox: BridgeOutbox

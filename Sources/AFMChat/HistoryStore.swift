@@ -520,12 +520,16 @@ public final class HistoryStore {
 
     // MARK: - Search
 
+    /// The words of a search that count (``search(_:limit:markers:)``).
+    public static let maximumSearchWords = 32
+
     /// Conversations whose title or message text contains every word of `text` (newest first).
     ///
-    /// Message text is matched through the FTS5 index (word prefixes); image bytes are never read.
+    /// Message text is matched through the FTS5 index (word prefixes); image bytes are never read. Only the first
+    /// ``maximumSearchWords`` words count: each is a clause of the SQL, and SQLite refuses a query over 1000 deep.
     /// - Parameter markers: what is put around the matched words in message snippets.
     public func search(_ text: String, limit: Int = 50, markers: (open: String, close: String) = ("[", "]")) throws -> [SearchHit] {
-        let words = text.split(whereSeparator: { $0.isWhitespace }).map(String.init)
+        let words = text.split(whereSeparator: { $0.isWhitespace }).prefix(Self.maximumSearchWords).map(String.init)
         guard !words.isEmpty else { return [] }
         let query = words.map { "\"" + $0.replacingOccurrences(of: "\"", with: "\"\"") + "\"*" }.joined(separator: " ")
         var hits = try connection.query(

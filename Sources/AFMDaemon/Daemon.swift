@@ -51,10 +51,19 @@ public final class Daemon: Sendable {
         var lastReloadError: String?
         /// The address the listener is bound to, or nil when it is not listening.
         var listening: ListenAddress?
+        /// The address the exposure rule judges: `listening`, or for a systemd TCP socket the address it is bound
+        /// to (`listening` says only "systemd"). Nil when not listening.
+        var served: ListenAddress?
+        /// Whether the listener is a socket systemd passed (served whatever `Listen` says).
+        var adopted = false
         /// A Unix socket file afmd made for the listener (removed when the listener closes).
         var ownSocketFile: String?
         /// A stop through the admin socket lasts until a start through it, or a restart.
         var stoppedByOperator = false
+        /// How many `afmctl listener start`s there were: a drain that sees it change was undone while it ran.
+        var listenerStarts = 0
+        /// Set when ``stop()`` begins: from then on the listener is not started again.
+        var stopping = false
         var bindFailure: String?
     }
 
@@ -192,8 +201,8 @@ public final class Daemon: Sendable {
     private func applyServing(_ configuration: DaemonConfiguration) throws(APIKeys.FileError) {
         let keys = try configuration.apiKeyFile.map { (path) throws(APIKeys.FileError) in try APIKeys.load(path: path) } ?? .none
         // A reload must not leave a non-loopback listener without keys either (start checks it at bind).
-        if !keys.isEnabled, !configuration.allowUnauthenticated, case .tcp(let bound)? = state.withLock({ $0.listening }),
-            bound.host != "systemd", !BrowserRequestPolicy.isLoopbackName(Substring(bound.host))
+        if !keys.isEnabled, !configuration.allowUnauthenticated, case .tcp(let bound)? = state.withLock({ $0.served }),
+            !BrowserRequestPolicy.isLoopbackName(Substring(bound.host))
         {
             throw APIKeys.FileError(
                 path: "configuration", line: nil,
@@ -219,17 +228,36 @@ public final class Daemon: Sendable {
 
     private func bind(_ address: ListenAddress) throws -> ListenAddress {
         do {
-            if let problem = exposureProblem(address) { throw DaemonStartError(message: problem) }
-            // Set first: the listener answers as soon as it is bound.
-            browserPolicy.set(configuration.browserPolicy(listenHost: Self.policyHost(address)))
             let bound: ListenAddress
+            var served: ListenAddress?
             var ownSocketFile: String?
-            if let socket = activated.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
-                // systemd made and bound it (afmd.socket): serve it whatever Listen says.
-                let port = try server.start(adopting: socket.descriptor, name: "systemd socket \(socket.name)")
+            var adopted = false
+            // The passed socket stays in `activated`: the listener serves a copy of its descriptor, so after a stop or
+            // a drain `afmctl listener start` serves systemd's socket again (never Listen, which systemd ignores).
+            if let socket = activated.withLock({ $0.first }) {
+                // systemd made and bound it (afmd.socket): serve it whatever Listen says, under Listen's rule: a
+                // non-loopback TCP address needs API keys (the socket's address counts, not Listen's).
+                if !socket.isUnix {
+                    // An address that cannot be read cannot be judged: refused rather than served unchecked.
+                    guard let local = try? socket.descriptor.localAddress() else {
+                        throw DaemonStartError(message: "systemd socket \(socket.name): cannot read the address it is bound to")
+                    }
+                    let address = ListenAddress.tcp(HostPort(host: local.host, port: local.port))
+                    if let problem = exposureProblem(address) {
+                        throw DaemonStartError(message: "systemd socket \(socket.name): \(problem)")
+                    }
+                    served = address
+                }
+                // Set first: the listener answers as soon as it is bound. The socket's address, not Listen's: on
+                // 0.0.0.0 a request naming the machine by an IP address is one of ours.
+                browserPolicy.set(configuration.browserPolicy(listenHost: served.map(Self.policyHost) ?? "127.0.0.1"))
+                let port = try server.start(adopting: try socket.descriptor.duplicate(), name: "systemd socket \(socket.name)")
+                adopted = true
                 bound = socket.isUnix ? .unix(path: "(systemd socket \(socket.name))") : .tcp(HostPort(host: "systemd", port: port ?? 0))
-                browserPolicy.set(configuration.browserPolicy(listenHost: "127.0.0.1"))
             } else {
+                // Listen is judged only when it is what afmd binds (systemd's socket replaces it).
+                if let problem = exposureProblem(address) { throw DaemonStartError(message: problem) }
+                browserPolicy.set(configuration.browserPolicy(listenHost: Self.policyHost(address)))
                 switch address {
                 case .tcp(let hostPort):
                     let port = try server.start(host: hostPort.host, port: hostPort.port)
@@ -242,6 +270,8 @@ public final class Daemon: Sendable {
             }
             state.withLock {
                 $0.listening = bound
+                $0.served = served ?? bound
+                $0.adopted = adopted
                 $0.ownSocketFile = ownSocketFile
                 $0.bindFailure = nil
             }
@@ -266,6 +296,8 @@ public final class Daemon: Sendable {
         let path = state.withLock { state -> String? in
             defer { state.ownSocketFile = nil }
             state.listening = nil
+            state.served = nil
+            state.adopted = false
             return state.ownSocketFile
         }
         if let path { unlink(path) }
@@ -294,6 +326,7 @@ public final class Daemon: Sendable {
     /// finish (up to the shutdown timeout), backends drain.
     public func stop() async {
         let timeout = configuration.shutdownTimeout
+        state.withLock { $0.stopping = true }
         notifier.notify("STOPPING=1")
         await drainDelay()
         logger.info("stopping: draining in-flight requests", ["timeout_s": String(timeout.components.seconds)])
@@ -320,11 +353,23 @@ public final class Daemon: Sendable {
     /// `afmctl drain`: what SIGTERM does, without exiting. `/ready` answers 503 at once; after `DrainDelaySeconds`
     /// the listener closes and in-flight responses finish. `afmctl listener start` undoes it.
     public func drain() async -> JSONValue {
+        let starts = state.withLock { $0.listenerStarts }
         await drainDelay()
+        // A start during the delay ended the drain (it found the listener open and left it so): nothing to close.
+        guard state.withLock({ $0.listenerStarts }) == starts else { return listenerJSON }
         await server.shutdown(deadline: configuration.shutdownTimeout)
         removeOwnSocketFile()
-        state.withLock { $0.stoppedByOperator = true }
-        logger.info("drained: the listener is closed until afmctl listener start")
+        let startedMeanwhile = state.withLock { state -> Bool in
+            guard state.listenerStarts == starts else { return true }
+            state.stoppedByOperator = true
+            return false
+        }
+        if startedMeanwhile {
+            // A start while in-flight responses finished found the listener still open: open it again now.
+            _ = try? setListener(running: true)
+        } else {
+            logger.info("drained: the listener is closed until afmctl listener start")
+        }
         return listenerJSON
     }
 
@@ -332,8 +377,11 @@ public final class Daemon: Sendable {
     /// the next start through the admin socket or a restart (a reload does not undo it). Starting also ends a drain.
     public func setListener(running: Bool) throws -> JSONValue {
         if running {
+            // Stopping (SIGTERM): a start would make /ready 200 again, or reopen the listener, just before the exit.
+            if state.withLock({ $0.stopping }) { throw DaemonStartError(message: "afmd is stopping") }
             let address = state.withLock { state -> ListenAddress? in
                 state.stoppedByOperator = false
+                state.listenerStarts += 1
                 return state.listening == nil ? state.configuration.listen : nil
             }
             if let address { _ = try bind(address) }
@@ -363,6 +411,12 @@ public final class Daemon: Sendable {
     func rebindIfNeeded(to address: ListenAddress) {
         let current = state.withLock { state -> (ListenAddress?, Bool) in (state.listening, state.stoppedByOperator) }
         guard !current.1 else { return }
+        // systemd's socket is served whatever Listen says: a reload or a saved address must not close it (before,
+        // every reload did, and afmd then listened on Listen while afmd.socket's connections waited unanswered).
+        if current.0 != nil, state.withLock({ $0.adopted }) {
+            logger.info("serving the socket systemd passed; Listen applies when afmd starts without one", ["listen": address.description])
+            return
+        }
         if let listening = current.0 {
             switch (listening, address) {
             case (.tcp(let now), .tcp(let wanted)):
@@ -432,7 +486,8 @@ public final class Daemon: Sendable {
         let registryConfiguration = Self.registryConfiguration(configuration, backendDirectory: backendDirectory)
         registry.updateConfiguration { $0 = registryConfiguration }
         service.setCommonPrompt(configuration.commonPrompt)
-        let listenHost = Self.policyHost(state.withLock { $0.listening } ?? configuration.listen)
+        // `served`: a systemd socket's own address (`listening` says only "systemd").
+        let listenHost = Self.policyHost(state.withLock { $0.served } ?? configuration.listen)
         browserPolicy.set(configuration.browserPolicy(listenHost: listenHost))
         service.setMaxOutputBytes(configuration.maxOutputBytes)
         rebindIfNeeded(to: configuration.listen)

@@ -61,13 +61,16 @@ public final class NPC: Sendable {
     }
 
     /// A decision turn: the answer is `{reasoning, choice}` with `choice` one of `options` (see
-    /// ``DecisionEngine``); read it with ``DecisionEngine/decision(from:options:)``.
+    /// ``DecisionEngine``); read it with ``DecisionEngine/decision(from:options:)``. A turn whose answer chose
+    /// something else fails with `invalid_schema` and stays out of the NPC's memory.
     ///
     /// - Throws: `invalid_request` when the options are empty, too many, too long or repeated.
     public func decide(_ situation: String, options: [String], policy: TurnPolicy? = nil) throws(AgentError) -> AgentRun {
         try DecisionEngine.validate(options: options)
         return agent.run(
             DecisionEngine.prompt(situation: situation, options: options),
-            policy: DecisionEngine.policy(options: options, base: policy ?? configuration.policy))
+            policy: DecisionEngine.policy(options: options, base: policy ?? configuration.policy),
+            // A choice that was not offered fails the turn, and the NPC does not remember it.
+            accept: { response throws(AgentError) in _ = try DecisionEngine.decision(from: response, options: options) })
     }
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMAgent
 import AFMJSON
 import Synchronization
 
@@ -6,16 +7,22 @@ import Synchronization
 ///
 /// Each NPC turn gets a snapshot of the facts as they are when the turn starts, in that turn's instructions; the
 /// snapshot is never stored in an NPC's transcript, so an NPC always sees the world as it is now, not as it was.
-/// Every change gives a new ``revision``.
+/// Every change gives a new ``revision``. The facts are bounded by ``maxBytes`` (their JSON text): every NPC turn
+/// carries all of them, and patches with new keys would otherwise grow them, and every turn's input, without end.
 public final class WorldState: Sendable {
+    /// 256 KiB of JSON: far more than a model's context holds, so a world near it is a host's bug, not a game.
+    public static let defaultMaxBytes = 256 << 10
     private struct State {
         var facts = JSONObject()
         var revision = 0
     }
 
     private let state = Mutex(State())
+    /// The most bytes the facts' JSON text may have.
+    public let maxBytes: Int
 
-    public init(facts: JSONObject = JSONObject()) {
+    public init(facts: JSONObject = JSONObject(), maxBytes: Int = WorldState.defaultMaxBytes) {
+        self.maxBytes = maxBytes
         state.withLock { $0.facts = facts }
     }
 
@@ -25,9 +32,12 @@ public final class WorldState: Sendable {
     }
 
     /// Replaces every fact; returns the new revision.
+    ///
+    /// - Throws: `invalid_request` when the facts' JSON is over ``maxBytes`` (the world is left as it was).
     @discardableResult
-    public func set(_ facts: JSONObject) -> Int {
-        state.withLock { state in
+    public func set(_ facts: JSONObject) throws(AgentError) -> Int {
+        try checkSize(facts)
+        return state.withLock { state in
             state.facts = facts
             state.revision += 1
             return state.revision
@@ -36,12 +46,23 @@ public final class WorldState: Sendable {
 
     /// Applies a JSON Merge Patch (RFC 7386): members replace, `null` removes, objects merge recursively. Returns
     /// the new revision.
+    ///
+    /// - Throws: `invalid_request` when the result's JSON would be over ``maxBytes`` (the world is left as it was).
     @discardableResult
-    public func patch(_ patch: JSONObject) -> Int {
-        state.withLock { state in
-            state.facts = Self.merge(state.facts, patch)
+    public func patch(_ patch: JSONObject) throws(AgentError) -> Int {
+        try state.withLock { (state) throws(AgentError) in
+            let merged = Self.merge(state.facts, patch)
+            try checkSize(merged)
+            state.facts = merged
             state.revision += 1
             return state.revision
+        }
+    }
+
+    private func checkSize(_ facts: JSONObject) throws(AgentError) {
+        let size = JSONValue.object(facts).encoded().count
+        guard size <= maxBytes else {
+            throw AgentError(.invalidRequest, "the world's facts would be \(size) bytes of JSON; the limit is \(maxBytes)")
         }
     }
 

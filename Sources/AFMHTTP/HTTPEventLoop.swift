@@ -20,6 +20,9 @@ final class HTTPEventLoop: Sendable {
         case wake(UInt64)
         /// Graceful shutdown began: close idle keep-alive connections.
         case drain
+        /// Stop watching the listener and close this process's descriptor of it, without `shutdown` (an adopted
+        /// socket is shared with systemd, which keeps queueing connections for the next start).
+        case closeListener
         /// Tear down every connection, close the listener and end the thread.
         case stop
     }

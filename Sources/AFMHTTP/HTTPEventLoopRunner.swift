@@ -129,6 +129,12 @@ final class HTTPEventLoopRunner {
             for context in Array(contexts.values) where !context.handlerActive && !context.closing {
                 if !context.parser.hasPartialRequest { teardown(context, "drained while idle") }
             }
+        case .closeListener:
+            if let listener {
+                try? loop.epoll.remove(listener)
+                self.listener = nil
+                listener.close()
+            }
         case .stop:
             running = false
         }

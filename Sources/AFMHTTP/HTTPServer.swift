@@ -37,6 +37,8 @@ public final class HTTPServer: Sendable {
         var starting = false
         var listener: FileDescriptor?
         var listenerShutDown = false
+        /// The listener was passed in (``start(adopting:name:)``): another process (systemd) holds it too.
+        var listenerAdopted = false
         var localPort: Int?
     }
 
@@ -109,28 +111,32 @@ public final class HTTPServer: Sendable {
     }
 
     /// Starts serving on a listening socket made by someone else: systemd's socket activation (`LISTEN_FDS`).
-    /// The server owns the descriptor from now on. Returns the bound port for TCP, nil for a Unix socket.
+    /// The server owns the descriptor from now on and closes it when it stops, but never shuts the socket down:
+    /// that would stop it listening for systemd too. Returns the bound port for TCP, nil for a Unix socket.
     /// - Throws: ``HTTPServerError``.
     @discardableResult
     public func start(adopting listener: FileDescriptor, name: String) throws -> Int? {
-        try start(name: name) { () throws(HTTPServerError) -> (FileDescriptor, Int?) in
+        try start(name: name, adopted: true) { () throws(HTTPServerError) -> (FileDescriptor, Int?) in
             try? listener.setNonBlocking(true)
             return (listener, try? listener.localAddress().port)
         }
     }
 
-    private func start(name: String, makeListener: () throws(HTTPServerError) -> (FileDescriptor, Int?)) throws -> Int? {
+    private func start(
+        name: String, adopted: Bool = false, makeListener: () throws(HTTPServerError) -> (FileDescriptor, Int?)
+    ) throws -> Int? {
         try state.withLock { (state) throws(HTTPServerError) in
             guard state.core == nil, !state.starting else { throw .alreadyRunning }
             state.starting = true
         }
         do {
             let (listener, boundPort) = try makeListener()
-            let core = try makeRunningCore(listener: listener)
+            let core = try makeRunningCore(listener: listener, adopted: adopted)
             state.withLock { state in
                 state.core = core
                 state.listener = listener
                 state.listenerShutDown = false
+                state.listenerAdopted = adopted
                 state.localPort = boundPort
                 state.starting = false
             }
@@ -142,7 +148,7 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    private func makeRunningCore(listener: FileDescriptor) throws(HTTPServerError) -> HTTPServerCore {
+    private func makeRunningCore(listener: FileDescriptor, adopted: Bool) throws(HTTPServerError) -> HTTPServerCore {
         let core: HTTPServerCore
         do {
             core = try HTTPServerCore(configuration: configuration, logger: logger, starter: starter)
@@ -155,7 +161,9 @@ public final class HTTPServer: Sendable {
                 try loop.start(core: core, listener: index == 0 ? listener : nil)
             } catch {
                 for started in core.loops[..<index] { started.post(.stop) }
-                if index == 0 { listener.close() } else { listener.shutdown(.both) }
+                // Loop 0 owns the listener once started and closes it on `.stop`; shutdown only hurries that,
+                // and must not touch an adopted socket (see ``stopAccepting()``).
+                if index == 0 { listener.close() } else if !adopted { listener.shutdown(.both) }
                 throw .startFailed("\(error)")
             }
         }
@@ -179,18 +187,27 @@ public final class HTTPServer: Sendable {
     private func stopAccepting() {
         // The listener descriptor stays open until loop 0 ends (after `.stop`), so shutting it down here can
         // never hit a reused descriptor number. Shutdown makes the kernel refuse new connections at once.
-        let listener = state.withLock { state -> FileDescriptor? in
-            guard !state.listenerShutDown, let listener = state.listener else { return nil }
+        let (listener, adopted, core) = state.withLock { state -> (FileDescriptor?, Bool, HTTPServerCore?) in
+            guard !state.listenerShutDown, let listener = state.listener else { return (nil, false, nil) }
             state.listenerShutDown = true
-            return listener
+            return (listener, state.listenerAdopted, state.core)
         }
-        listener?.shutdown(.both)
+        guard let listener else { return }
+        if adopted {
+            // shutdown() would end the listening state of the socket itself, which systemd holds too: afmd.socket
+            // would then refuse every connection until systemd is restarted. Closing our descriptor leaves it
+            // listening, and connections wait in its queue for the next afmd.
+            core?.loops.first?.post(.closeListener)
+        } else {
+            listener.shutdown(.both)
+        }
     }
 
     /// Closes the listening socket and every accepted socket at once; running handler tasks are cancelled.
     ///
-    /// Clients see end-of-file immediately and new connections are refused when this returns. The event
-    /// threads finish asynchronously. The server can be started again with ``start(host:port:)``.
+    /// Clients see end-of-file immediately and new connections are refused when this returns (on an adopted
+    /// socket they wait in its queue instead: its other holder keeps it listening). The event threads finish
+    /// asynchronously. The server can be started again with ``start(host:port:)``.
     public func stopListening() {
         stopAccepting()
         let core = state.withLock { state -> HTTPServerCore? in

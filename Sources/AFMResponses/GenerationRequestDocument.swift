@@ -16,7 +16,7 @@ public enum GenerationRequestDocument {
     public static func make(
         for request: PipelineRequest, model: String, responseID: String, maxOutputTokens: Int, system: [String], input: [JSONValue]
     ) -> JSONValue {
-        [
+        var document: JSONObject = [
             "request_version": .number(JSONNumber(version)),
             "response_id": .string(responseID),
             "model": .string(model),
@@ -32,6 +32,10 @@ public enum GenerationRequestDocument {
             "stream": .bool(request.stream),
             "output_format": request.outputFormat.documentValue,
         ]
+        // Optional fields (docs/backend-abi.md §8.2): present only when the client gave them.
+        if let seed = request.seed { document["seed"] = .number(JSONNumber(seed)) }
+        if let topK = request.topK { document["top_k"] = .number(JSONNumber(topK)) }
+        return .object(document)
     }
 
     /// The encoding of ``make(for:model:responseID:maxOutputTokens:system:input:)``, byte for byte, written
@@ -80,6 +84,14 @@ public enum GenerationRequestDocument {
         case .text: out.append(literal: #"{"type":"text"}"#)
         case .jsonObject: out.append(literal: #"{"type":"json_object"}"#)
         case .jsonSchema: request.outputFormat.documentValue.encode(into: &out)
+        }
+        if let seed = request.seed {
+            out.append(literal: #","seed":"#)
+            out.append(decimal: seed)
+        }
+        if let topK = request.topK {
+            out.append(literal: #","top_k":"#)
+            out.append(decimal: topK)
         }
         out.append(UInt8(ascii: "}"))
         return out

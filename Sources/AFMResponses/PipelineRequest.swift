@@ -48,6 +48,12 @@ public struct PipelineRequest: Sendable {
     /// The form the answer must take: text, any JSON object, or JSON matching a schema (``OutputFormat``; each
     /// dialect decodes its own field into it: Responses `text.format`, Chat Completions `response_format`).
     public var outputFormat: OutputFormat
+    /// A sampling seed (Chat Completions `seed`): with the same seed and request a backend that takes it answers
+    /// the same; nil lets the backend choose. In the generation request document only when given.
+    public var seed: Int?
+    /// Sample only among the k most likely tokens (Messages `top_k`); nil is the backend's default. In the
+    /// generation request document only when given.
+    public var topK: Int?
     /// Warnings for the `x-afm-warning` response headers (dialect-specific ones added to the tool set's).
     public var extraWarnings: [String] = []
 

@@ -7,11 +7,14 @@ public import AFMJSON
 /// It enforces exactly what the subset enforces: `type` (with `["<type>", "null"]`), `enum`, `const`, `anyOf`,
 /// `$ref` (to `#`, `#/$defs/<name>`, `#/definitions/<name>`), `properties`, `required`,
 /// `additionalProperties: false` (made explicit on every object by normalization), `items`,
-/// `minItems`/`maxItems` and the numeric bounds. Keywords the subset keeps only as description text (`pattern`,
+/// `minItems`/`maxItems`, `minLength`/`maxLength` and the numeric bounds. Keywords the subset keeps only as description text (`pattern`,
 /// `format`, …) are not checked here either: they were never promised.
 ///
-/// The cost is one walk of the value; references are looked up in a table built once per schema, and the
-/// walk's depth is the value's depth (the parser bounds it), so a recursive schema cannot loop.
+/// The cost is one walk of the value per referenced schema at most: references are looked up in a table built
+/// once per schema, and the verdict for a value checked against a reference is remembered, so `anyOf` branches
+/// that recurse through the same definition do not check the same subtree again (without that a recursive union
+/// of two object branches took 2^depth steps on a valid answer). The walk's depth is the value's depth (the parser
+/// bounds it), so a recursive schema cannot loop.
 public struct SchemaInstanceValidator: Sendable, Hashable {
     /// The schema checked against.
     public let schema: JSONValue
@@ -39,26 +42,39 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
 
     /// The first place where `value` does not match the schema, or nil when it matches.
     public func violation(of value: JSONValue) -> SchemaViolation? {
-        check(value, schema.objectValue ?? [:], path: "$", chain: 0)
+        var verdicts: [Visit: SchemaViolation?] = [:]
+        return check(value, schema.objectValue ?? [:], path: "$", chain: 0, &verdicts)
+    }
+
+    /// A value (named by its path in the answer, which is unambiguous) checked against a referenced schema.
+    private struct Visit: Hashable {
+        var path: String
+        var reference: String
     }
 
     // MARK: - The walk
 
-    private func check(_ value: JSONValue, _ schema: JSONObject, path: String, chain: Int) -> SchemaViolation? {
+    private func check(
+        _ value: JSONValue, _ schema: JSONObject, path: String, chain: Int, _ verdicts: inout [Visit: SchemaViolation?]
+    ) -> SchemaViolation? {
         if case .string(let reference)? = schema["$ref"] {
             guard chain < Self.maximumReferenceChain, case .success(let canonical) = SchemaReferences.canonical(reference),
                 let target = targets[canonical]
             else {
                 return SchemaViolation(path: path, message: "the schema's reference \(reference) cannot be followed")
             }
-            return check(value, target, path: path, chain: chain + 1)
+            let visit = Visit(path: path, reference: canonical)
+            if let known = verdicts[visit] { return known }
+            let verdict = check(value, target, path: path, chain: chain + 1, &verdicts)
+            verdicts[visit] = verdict
+            return verdict
         }
         if case .array(let branches)? = schema["anyOf"] {
             var first: SchemaViolation?
             var nonNullBranches = 0
             for branch in branches {
                 let branchSchema = branch.objectValue ?? [:]
-                guard let problem = check(value, branchSchema, path: path, chain: chain + 1) else { return nil }
+                guard let problem = check(value, branchSchema, path: path, chain: chain + 1, &verdicts) else { return nil }
                 if !(branchSchema["type"] == "null") {
                     nonNullBranches += 1
                     if first == nil { first = problem }
@@ -79,17 +95,21 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
         }
         switch value {
         case .object(let object):
-            return checkObject(object, schema, path: path)
+            return checkObject(object, schema, path: path, &verdicts)
         case .array(let elements):
-            return checkArray(elements, schema, path: path)
+            return checkArray(elements, schema, path: path, &verdicts)
         case .number(let number):
             return checkNumber(number, schema, path: path)
+        case .string(let text):
+            return checkString(text, schema, path: path)
         default:
             return nil
         }
     }
 
-    private func checkObject(_ object: JSONObject, _ schema: JSONObject, path: String) -> SchemaViolation? {
+    private func checkObject(
+        _ object: JSONObject, _ schema: JSONObject, path: String, _ verdicts: inout [Visit: SchemaViolation?]
+    ) -> SchemaViolation? {
         let properties = schema["properties"]?.objectValue ?? [:]
         if case .array(let required)? = schema["required"] {
             for case .string(let name) in required where !object.contains(key: name) {
@@ -109,12 +129,14 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
                 }
                 continue
             }
-            if let problem = check(member, memberSchema, path: memberPath, chain: 0) { return problem }
+            if let problem = check(member, memberSchema, path: memberPath, chain: 0, &verdicts) { return problem }
         }
         return nil
     }
 
-    private func checkArray(_ elements: [JSONValue], _ schema: JSONObject, path: String) -> SchemaViolation? {
+    private func checkArray(
+        _ elements: [JSONValue], _ schema: JSONObject, path: String, _ verdicts: inout [Visit: SchemaViolation?]
+    ) -> SchemaViolation? {
         if let minimum = schema["minItems"]?.numberValue?.intValue, elements.count < minimum {
             return SchemaViolation(path: path, message: "\(elements.count) items, fewer than minItems \(minimum)")
         }
@@ -123,7 +145,24 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
         }
         guard case .object(let items)? = schema["items"] else { return nil }
         for (index, element) in elements.enumerated() {
-            if let problem = check(element, items, path: SchemaPath.index(path, index), chain: 0) { return problem }
+            if let problem = check(element, items, path: SchemaPath.index(path, index), chain: 0, &verdicts) {
+                return problem
+            }
+        }
+        return nil
+    }
+
+    /// Lengths count Unicode code points, as JSON Schema does (and as a grammar's character class matches them).
+    private func checkString(_ text: String, _ schema: JSONObject, path: String) -> SchemaViolation? {
+        let minimum = schema["minLength"]?.numberValue?.intValue
+        let maximum = schema["maxLength"]?.numberValue?.intValue
+        guard minimum != nil || maximum != nil else { return nil }
+        let length = text.unicodeScalars.count
+        if let minimum, length < minimum {
+            return SchemaViolation(path: path, message: "length \(length) is below minLength \(minimum)")
+        }
+        if let maximum, length > maximum {
+            return SchemaViolation(path: path, message: "length \(length) is above maxLength \(maximum)")
         }
         return nil
     }

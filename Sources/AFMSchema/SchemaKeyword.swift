@@ -33,7 +33,9 @@ enum SchemaKeyword {
             return .typeSpecific([.array])
         case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
             return .typeSpecific([.number, .integer])
-        case "pattern", "format", "minLength", "maxLength", "multipleOf", "uniqueItems", "minProperties",
+        case "minLength", "maxLength":
+            return .typeSpecific([.string])
+        case "pattern", "format", "multipleOf", "uniqueItems", "minProperties",
             "maxProperties", "contentEncoding", "contentMediaType":
             return .unenforced
         case "oneOf":

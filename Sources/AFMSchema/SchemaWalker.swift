@@ -140,11 +140,16 @@ struct SchemaWalker {
                         path: keyPath, message: "tuple items are not supported; items must be one schema")
                 }
                 output[key] = try node(value, path: keyPath, depth: depth + 1)
-            case "minItems", "maxItems":
+            case "minItems", "maxItems", "minLength", "maxLength":
                 _ = try count(value, keyPath)
                 output[key] = value
             case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
-                guard case .number = value else { throw wrongType(keyPath, "a number", value) }
+                guard case .number(let number) = value else { throw wrongType(keyPath, "a number", value) }
+                // llama.cpp's converter reads an integer's bounds as int64_t (2^64-1 became -1, 1e300 undefined)
+                // and the host compares in Double: within ±(2^53-1) both are exact.
+                if types?.base == .integer, !(abs(number.doubleValue) <= Self.largestExactInteger) {
+                    throw wrongType(keyPath, "a number from -9007199254740991 to 9007199254740991", value)
+                }
                 output[key] = value
             default:
                 // Only unenforced keywords remain (everything else was refused above).
@@ -161,8 +166,11 @@ struct SchemaWalker {
                     path: path, message: "arrays must declare items; an array of any values is open-ended")
             }
             try checkRange(schema, lower: "minItems", upper: "maxItems", path: path)
+        } else if effective == .string {
+            try checkRange(schema, lower: "minLength", upper: "maxLength", path: path)
         } else if effective == .number || effective == .integer {
             try checkNumericRange(schema, path: path)
+            Self.keepTighterBounds(&output)
         }
 
         if types == nil, let effective {
@@ -411,12 +419,30 @@ struct SchemaWalker {
         }
     }
 
+    /// The largest integer a Double holds exactly, 2^53-1 (JSON's "safe" integer).
+    private static let largestExactInteger = 9_007_199_254_740_991.0
+
+    /// Of two bounds on one side (`minimum` and `exclusiveMinimum`, `maximum` and `exclusiveMaximum`) keeps the
+    /// tighter one: the values allowed are the same, and llama.cpp's converter reads only `minimum`/`maximum` when
+    /// both are there (`minimum: 0, exclusiveMinimum: 5` let the grammar write 1, which the host then refused).
+    private static func keepTighterBounds(_ output: inout JSONObject) {
+        for (inclusive, exclusive, exclusiveIsTighter) in [
+            ("minimum", "exclusiveMinimum", { (e: Double, i: Double) in e >= i }),
+            ("maximum", "exclusiveMaximum", { (e: Double, i: Double) in e <= i }),
+        ] {
+            guard let i = output[inclusive]?.numberValue?.doubleValue,
+                let e = output[exclusive]?.numberValue?.doubleValue
+            else { continue }
+            _ = output.removeValue(forKey: exclusiveIsTighter(e, i) ? inclusive : exclusive)
+        }
+    }
+
     /// The description text for an unenforced keyword, after checking its value's type.
     private func unenforcedText(_ key: String, _ value: JSONValue, _ path: String) throws(ToolSchemaError) -> String {
         switch key {
         case "pattern", "format", "contentEncoding", "contentMediaType":
             try expectString(value, path)
-        case "minLength", "maxLength", "minProperties", "maxProperties":
+        case "minProperties", "maxProperties":
             _ = try count(value, path)
         case "multipleOf":
             guard case .number(let number) = value, number.doubleValue > 0 else {
@@ -436,10 +462,13 @@ struct SchemaWalker {
         guard case .string = value else { throw wrongType(path, "a string", value) }
     }
 
-    /// A non-negative integer (`3`, also `3e0`; not `3.0` or `-1`).
+    /// A non-negative integer (`3`, also `3e0`; not `3.0` or `-1`) that fits a C `int`: llama.cpp's converter
+    /// reads counts as one, and 4294967296 became 0 there (a minLength the grammar never wrote, an answer the
+    /// host then refused).
     private func count(_ value: JSONValue, _ path: String) throws(ToolSchemaError) -> Int {
-        guard case .number(let number) = value, let count = number.intValue, count >= 0 else {
-            throw wrongType(path, "a non-negative integer", value)
+        guard case .number(let number) = value, let count = number.intValue, count >= 0, count <= Int(Int32.max)
+        else {
+            throw wrongType(path, "a non-negative integer no larger than 2147483647", value)
         }
         return count
     }

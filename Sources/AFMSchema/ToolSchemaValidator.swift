@@ -12,8 +12,9 @@ public import AFMJSON
 ///   fully fixed by `enum`/`const`; `"properties": {}` is an object with no members.
 /// - **No arguments:** `parameters: {}` (or only annotations), and `{"type": "object", "properties": {}}`
 ///   are accepted and normalized to `{"type":"object","properties":{},"additionalProperties":false}`.
-/// - **Scalars:** `string`, `boolean`, `null`; `number` and `integer` with `minimum`, `maximum`,
-///   `exclusiveMinimum`, `exclusiveMaximum` (numbers, leaving a non-empty range).
+/// - **Scalars:** `string` with `minLength`/`maxLength` (non-negative integers, min ≤ max; lengths in code
+///   points), `boolean`, `null`; `number` and `integer` with `minimum`, `maximum`, `exclusiveMinimum`,
+///   `exclusiveMaximum` (numbers, leaving a non-empty range).
 /// - **Arrays** declare `items` (one schema; tuples are refused) and may set `minItems`/`maxItems`
 ///   (non-negative integers, min ≤ max).
 /// - **`enum`** (non-empty) and **`const`**, of any JSON values; with a `type`, every value must have it.
@@ -27,12 +28,13 @@ public import AFMJSON
 ///   subset but an empty one.
 /// - **`$ref`** to `#`, `#/$defs/<name>` or `#/definitions/<name>` (definitions only at the top). Recursion
 ///   is fine when an object or array lies on the cycle; a cycle of bare references (`A → B → A`) is refused,
-///   as are undefined names.
+///   as are undefined names. The normalized schema refers to the root through a copy in `$defs`
+///   (``RootReferenceLifter``), because grammar converters follow only definition references.
 /// - **Annotations** kept: `description`, `title`, `default`, `examples`, `$comment`, `deprecated`,
 ///   `readOnly`, `writeOnly`. `$schema` is accepted at the top and dropped.
-/// - **Kept as description, with a warning:** `pattern`, `format`, `minLength`, `maxLength`, `multipleOf`,
-///   `uniqueItems`, `minProperties`, `maxProperties`, `contentEncoding`, `contentMediaType` — appended to
-///   the node's `description` as `(pattern: ^[a-z]+$; minLength: 2)`.
+/// - **Kept as description, with a warning:** `pattern`, `format`, `multipleOf`, `uniqueItems`,
+///   `minProperties`, `maxProperties`, `contentEncoding`, `contentMediaType` — appended to the node's
+///   `description` as `(pattern: ^[a-z]+$; format: email)`.
 /// - **Refused,** naming the path of the keyword: every other keyword (`allOf`, `oneOf`, `not`,
 ///   `if`/`then`/`else`, `patternProperties`, `prefixItems`, `dependentRequired`, `unevaluatedProperties`, …),
 ///   keywords of the wrong type (`"required": "x"`, `"minimum": "a"`, `"items": 5`), boolean schemas, type-
@@ -68,7 +70,7 @@ public enum ToolSchemaValidator {
         var references = try SchemaReferences(root: root, rootPath: path)
         try references.analyze()
         var walker = SchemaWalker(references: references, purpose: purpose)
-        let normalized = try walker.node(schema, path: path, depth: 0, isRoot: true)
+        let normalized = RootReferenceLifter.lifted(try walker.node(schema, path: path, depth: 0, isRoot: true))
         return ToolSchemaReport(normalized: normalized, warnings: walker.warnings)
     }
 }

@@ -56,32 +56,17 @@ extension ChildProcess {
         _ = SpawnSymbols.addCloseFrom(&actions, 3)
         if let directory { _ = SpawnSymbols.addChdir(&actions, directory) }
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var all = sigset_t()
-        sigemptyset(&all)
-        for number in 1..<32 where number != SIGKILL && number != SIGSTOP { sigaddset(&all, Int32(number)) }
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        let flags = Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP)
-        posix_spawnattr_setflags(&attributes, Int16(flags))
-
-        var pid: pid_t = 0
-        let result = withCStringArray([command] + arguments) { argv in
-            withCStringArray(environment) { envp in posix_spawnp(&pid, command, &actions, &attributes, argv, envp) }
-        }
-        guard result == 0 else {
+        let process: ChildProcess
+        do {
+            process = try launch(command, arguments: arguments, environment: environment, actions: &actions, searchingPath: true)
+        } catch {
             for (index, pipe) in pipes.enumerated() { Glibc.close(index == 0 ? pipe.write : pipe.read) }
-            throw SystemCallError(call: "posix_spawnp", errno: Errno(rawValue: result))
+            throw error
         }
         let streams = StandardStreams(
             input: FileDescriptor(rawValue: pipes[0].write), output: FileDescriptor(rawValue: pipes[1].read),
             error: FileDescriptor(rawValue: pipes[2].read))
-        return (ChildProcess(pid: pid), streams)
+        return (process, streams)
     }
 
     /// Reaps the child if it has ended, without waiting; nil while it runs (or when it is not this process's

@@ -50,6 +50,16 @@ public struct ChildProcess: Sendable, Hashable {
         posix_spawn_file_actions_adddup2(&actions, source, Self.channelDescriptor)
         _ = SpawnSymbols.addCloseFrom(&actions, Self.channelDescriptor + 1)
 
+        return try launch(path, arguments: arguments, environment: environment, actions: &actions, searchingPath: false)
+    }
+
+    /// Runs `posix_spawn` (with `searchingPath`, `posix_spawnp`: a `path` without a slash is looked up in `PATH`)
+    /// with `actions` and the attributes every child gets: an empty signal mask, default dispositions for signals
+    /// 1–31 but `SIGKILL` and `SIGSTOP`, and its own process group.
+    static func launch(
+        _ path: String, arguments: [String], environment: [String], actions: inout posix_spawn_file_actions_t,
+        searchingPath: Bool
+    ) throws(SystemCallError) -> ChildProcess {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -64,14 +74,17 @@ public struct ChildProcess: Sendable, Hashable {
         let flags = Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP)
         posix_spawnattr_setflags(&attributes, Int16(flags))
 
-        let argv = [path] + arguments
         var pid: pid_t = 0
-        let result = withCStringArray(argv) { argvPointer in
-            withCStringArray(environment) { envPointer in
-                posix_spawn(&pid, path, &actions, &attributes, argvPointer, envPointer)
+        let result = withCStringArray([path] + arguments) { argv in
+            withCStringArray(environment) { envp in
+                searchingPath
+                    ? posix_spawnp(&pid, path, &actions, &attributes, argv, envp)
+                    : posix_spawn(&pid, path, &actions, &attributes, argv, envp)
             }
         }
-        guard result == 0 else { throw SystemCallError(call: "posix_spawn", errno: Errno(rawValue: result)) }
+        guard result == 0 else {
+            throw SystemCallError(call: searchingPath ? "posix_spawnp" : "posix_spawn", errno: Errno(rawValue: result))
+        }
         return ChildProcess(pid: pid)
     }
 

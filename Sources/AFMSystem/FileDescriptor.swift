@@ -86,6 +86,12 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomString
         }
     }
 
+    /// A second descriptor of the same open file (socket), close-on-exec. The corresponding C function is `fcntl`
+    /// (`F_DUPFD_CLOEXEC`).
+    public func duplicate() throws(SystemCallError) -> FileDescriptor {
+        FileDescriptor(rawValue: try blockingSystemCall("fcntl") { fcntl(rawValue, F_DUPFD_CLOEXEC, 0) })
+    }
+
     /// Whether the close-on-exec flag is set. The corresponding C function is `fcntl`.
     public func isCloseOnExec() throws(SystemCallError) -> Bool {
         let flags = try blockingSystemCall("fcntl") { fcntl(rawValue, F_GETFD) }

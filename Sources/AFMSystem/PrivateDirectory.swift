@@ -65,6 +65,34 @@ public enum PrivateDirectory {
         return info.st_mode & S_IWOTH != 0
     }
 
+    /// Whether `base/components…` belongs to `owner` alone: every entry from `base`'s child down to the last is
+    /// owned by `owner` and is no symbolic link, and no directory among them is writable by other users (a group
+    /// write bit counts only for a group other than the owner's private one, ``UserDatabase/isPrivateGroup(_:of:)``:
+    /// under a umask of 002 every directory has it); `base`
+    /// itself may be anyone's but, when other users may write to it (all, or a group that is not the owner's private
+    /// one), must be sticky (as `/tmp` is: nobody else can then rename or replace what `owner` made in it). A path that fails could be, or become, another user's.
+    /// The corresponding C function is `lstat`.
+    public static func isOwned(base: String, components: [String], owner: UInt32) -> Bool {
+        var info = stat()
+        guard stat(base, &info) == 0 else { return false }
+        // Another user who may write to `base` could rename our `.build` between this check and the connect.
+        if info.st_mode & S_ISVTX == 0 {
+            guard info.st_mode & S_IWOTH == 0 else { return false }
+            if info.st_mode & S_IWGRP != 0 && !UserDatabase.isPrivateGroup(info.st_gid, of: owner) { return false }
+        }
+        var path = base == "/" ? "" : base
+        for (index, component) in components.enumerated() {
+            path += "/" + component
+            guard lstat(path, &info) == 0, info.st_uid == owner, info.st_mode & S_IFMT != S_IFLNK else { return false }
+            // The last entry (a socket) may be connectable by all; only directories must be closed to others.
+            if index < components.count - 1 {
+                guard info.st_mode & S_IFMT == S_IFDIR, info.st_mode & S_IWOTH == 0 else { return false }
+                if info.st_mode & S_IWGRP != 0 && !UserDatabase.isPrivateGroup(info.st_gid, of: owner) { return false }
+            }
+        }
+        return true
+    }
+
     /// `O_PATH` (<asm-generic/fcntl.h>, the same on x86_64 and aarch64), which Glibc exports only with _GNU_SOURCE.
     private static let pathOnly: Int32 = 0o10_000_000
 }

@@ -12,11 +12,18 @@ import Synchronization
 final class HistoryThread: Sendable {
     private typealias Job = @Sendable (HistoryStore?) -> Void
 
-    /// The jobs waiting for the thread, and the request to close.
+    /// The jobs waiting for the thread and the request to close, under one lock: a job is either queued before the
+    /// close (and run with the store) or sees the close (and runs without it), never left in a queue no one reads.
     private final class Queue: Sendable {
-        let jobs = Mutex<[Job]>([])
-        let closing = Mutex<DispatchSemaphore?>(nil)
+        struct State {
+            var jobs: [Job] = []
+            var closing = false
+        }
+        let state = Mutex(State())
         let wake = DispatchSemaphore(value: 0)
+        /// Entered at open, left by the thread once the store is released: every ``close()`` waits on it (a
+        /// semaphore would answer the first close only, and a second would wait forever).
+        let ended = DispatchGroup()
     }
 
     private let queue = Queue()
@@ -31,6 +38,7 @@ final class HistoryThread: Sendable {
         let opened = Mutex<Result<ImageFileStore, any Error>?>(nil)
         let ready = DispatchSemaphore(value: 0)
         let queue = self.queue
+        queue.ended.enter()
         try IOThread.spawn(name: "afm-web-history") {
             var store: HistoryStore?
             do {
@@ -43,17 +51,16 @@ final class HistoryThread: Sendable {
             ready.signal()
             while store != nil {
                 queue.wake.wait()
-                let batch = queue.jobs.withLock { jobs in
-                    let taken = jobs
-                    jobs = []
-                    return taken
+                // The jobs and the close are read together: every job queued before the close is in this batch.
+                let (batch, closing) = queue.state.withLock { state in
+                    let taken = state.jobs
+                    state.jobs = []
+                    return (taken, state.closing)
                 }
                 for job in batch { job(store) }
-                if let done = queue.closing.withLock({ $0 }) {
-                    store = nil  // released here, on its thread: it removes its lease file
-                    done.signal()
-                }
+                if closing { store = nil }  // released here, on its thread: it removes its lease file
             }
+            queue.ended.leave()
         }.detach()
         ready.wait()
         let result = opened.withLock { $0 } ?? .failure(HistoryError("the history thread did not start"))
@@ -62,18 +69,18 @@ final class HistoryThread: Sendable {
 
     /// Closes the store (after the jobs queued so far); later jobs fail.
     func close() {
-        let done = DispatchSemaphore(value: 0)
-        queue.closing.withLock { $0 = done }
+        queue.state.withLock { $0.closing = true }
         queue.wake.signal()
-        done.wait()
+        queue.ended.wait()
     }
 
     private func enqueue(_ job: @escaping Job) {
-        if queue.closing.withLock({ $0 != nil }) {
-            job(nil)
-            return
+        let queued = queue.state.withLock { state in
+            guard !state.closing else { return false }
+            state.jobs.append(job)
+            return true
         }
-        queue.jobs.withLock { $0.append(job) }
+        guard queued else { return job(nil) }
         queue.wake.signal()
     }
 

@@ -49,6 +49,9 @@ public final class WebChatServer: Sendable {
     static let highlightOpen = "\u{E000}"
     static let highlightClose = "\u{E001}"
 
+    /// The longest title a conversation may be given (created or renamed).
+    static let maximumTitleCharacters = 200
+
     private let history: HistoryThread
     private let client: ResponsesClient
     private let policy: BrowserRequestPolicy.Shared
@@ -64,9 +67,18 @@ public final class WebChatServer: Sendable {
         policy = BrowserRequestPolicy.Shared(BrowserRequestPolicy(listenHost: "127.0.0.1"))
     }
 
-    /// Listens on `host:port` (port 0: any free one) and returns the port.
+    /// Whether `host` (a listen address) is reachable from this machine only: `localhost`, 127.0.0.0/8, `::1`.
+    public static func isLoopback(host: String) -> Bool {
+        BrowserRequestPolicy.isLoopbackName(Substring(host))
+    }
+
+    /// Listens on `host:port` (port 0: any free one) and returns the port. The page has no login, so a host other
+    /// machines reach (`0.0.0.0`, a LAN address) is refused unless `allowRemote` says the caller means it.
     @discardableResult
-    public func start(host: String, port: Int) throws -> Int {
+    public func start(host: String, port: Int, allowRemote: Bool = false) throws -> Int {
+        guard allowRemote || Self.isLoopback(host: host) else {
+            throw WebChatError(0, "remote_listen", "\(host) is reachable from other machines and the web chat has no login")
+        }
         policy.set(BrowserRequestPolicy(listenHost: host))
         var configuration = HTTPServer.Configuration()
         // An image travels as base64 JSON: 32 MiB of file is about 43 MiB of body.
@@ -139,7 +151,11 @@ public final class WebChatServer: Sendable {
             sendJSON(writer, ["conversations": .array(page.map(WebChatJSON.conversation)), "total": .number(JSONNumber(total))])
         case ("POST", 1, "conversations"):
             let body = try Self.body(request)
-            let title = body["title"]?.stringValue ?? ""
+            let title = (body["title"]?.stringValue ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            // The same bound as a rename: a title is shown in every list, in the page and in the terminal.
+            guard title.count <= Self.maximumTitleCharacters else {
+                throw WebChatError(400, "invalid_title", "A title has at most \(Self.maximumTitleCharacters) characters.")
+            }
             let created = try await history.perform { try $0.createConversation(title: title) }
             sendJSON(writer, WebChatJSON.conversation(created), status: 201)
         case ("GET", 1, "draft"):
@@ -187,7 +203,9 @@ public final class WebChatServer: Sendable {
             sendJSON(writer, ["deleted": true])
         case ("POST", "rename"):
             let title = try Self.string(Self.body(request), "title").trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !title.isEmpty, title.count <= 200 else { throw WebChatError(400, "invalid_title", "A title has 1 to 200 characters.") }
+            guard !title.isEmpty, title.count <= Self.maximumTitleCharacters else {
+                throw WebChatError(400, "invalid_title", "A title has 1 to \(Self.maximumTitleCharacters) characters.")
+            }
             try await history.perform { store in
                 guard try store.conversation(id: id)?.id == id else { throw WebChatError(404, "conversation_not_found", "No conversation \(id).") }
                 try store.rename(conversationID: id, to: title)

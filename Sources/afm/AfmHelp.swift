@@ -7,7 +7,7 @@ enum AfmHelp {
 
         Usage:
           afm chat [--model ID] [--url URL] [--data-dir DIR]     interactive chat with saved history
-          afm chat --web [--listen HOST:PORT] [--url URL] [--data-dir DIR]
+          afm chat --web [--listen HOST:PORT [--allow-remote]] [--url URL] [--data-dir DIR]
                                                                  serve the chat page on the same history
           afm chat --import DIR [--data-dir DIR]                 import an archive (conversations.json + Images/)
           afm respond [--model ID] [--url URL] [TEXT | -]        one answer for scripts (TEXT, or standard input)
@@ -25,6 +25,7 @@ enum AfmHelp {
           --data-dir DIR  where history.sqlite and images/ live (default: $XDG_DATA_HOME/afm,
                           else ~/.local/share/afm)
           --listen HOST:PORT  where afm chat --web listens (default: 127.0.0.1:11536, loopback only)
+          --allow-remote  let --listen name an address other machines reach (the page has no login)
 
         In a chat, type a message and press Enter; Alt-Enter or Ctrl-J starts a new line, and pasted text is never sent
         early. Arrows, Home/End, Ctrl-A/E, Alt-B/F and Ctrl-Left/Right move; Up/Down recall this conversation's

@@ -43,8 +43,8 @@ enum AfmMain {
                 exit(70)
             }
             exit(status)  // after the store is released: it removes its lease file
-        case .web(let host, let port):
-            exit(WebCommand(console: console, client: client, dataDirectory: dataDirectory).run(host: host, port: port))
+        case .web(let host, let port, let allowRemote):
+            exit(WebCommand(console: console, client: client, dataDirectory: dataDirectory).run(host: host, port: port, allowRemote: allowRemote))
         case .importArchive(let directory):
             do {
                 let store = try HistoryStore(directory: dataDirectory)

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMChat
 import AFMClient
+import AFMConfig
+import AFMWebChat
 
 /// The parsed command line of `afm`.
 struct AfmOptions {
     enum Command {
         case chat
         /// `afm chat --web`: serve the web chat on this address.
-        case web(host: String, port: Int)
+        case web(host: String, port: Int, allowRemote: Bool)
         case importArchive(String)
         case respond(String?)
         case agent(AgentOptions)
@@ -27,46 +29,39 @@ struct AfmOptions {
     }
 
     init(arguments: [String]) throws {
-        var rest = arguments[...]
-        guard let first = rest.popFirst() else { return }
+        var rest = ArgumentCursor(arguments[...])
+        guard let first = rest.next() else { return }
         var words: [String] = []
         var importDirectory: String?
         var web = false
         var listen: String?
+        var allowRemote = false
         switch first {
         case "chat": command = .chat
         case "respond": command = .respond(nil)
         case "bridge": command = .bridge
         case "agent":
-            if rest.contains("--help") || rest.contains("-h") {
+            if rest.rest.contains("--help") || rest.rest.contains("-h") {
                 command = .help
             } else {
-                command = .agent(try AgentOptions(arguments: rest))
+                command = .agent(try AgentOptions(arguments: rest.rest))
             }
             return
         case "--help", "-h", "help": command = .help; return
         case "--version", "version": command = .version; return
         default: throw UsageError(message: "unknown command '\(first)' (try: afm --help)")
         }
-        func value(_ option: String) throws -> String {
-            guard let next = rest.popFirst() else { throw UsageError(message: "\(option) needs a value") }
-            return next
-        }
-        while let argument = rest.popFirst() {
+        while let argument = rest.next() {
             switch argument {
-            case "--model", "-m": model = try value(argument)
-            case "--url":
-                let text = try value(argument)
-                guard let parsed = ServerURL(string: text) else {
-                    throw UsageError(message: "--url must look like http://127.0.0.1:11535 (got '\(text)')")
-                }
-                url = parsed
-            case "--data-dir": dataDirectory = try value(argument)
-            case "--import": importDirectory = try value(argument)
+            case "--model", "-m": model = try rest.value(argument)
+            case "--url": url = try rest.url(argument)
+            case "--data-dir": dataDirectory = try rest.value(argument)
+            case "--import": importDirectory = try rest.value(argument)
             case "--web": web = true
-            case "--listen": listen = try value(argument)
+            case "--listen": listen = try rest.value(argument)
+            case "--allow-remote": allowRemote = true
             case "--help", "-h": command = .help; return
-            case "--": words += rest; rest = []
+            case "--": words += rest.remaining()
             default:
                 if argument.hasPrefix("-") && argument != "-" { throw UsageError(message: "unknown option '\(argument)'") }
                 words.append(argument)
@@ -75,7 +70,7 @@ struct AfmOptions {
         switch command {
         case .chat:
             if !words.isEmpty { throw UsageError(message: "afm chat takes no arguments (got '\(words[0])')") }
-            if listen != nil && !web { throw UsageError(message: "--listen belongs to afm chat --web") }
+            if (listen != nil || allowRemote) && !web { throw UsageError(message: "--listen and --allow-remote belong to afm chat --web") }
             if web && importDirectory != nil { throw UsageError(message: "--web and --import cannot be combined") }
             if let importDirectory { command = .importArchive(importDirectory) }
             if web {
@@ -83,15 +78,20 @@ struct AfmOptions {
                 guard let parsed = Self.parseListen(address) else {
                     throw UsageError(message: "--listen must look like 127.0.0.1:11536 or [::1]:11536 (got '\(address)')")
                 }
-                command = .web(host: parsed.host, port: parsed.port)
+                // The web chat has no login: whoever reaches the address reads the whole history and spends the gateway.
+                if !allowRemote && !WebChatServer.isLoopback(host: parsed.host) {
+                    throw UsageError(
+                        message: "--listen \(address) is reachable from other machines and the web chat has no login; add --allow-remote to mean it")
+                }
+                command = .web(host: parsed.host, port: parsed.port, allowRemote: allowRemote)
             }
         case .bridge:
             if importDirectory != nil { throw UsageError(message: "--import belongs to afm chat") }
-            if web || listen != nil { throw UsageError(message: "--web and --listen belong to afm chat") }
+            if web || listen != nil || allowRemote { throw UsageError(message: "--web, --listen and --allow-remote belong to afm chat") }
             if !words.isEmpty { throw UsageError(message: "afm bridge takes no arguments (got '\(words[0])')") }
         case .respond:
             if importDirectory != nil { throw UsageError(message: "--import belongs to afm chat") }
-            if web || listen != nil { throw UsageError(message: "--web and --listen belong to afm chat") }
+            if web || listen != nil || allowRemote { throw UsageError(message: "--web, --listen and --allow-remote belong to afm chat") }
             command = .respond(words.isEmpty || words == ["-"] ? nil : words.joined(separator: " "))
         default: break
         }
@@ -100,20 +100,9 @@ struct AfmOptions {
     /// Where `afm chat --web` listens unless `--listen` says otherwise: loopback only.
     static let defaultWebListen = "127.0.0.1:11536"
 
-    /// `HOST:PORT` or `[V6]:PORT` (port 0: any free port).
+    /// `HOST:PORT` or `[V6]:PORT` (port 0: any free port); `localhost` is 127.0.0.1.
     static func parseListen(_ text: String) -> (host: String, port: Int)? {
-        let host: Substring
-        let portText: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
-            host = text[text.index(after: text.startIndex)..<close]
-            portText = text[text.index(close, offsetBy: 2)...]
-        } else {
-            guard let colon = text.lastIndex(of: ":") else { return nil }
-            host = text[..<colon]
-            portText = text[text.index(after: colon)...]
-        }
-        guard !host.isEmpty, let port = Int(portText), (0...65535).contains(port) else { return nil }
-        return (host == "localhost" ? "127.0.0.1" : String(host), port)
+        guard let parsed = HostPort(text) else { return nil }
+        return (parsed.host == "localhost" ? "127.0.0.1" : parsed.host, parsed.port)
     }
 }

@@ -22,33 +22,16 @@ struct AgentCommand {
             return 64
         }
         let url = options.url ?? .default
-        let model: String
-        if let chosen = options.model {
-            model = chosen
-        } else {
-            do {
-                guard let first = try ResponsesClient(url: url).listModels().first else {
-                    console.error("afm: the gateway at \(url) serves no models")
-                    return AgentErrorCode.modelUnavailable.exitStatus
-                }
-                model = first
-            } catch {
-                console.error("afm: cannot reach the gateway at \(url): \(error)")
-                return AgentErrorCode.modelUnavailable.exitStatus
-            }
+        guard let model = GatewayModel.resolve(options.model, client: ResponsesClient(url: url), console: console) else {
+            return AgentErrorCode.modelUnavailable.exitStatus
         }
         let configurations = options.mcpServers
         let started = BlockingTask.run { () -> Result<[MCPServer], AgentError> in
-            var servers: [MCPServer] = []
-            for configuration in configurations {
-                do {
-                    servers.append(try await MCPServer.start(configuration))
-                } catch {
-                    for server in servers { await server.shutdown() }
-                    return .failure(error as? AgentError ?? AgentError(.toolFailed, "\(error)"))
-                }
+            do throws(AgentError) {
+                return .success(try await MCPServer.startAll(configurations))
+            } catch {
+                return .failure(error)
             }
-            return .success(servers)
         }
         let servers: [MCPServer]
         switch started {
@@ -168,6 +151,8 @@ struct AgentCommand {
                     agent.clearHistory()
                     console.write(console.dim("(a new conversation)") + "\n")
                 } else if !text.isEmpty {
+                    // Up and Ctrl-R recall the lines entered in this session (as in `afm chat`, minus the store).
+                    if terminal != nil, editor.history.last != line { editor.history.append(line) }
                     last = ask(agent, line, terminal != nil, typeAhead: &pending)
                 }
                 prompt()

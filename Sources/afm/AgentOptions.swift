@@ -21,31 +21,22 @@ struct AgentOptions {
     typealias UsageError = AfmOptions.UsageError
 
     init(arguments: ArraySlice<String>) throws {
-        var rest = arguments
+        var rest = ArgumentCursor(arguments)
         var words: [String] = []
         var commandLineServers: [MCPServerConfiguration] = []
-        func value(_ option: String) throws -> String {
-            guard let next = rest.popFirst() else { throw UsageError(message: "\(option) needs a value") }
-            return next
-        }
-        while let argument = rest.popFirst() {
+        while let argument = rest.next() {
             switch argument {
-            case "--model", "-m": model = try value(argument)
-            case "--url":
-                let text = try value(argument)
-                guard let parsed = ServerURL(string: text) else {
-                    throw UsageError(message: "--url must look like http://127.0.0.1:11535 (got '\(text)')")
-                }
-                url = parsed
-            case "--instructions": instructions = try value(argument)
+            case "--model", "-m": model = try rest.value(argument)
+            case "--url": url = try rest.url(argument)
+            case "--instructions": instructions = try rest.value(argument)
             case "-f", "--instructions-file":
-                let path = try value(argument)
+                let path = try rest.value(argument)
                 guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
                     throw UsageError(message: "cannot read the instructions file \(path)")
                 }
                 instructions = text
             case "--mcp":
-                let spec = try value(argument)
+                let spec = try rest.value(argument)
                 guard let equals = spec.firstIndex(of: "="), equals != spec.startIndex else {
                     throw UsageError(message: "--mcp takes NAME=COMMAND (got '\(spec)')")
                 }
@@ -53,18 +44,18 @@ struct AgentOptions {
                 guard let command = words.first else { throw UsageError(message: "--mcp \(spec): the command is empty") }
                 commandLineServers.append(
                     MCPServerConfiguration(name: String(spec[..<equals]), command: command, arguments: Array(words.dropFirst())))
-            case "--schema": schemaPath = try value(argument)
+            case "--schema": schemaPath = try rest.value(argument)
             case "--max-tool-calls":
-                let text = try value(argument)
+                let text = try rest.value(argument)
                 guard let number = Int(text), number >= 0 else { throw UsageError(message: "--max-tool-calls takes a number ≥ 0") }
                 maxToolCalls = number
             case "--tool-timeout":
-                let text = try value(argument)
+                let text = try rest.value(argument)
                 guard let seconds = Double(text), seconds > 0 else { throw UsageError(message: "--tool-timeout takes seconds > 0") }
                 toolTimeoutSeconds = seconds
             case "--json": json = true
-            case "--config": configPath = try value(argument)
-            case "--": words += rest; rest = []
+            case "--config": configPath = try rest.value(argument)
+            case "--": words += rest.remaining()
             default:
                 if argument.hasPrefix("-") && argument != "-" { throw UsageError(message: "unknown option '\(argument)'") }
                 words.append(argument)

@@ -18,20 +18,8 @@ struct RespondCommand {
             console.error("afm: nothing to ask (give TEXT or pipe it on standard input)")
             return 64
         }
-        let chosen: String
-        if let model {
-            chosen = model
-        } else {
-            do {
-                guard let first = try client.listModels().first else {
-                    console.error("afm: the gateway at \(client.url) serves no models")
-                    return AFMErrorCode.modelUnavailable.exitStatus
-                }
-                chosen = first
-            } catch {
-                console.error("afm: cannot reach the gateway at \(client.url): \(error)")
-                return AFMErrorCode.modelUnavailable.exitStatus
-            }
+        guard let chosen = GatewayModel.resolve(model, client: client, console: console) else {
+            return AFMErrorCode.modelUnavailable.exitStatus
         }
         let outcome = TurnRunner(client: client, console: console, neutralizes: console.isTerminal).run(
             model: chosen, history: [], parts: [.text(input)], imageBytes: { _ in [] }, keyboard: nil,

@@ -12,14 +12,14 @@ struct WebCommand {
     let client: ResponsesClient
     let dataDirectory: String
 
-    func run(host: String, port: Int) -> Int32 {
+    func run(host: String, port: Int, allowRemote: Bool) -> Int32 {
         // Taken by a signal thread, so Ctrl-C closes the history cleanly (its lease file goes, pending answers end).
         SignalListener.blockInCallingThread([SIGINT, SIGTERM])
         let server: WebChatServer
         let bound: Int
         do {
             server = try WebChatServer(dataDirectory: dataDirectory, client: client)
-            bound = try server.start(host: host, port: port)
+            bound = try server.start(host: host, port: port, allowRemote: allowRemote)
         } catch {
             console.error("afm: cannot serve the web chat on \(host):\(port): \(error)")
             return 69

@@ -188,11 +188,20 @@ struct CtlOptions {
 
     /// The admin socket of a `make run` daemon (`--config-root .build/afm/root`) in the checkout that holds
     /// `directory`, when one is there: afmctl run from a checkout finds the daemon `make run` started without flags.
+    ///
+    /// The walk up can reach directories other users write to (`/tmp`): a candidate counts only when its
+    /// `.build/…/admin.sock` chain is ours alone (``PrivateDirectory/isOwned(base:components:owner:)``), so
+    /// another user cannot plant a socket that collects our calls.
     static func checkoutSocket(from directory: String) -> String? {
+        let components = [".build", "afm", "root", "run", "afm", "admin.sock"]
+        let owner = UserDatabase.effectiveUserID
         var current = directory
         while !current.isEmpty {
             let candidate = current + "/.build/afm/root/run/afm/admin.sock"
-            if FileManager.default.fileExists(atPath: candidate) { return candidate }
+            if FileManager.default.fileExists(atPath: candidate) {
+                if PrivateDirectory.isOwned(base: current, components: components, owner: owner) { return candidate }
+                return nil
+            }
             guard current != "/" else { break }
             current = (current as NSString).deletingLastPathComponent
         }

@@ -101,7 +101,7 @@ struct AgentCLITests {
         #expect(result.output.contains("The sum is 5."))
     }
 
-    @Test func aSessionInAPseudoTerminalKeepsItsHistoryAndCtrlCStopsATurn() throws {
+    @Test func aSessionInAPseudoTerminalKeepsItsHistoryRecallsLinesAndCtrlCStopsATurn() throws {
         // Answers the first turn by echoing; a later turn (three messages in its input) says so, then hangs.
         let steps = #"[{"if_input_has":"message","at_least":3,"then":[{"text":"still here"},{"hang":true}],"else":[{"echo":true}]}]"#
         let gateway = try ScriptedGateway(models: [("m", steps)])
@@ -119,6 +119,12 @@ struct AgentCLITests {
         try pane.press("C-c")
         #expect(pane.waitFor("afm: cancelled"), "\(pane.screen())")
         #expect(pane.waitFor("you> typed ahead"), "\(pane.screen())")
+        try pane.press("C-u")
+        // Up recalls the lines entered in this session, newest first (the cancelled turn's line too).
+        try pane.press("Up")
+        #expect(pane.waitFor("you> and now?", count: 2), "\(pane.screen())")
+        try pane.press("Up")
+        #expect(pane.waitFor("you> hello agent", count: 2), "\(pane.screen())")
         try pane.press("C-u")
         // The second request carried the first turn; the cancelled turn left the history as it was.
         try pane.line("/quit")

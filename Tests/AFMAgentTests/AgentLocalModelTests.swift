@@ -61,4 +61,32 @@ struct AgentLocalModelTests {
         // The history holds the whole turn: prompt, call, output, answer.
         #expect(agent.history.map { $0["type"]?.stringValue ?? "" } == ["message", "function_call", "function_call_output", "message"])
     }
+
+    @Test func aSchemaTurnOnTheLocalModelAnswersInSchemaOrder() async throws {
+        let daemon = try Self.localGateway()
+        defer { daemon.stop() }
+        let agent = Agent(
+            configuration: .init(url: ServerURL(host: "127.0.0.1", port: daemon.port, pathPrefix: ""), model: "on-device"))
+        let schema = AgentSchema(
+            name: "decision",
+            schema: [
+                "type": "object",
+                "properties": [
+                    "reasoning": ["type": "string", "maxLength": 80],
+                    "choice": ["type": "string", "enum": ["open", "wait"]],
+                ],
+                "required": ["reasoning", "choice"],
+            ])
+        let run = agent.run(
+            "A guard sleeps at the gate. Should the thief open the gate or wait?",
+            policy: TurnPolicy(schema: schema, maxOutputTokens: 96, temperature: 0))
+        var partials = 0
+        for await event in run { if case .partial = event { partials += 1 } }
+        let response = try await run.response()
+        let answer = try #require(response.json)
+        #expect(answer.objectValue?.keys == ["reasoning", "choice"])
+        #expect(["open", "wait"].contains(answer["choice"]?.stringValue ?? ""), "\(answer)")
+        #expect(partials >= 2)
+        #expect(response.steps == 1)
+    }
 }

@@ -320,6 +320,21 @@ struct AgentSteeringTests {
         #expect(requests.map(\.userTexts) == [["one"], ["one", "two"]])
     }
 
+    /// Eight turns started back to back run in the order they were started (each sees the ones before it).
+    /// The defect (a turn took its place when its task first ran, so two turns started together ran in whichever
+    /// order the tasks were scheduled) made turnsOfOneAgentAreSerialized fail now and then under load; it depends
+    /// on scheduling, so this test passed on the unfixed code in the runs tried.
+    @Test func turnsRunInTheOrderTheyWereStarted() async throws {
+        let gateway = try ScriptedGateway(models: [("m", #"[{"delay_ms":20},{"echo":true}]"#)])
+        let agent = Self.agent(gateway, model: "m", tools: [])
+        let prompts = (1...8).map { "turn \($0)" }
+        let runs = prompts.map { agent.run($0) }
+        for (run, prompt) in zip(runs, prompts) { #expect(try await run.response().text == prompt) }
+        let requests = gateway.requests()
+        #expect(requests.map { $0.userTexts.last ?? "" } == prompts)
+        #expect(requests.map(\.userTexts.count) == Array(1...8))
+    }
+
     @Test func eventsSerializeToOneJSONObjectEach() async throws {
         let gateway = try ScriptedGateway(models: [("m", Self.callsOnce)])
         let agent = Self.agent(gateway, model: "m", tools: [Self.lookup()])

@@ -2,6 +2,8 @@
 import AFMAgent
 import AFMJSON
 import Foundation
+import Glibc
+import Synchronization
 import Testing
 
 /// The MCP client against a real MCP server written with PyPI's `mcp` package, started by the test.
@@ -49,6 +51,27 @@ struct MCPServerTests {
         } catch {
             #expect(error.message.contains("shut down"))
         }
+    }
+
+    @Test func aCallFromATaskCancelledBeforeItStartsFailsAsCancelled() async throws {
+        let server = try await MCPServer.start(try Self.configuration())
+        // The task is cancelled before the call is made: the cancellation handler runs before the request is
+        // registered, so it must not be lost (before, the request went out and waited for its answer: "3").
+        let call = Task { () async -> Result<AgentToolOutput, AgentError> in
+            withUnsafeCurrentTask { $0?.cancel() }
+            do throws(AgentError) {
+                return .success(try await server.callTool("add", arguments: ["a": 1, "b": 2]))
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch await call.value {
+        case .success(let output): Issue.record("a cancelled call was answered: \(output)")
+        case .failure(let error): #expect(error.code == .cancelled, "\(error)")
+        }
+        // The connection still serves later calls.
+        #expect(try await server.callTool("add", arguments: ["a": 1, "b": 2]) == .text("3"))
+        await server.shutdown()
     }
 
     @Test func toolsListFollowsNextCursorAcrossPages() async throws {
@@ -135,5 +158,81 @@ struct MCPServerTests {
         // The gateway accepted the server's schemas as tool parameters.
         #expect(gateway.requests().first?.offeredTools == ["add", "refuse", "crash", "grow"])
         await server.shutdown()
+    }
+
+    /// The threads of this process whose name starts with `afm-mcp` (an MCP connection's reader, writer, stopper).
+    static func mcpThreads() -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.filter { task in
+            ((try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? "").hasPrefix("afm-mcp")
+        }.count
+    }
+
+    static func openDescriptors() -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).count
+    }
+
+    /// Starts a server, uses it and drops it without `shutdown()`; returns its pid.
+    static func startAndDrop() async throws -> Int32 {
+        let server = try await MCPServer.start(try Self.configuration())
+        #expect(try await server.callTool("add", arguments: ["a": 1, "b": 2]) == .text("3"))
+        return server.processID
+    }
+
+    /// A dropped server stops as shutdown() would: its process ends and is reaped, its threads end and its
+    /// descriptors close. Failed before (no deinit): the child, two threads and five descriptors stayed for ever.
+    @Test func aDroppedServerEndsItsProcessThreadsAndDescriptors() async throws {
+        // A first server dropped the same way, so that what the process opens once is open before counting; its
+        // process gone (at most 5 s: before the fix it never went), its threads are given time to end.
+        let warmUp = try await Self.startAndDrop()
+        let settle = ContinuousClock.now + .seconds(5)
+        while kill(warmUp, 0) == 0 && ContinuousClock.now < settle { try await Task.sleep(for: .milliseconds(50)) }
+        try await Task.sleep(for: .milliseconds(300))
+        let threads = Self.mcpThreads()
+        let descriptors = Self.openDescriptors()
+        let pid = try await Self.startAndDrop()
+        let deadline = ContinuousClock.now + .seconds(15)
+        func gone() -> Bool {
+            Self.mcpThreads() == threads && Self.openDescriptors() == descriptors && kill(pid, 0) != 0
+        }
+        while !gone() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(kill(pid, 0) != 0 && errno == ESRCH, "the dropped server's process \(pid) is still there (or a zombie)")
+        #expect(Self.mcpThreads() == threads, "afm-mcp threads: \(Self.mcpThreads()), before: \(threads)")
+        #expect(Self.openDescriptors() == descriptors, "descriptors: \(Self.openDescriptors()), before: \(descriptors)")
+    }
+
+    /// A server that stops reading its input: calls made once 16 MiB wait for it fail at once with `busy`
+    /// (naming the limit) instead of queueing without end; the calls queued before wait until the server is shut
+    /// down. Failed before: every call was queued (24 MiB) and waited.
+    @Test func callsToAServerThatStopsReadingFailBusyInsteadOfQueueingWithoutEnd() async throws {
+        let server = try await MCPServer.start(try Self.configuration(["deaf"]))
+        #expect(server.tools.map(\.name) == ["echo"])
+        let megabyte = JSONValue.string(String(repeating: "x", count: 1 << 20))
+        final class Refusals: Sendable { let errors = Mutex<[AgentError]>([]) }
+        let busy = Refusals()
+        let calls = (0..<24).map { _ in
+            Task { () -> AgentError? in
+                do throws(AgentError) {
+                    _ = try await server.callTool("echo", arguments: ["text": megabyte])
+                    return nil
+                } catch {
+                    if error.code == .busy { busy.errors.withLock { $0.append(error) } }
+                    return error
+                }
+            }
+        }
+        // The refused calls fail at once; the others wait for an answer that never comes.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while busy.errors.withLock({ $0.count }) < 8 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        try await Task.sleep(for: .milliseconds(500))
+        let refused = busy.errors.withLock { $0 }
+        await server.shutdown()
+        var errors: [AgentError] = []
+        for call in calls { if let error = await call.value { errors.append(error) } }
+        #expect(errors.count == 24, "a call to a deaf server succeeded")
+        // 16 MiB hold at most 16 of these 1 MiB requests: the other 8 or more were refused before the shutdown.
+        #expect(refused.count >= 8 && refused.count == errors.filter { $0.code == .busy }.count, "\(errors.map(\.code))")
+        #expect(refused.allSatisfy { $0.message.contains("not reading its input") && $0.message.contains("\(16 << 20)") })
+        #expect(errors.filter { $0.code != .busy }.allSatisfy { $0.message.contains("shut down") }, "\(errors)")
     }
 }

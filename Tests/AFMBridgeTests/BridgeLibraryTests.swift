@@ -87,4 +87,41 @@ struct BridgeLibraryTests {
         #expect(values["fds_after"] == values["fds_before"], "\(result.output)")
         #expect((values["slowest_close_ms"] ?? .infinity) < 10_000, "\(result.output)")
     }
+
+    /// A closed handle, a handle closed twice at once and a pointer that was never a handle are refused with
+    /// AFM_BRIDGE_ERR_CLOSED (5): before, the second close and the send after close read the freed handle.
+    @Test func aClosedOrInvalidHandleIsRefusedNotFreedTwice() throws {
+        let program = try Self.compile(TestPaths.root + "/Tests/Fixtures/bridge/bridge_misuse.c")
+        let result = try CommandOutput.run(program, ["stale"])
+        #expect(result.status == 0, "exit status (or signal) \(result.status): \(result.output)")
+        let values = Self.report(result.output)
+        print("stale handles: \(result.output)")
+        #expect(values["first_close"] == 0, "\(result.output)")
+        for key in ["second_close", "send_after_close", "send_to_garbage", "close_garbage", "stale_after_reopen"] {
+            #expect(values[key] == 5, "\(key): \(result.output)")
+        }
+        #expect(values["fresh_send"] == 0 && values["fresh_close"] == 0, "\(result.output)")
+        // Two closes racing: exactly one closes the handle, the other is told it is closed.
+        #expect(values["race_ok"] == 1 && values["race_closed"] == 1, "\(result.output)")
+        // Sends racing the close are handled or refused as closed, never anything else; some were refused.
+        #expect((values["sends_ok"] ?? 0) >= 50 && values["sends_other"] == 0, "\(result.output)")
+        #expect((values["sends_closed"] ?? 0) >= 100, "\(result.output)")
+    }
+
+    /// Two handles whose callbacks close each other at the same moment: one close is refused with
+    /// AFM_BRIDGE_ERR_WRONG_THREAD (it would wait for its own caller), the other ends its handle; before, both
+    /// delivery threads waited for each other for ever (the fixture's 30 s alarm ended it with SIGALRM). With the
+    /// second close 200 ms later, the first close is already joining the second handle's delivery thread: that
+    /// thread must still be known as a delivery thread (it once was forgotten then, and the pair deadlocked).
+    @Test(arguments: ["0", "200"])
+    func handlesClosingEachOtherFromTheirCallbacksNeverDeadlock(delayMilliseconds: String) throws {
+        let program = try Self.compile(TestPaths.root + "/Tests/Fixtures/bridge/bridge_misuse.c")
+        let result = try CommandOutput.run(program, ["cross", delayMilliseconds])
+        #expect(result.status == 0, "exit status (or signal) \(result.status): \(result.output)")
+        let values = Self.report(result.output)
+        print("cross close: \(result.output)")
+        #expect(values["closed_in_callback"] == 1 && values["refused"] == 1, "\(result.output)")
+        // The refused handle stayed open and closes from the host's thread; the other one is already closed.
+        #expect(values["closed_after"] == 1 && values["already_closed"] == 1, "\(result.output)")
+    }
 }

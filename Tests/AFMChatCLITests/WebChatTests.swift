@@ -173,4 +173,44 @@ import Testing
         #expect(list.status == 200 && list.text.contains(id), "\(list)")
         #expect(web.stop() == 0)
     }
+
+    /// The page has no login, so an address other machines reach is refused unless `--allow-remote` says so; a
+    /// created conversation's title is bounded like a rename's; a search of many words answers. Before: `--listen 0.0.0.0:0` served the whole
+    /// history to the network, and `POST /api/conversations` stored a title of any length (up to 1 MiB),
+    /// and `GET /api/search` with 1500 words failed with 500.
+    @Test func aRemoteListenNeedsAllowRemoteAndTitlesAreBounded() throws {
+        func exits(_ arguments: [String]) throws -> Int32? {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: ChatHarness.afm)
+            process.arguments = arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let deadline = Date().addingTimeInterval(10)
+            while process.isRunning && Date() < deadline { usleep(20_000) }
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return nil
+            }
+            return process.terminationStatus
+        }
+        let data = TestPaths.makeTemporaryDirectory("afm-web-remote")
+        for listen in ["0.0.0.0:0", "[::]:0"] {
+            #expect(try exits(["chat", "--web", "--listen", listen, "--url", "http://127.0.0.1:9", "--data-dir", data]) == 64, "\(listen)")
+        }
+        #expect(try exits(["chat", "--allow-remote"]) == 64)
+
+        let web = try WebChat(gateway: "http://127.0.0.1:9", dataDirectory: data)
+        let long = String(repeating: "t", count: 10_000)
+        let created = try TestHTTPClient(port: web.port).post("/api/conversations", json: #"{"title":"\#(long)"}"#)
+        #expect(created.status == 400 && created.text.contains("invalid_title"), "\(created.status)")
+        let fine = try TestHTTPClient(port: web.port).post("/api/conversations", json: #"{"title":"  short  "}"#)
+        #expect(fine.status == 201 && fine.json?["title"]?.stringValue == "short", "\(fine)")
+        // A search of many words was one SQL clause each: SQLite refused the query (500 `internal`).
+        let words = (0..<1500).map { "w\($0)" }.joined(separator: "+")
+        let search = try TestHTTPClient(port: web.port).get("/api/search?q=short+\(words)")
+        #expect(search.status == 200, "\(search.status) \(search.text.prefix(300))")
+        #expect(web.stop() == 0)
+    }
 }

@@ -111,6 +111,47 @@ import Testing
         #expect(result.output.contains("\(victim.directory) is not a private directory: it is a symbolic link"), "\(result.output)")
     }
 
+    /// The `make run` checkout lookup walks up from the working directory: in a world-writable directory such as
+    /// `/tmp`, another user can plant `.build/afm/root/run/afm/admin.sock` above where the victim works. afmctl must
+    /// not talk to it (before, it connected to the first such socket it found, whoever owned it).
+    @Test(.enabled(if: canSwitchUser)) func afmctlIgnoresACheckoutSocketPlantedByAnotherUser() async throws {
+        let victim = Victim()
+        victim.clean()
+        defer { victim.clean() }
+        let shared = "/tmp/afm-plant-\(victim.uid)"
+        try? FileManager.default.removeItem(atPath: shared)
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        try Self.makeDirectory(shared, owner: 0, mode: 0o1777)  // like /tmp
+        try Self.makeDirectory(shared + "/work", owner: victim.uid, mode: 0o755)
+        var planted = shared
+        for component in [".build", "afm", "root", "run", "afm"] {
+            planted += "/" + component
+            try Self.makeDirectory(planted, owner: 65534, mode: 0o755)
+        }
+        planted += "/admin.sock"
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            for (index, byte) in planted.utf8.enumerated() { buffer[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0 && listen(listener, 8) == 0)
+        try #require(chown(planted, 65534, 65534) == 0 && chmod(planted, 0o666) == 0)
+        let result = try await victim.run("/bin/sh", ["-c", "cd \(shared)/work && exec \(Self.afmctl) status"], seconds: 10)
+        // A connection afmctl made waits in the backlog even after it closed: accept tells whether there was one.
+        _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
+        let connection = accept(listener, nil, nil)
+        if connection >= 0 { close(connection) }
+        #expect(connection < 0, "afmctl connected to the planted socket: \(result.output)")
+        #expect(!result.output.contains(planted), "\(result.output)")
+        #expect(result.output.contains("\(victim.directory)/admin.sock"), "\(result.output)")
+    }
+
     @Test(.enabled(if: canSwitchUser)) func afmctlCreatesAMissingDirectoryPrivate() async throws {
         let victim = Victim()
         victim.clean()

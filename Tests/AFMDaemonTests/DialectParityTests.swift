@@ -44,6 +44,25 @@ import Testing
         #expect(Set(snapshot["requests"]?.arrayValue?.compactMap { $0["dialect"]?.stringValue } ?? []) == ["responses", "chat_completions", "messages"])
     }
 
+    /// Chat Completions' `seed` and Messages' `top_k` reach the backend; absent, the document has neither.
+    @Test func seedAndTopKReachTheBackendOnlyWhenGiven() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"a"},{"text":"b"},{"text":"c"}]"#])
+        let bodies = [
+            ("/v1/chat/completions", #"{"model":"demo","seed":42,"messages":[{"role":"user","content":"x"}]}"#),
+            ("/v1/messages", #"{"model":"demo","max_tokens":8,"top_k":5,"messages":[{"role":"user","content":"x"}]}"#),
+            ("/v1/responses", #"{"model":"demo","input":"x"}"#),
+        ]
+        for (path, body) in bodies {
+            let response = try harness.client().post(path, json: body)
+            #expect(response.status == 200, "\(path): \(response.text)")
+        }
+        let requests = harness.records().filter { $0["event"] == "generate" }.compactMap { $0["request"] }
+        #expect(requests.count == 3)
+        #expect(requests.first?["seed"] == 42 && requests.first?["top_k"] == nil)
+        #expect(requests.dropFirst().first?["top_k"] == 5 && requests.dropFirst().first?["seed"] == nil)
+        #expect(requests.last?["seed"] == nil && requests.last?["top_k"] == nil)
+    }
+
     /// Bodies that are wrong in one field each, with the field's name: (body, field).
     static func hostile(valid: JSONObject, fields: [(String, [JSONValue])]) -> [(String, String)] {
         var cases: [(String, String)] = []
@@ -120,7 +139,8 @@ import Testing
                 ("tool_choice", [1, "auto", [:], ["type": "sometimes"], ["type": "tool"], ["type": "tool", "name": "nope"], ["type": "auto", "disable_parallel_tool_use": 1]]),
                 ("thinking", [1, "on", [:], ["type": "enabled"], ["type": "enabled", "budget_tokens": 0], ["type": "maybe"], ["type": "enabled", "budget_tokens": "x"], ["type": "enabled", "budget_tokens": 2048]]),
                 ("metadata", [1, "s", ["user_id": 1]]), ("container", ["c"]), ("mcp_servers", [[["url": "x"]]]),
-                ("output_config", [["effort": "high"]]), ("output_format", [["type": "json_schema"]]),
+                ("output_config", [1, ["effort": "extreme"], ["format": 1], ["format": ["type": "text"]], ["format": ["type": "json_schema"]], ["colour": 1]]),
+                ("output_format", [["type": "json_schema"], ["type": "json_schema", "schema": ["type": "object", "properties": ["a": ["type": "array"]]]]]),
                 ("unknown_field", [1, "s"]), ("max_token", [1]), ("stop", ["x"]), ("n", [1]),
             ])
         for body in ["", "[]", "{", #"{"model":"demo""#, "null",

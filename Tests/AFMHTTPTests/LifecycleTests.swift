@@ -68,6 +68,32 @@ import Testing
         server.stopListening()
     }
 
+    /// A listener passed in (systemd's socket activation) is shared with the process that made it: stopping, and a
+    /// graceful shutdown, close this server's descriptor but never shut the socket down, so it keeps listening for
+    /// its other holder and a new connection waits in its queue. Before, `shutdown(2)` ended its listening state for
+    /// systemd too and every later connection was refused.
+    @Test func anAdoptedListenerIsClosedButNotShutDown() async throws {
+        let held = try FileDescriptor.makeTCPListener(address: try #require(SocketAddress(host: "127.0.0.1", port: 0)))
+        defer { held.close() }
+        let port = try held.localAddress().port
+        let server = makeServer()
+        #expect(try server.start(adopting: try held.duplicate(), name: "test socket") == port)
+        let client = try TestClient(port: port)
+        try await client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        #expect(try await client.readResponse().status == 200)
+        server.stopListening()
+        #expect(try await client.waitForEOF(timeout: .seconds(5)))
+        #expect(!connectionRefused(port: port), "the socket stopped listening for its other holder")
+
+        // Started again on another copy, then shut down gracefully: the same.
+        #expect(try server.start(adopting: try held.duplicate(), name: "test socket") == port)
+        let again = try TestClient(port: port)
+        try await again.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        #expect(try await again.readResponse().status == 200)
+        await server.shutdown(deadline: .seconds(5))
+        #expect(!connectionRefused(port: port), "the socket stopped listening for its other holder")
+    }
+
     @Test func shutdownDrainsInFlightRequests() async throws {
         let slowStarted = Recorder(false)
         // The slow request answers only once the test saw the shutdown begin (a fixed sleep raced with a late start

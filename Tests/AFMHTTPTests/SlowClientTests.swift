@@ -76,7 +76,9 @@ import Testing
             let p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
             print("slow clients: \(Self.slowCount) answered 408 after \(times.first!)…\(times.last!); ordinary requests: "
                 + "\(latencies.count), p50 \(p50), p99 \(p99), max \(latencies.last!)")
-            #expect(p99 < .milliseconds(50), "ordinary p99 \(p99) (p50 \(p50), max \(latencies.last!))")
+            // Not starved: had the slow connections held the server, ordinary requests would have waited for their
+            // 408s at the header deadline. (How fast is a benchmark's question: docs/PERFORMANCE.md, bench-http.)
+            #expect(latencies.last! < Self.headerDeadline / 2, "ordinary p99 \(p99) (p50 \(p50), max \(latencies.last!))")
             #expect(try await eventually { server.activeConnectionCount == 0 })
         }
     }

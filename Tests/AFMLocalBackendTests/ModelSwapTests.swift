@@ -30,9 +30,9 @@ import Testing
         guard FileManager.default.fileExists(atPath: gemma) else {
             throw LocalDaemon.Failure(description: "\(gemma) is missing: run `scripts/fetch-model gemma3-270m` (or `make model-gemma`)")
         }
-        // On a busy 2-core machine the old stream can take minutes; the default drain deadline (120 s) would cut
-        // it off, and that deadline is not what this test is about.
-        let local = try LocalDaemon(settings: "\n[Backends]\nDrainTimeoutSeconds=900\n")
+        // On a busy 2-core machine the old stream can take minutes; the default drain deadline (120 s) and the
+        // processing deadline (300 s) would cut it off, and those deadlines are not what this test is about.
+        let local = try LocalDaemon(settings: "\n[Server]\nProcessingDeadlineSeconds=1800\n[Backends]\nDrainTimeoutSeconds=900\n")
         let pid = local.daemon.process.processIdentifier
         let before = try modelIDs(local)
         #expect(before.contains(Self.smolID), "\(before)")

@@ -33,4 +33,23 @@ import Testing
             #expect(try JSONParser.parse(written) == object)
         }
     }
+
+    /// `seed` and `top_k` are optional fields: written only when the client gave them, last, in both encodings.
+    @Test func seedAndTopKAreWrittenOnlyWhenGiven() throws {
+        var request = try ResponsesRequest(body: Array(#"{"model":"m","input":"hi"}"#.utf8)).pipeline
+        func document() -> (object: JSONValue, written: String) {
+            let object = GenerationRequestDocument.make(
+                for: request, model: "m", responseID: "resp_1", maxOutputTokens: 8, system: [], input: [])
+            let written = GenerationRequestDocument.encode(
+                for: request, model: "m", responseID: "resp_1", maxOutputTokens: 8, system: [], input: [])
+            return (object, String(decoding: written, as: UTF8.self))
+        }
+        #expect(document().object["seed"] == nil && document().object["top_k"] == nil)
+        request.seed = -9_007_199_254_740_993
+        request.topK = 40
+        let (object, written) = document()
+        #expect(object["seed"] == .number(JSONNumber(-9_007_199_254_740_993)) && object["top_k"] == 40)
+        #expect(written == String(decoding: object.encoded(), as: UTF8.self))
+        #expect(written.hasSuffix(#","seed":-9007199254740993,"top_k":40}"#))
+    }
 }

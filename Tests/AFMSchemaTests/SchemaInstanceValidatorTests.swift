@@ -104,7 +104,36 @@ import Testing
 
     /// Keywords the subset keeps only as description text are not checked: they were never promised.
     @Test func unenforcedKeywordsAreNotChecked() throws {
-        let schema = #"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]+$","maxLength":2}},"required":["code"]}"#
+        let schema = #"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]+$","format":"email"}},"required":["code"]}"#
         #expect(try violation(#"{"code":"lowercase and long"}"#, schema) == nil)
+    }
+
+    /// String lengths are enforced and count code points (an escaped surrogate pair is one character).
+    @Test func stringLengthsCountCodePoints() throws {
+        let schema = #"{"type":"object","properties":{"code":{"type":"string","minLength":2,"maxLength":3}},"required":["code"]}"#
+        #expect(try violation(#"{"code":"ab"}"#, schema) == nil)
+        #expect(try violation(#"{"code":"äöü"}"#, schema) == nil)
+        #expect(try violation(#"{"code":"a\ud83d\ude00"}"#, schema) == nil)
+        #expect(try violation(#"{"code":"\ud83d\ude00"}"#, schema)?.message == "length 1 is below minLength 2")
+        #expect(try violation(#"{"code":"abcd"}"#, schema)?.message == "length 4 is above maxLength 3")
+    }
+
+    /// A recursive union of two object branches: checking a nested answer against the first branch checks the
+    /// whole subtree before the member that rules the branch out, then the second branch checks it again. Without
+    /// remembered verdicts that was 2^depth steps for a valid answer of a few hundred bytes (depth 60 never ended).
+    @Test(.timeLimit(.minutes(1))) func recursiveUnionsCostLinearTime() throws {
+        let schema = #"""
+            {"$defs":{"N":{"anyOf":[
+              {"type":"object","properties":{"a":{"$ref":"#/$defs/N"},"x":{"const":1}},"required":["x"]},
+              {"type":"object","properties":{"a":{"$ref":"#/$defs/N"},"x":{"const":2}},"required":["x"]}]}},
+             "$ref":"#/$defs/N"}
+            """#
+        func nested(_ depth: Int, leaf: Int) -> String {
+            (0..<depth).reduce(#"{"x":\#(leaf)}"#) { inner, _ in #"{"a":\#(inner),"x":2}"# }
+        }
+        #expect(try violation(nested(60, leaf: 2), schema) == nil)
+        let deep = try #require(try violation(nested(60, leaf: 3), schema))
+        #expect(deep.path == "$")
+        #expect(deep.message.contains("matches none of the anyOf branches"))
     }
 }

@@ -129,8 +129,16 @@ struct ToolSchemaValidatorTests {
             ##"{"$defs":{"Node":{"type":"object","properties":{"value":{"type":"string"},"children":{"type":"array","items":{"$ref":"#/$defs/Node"}}},"required":["value"]}},"type":"object","properties":{"root":{"$ref":"#/$defs/Node"}}}"##
         ),
         AcceptedCase(
-            "recursion to the root via ##",
-            ##"{"type":"object","properties":{"name":{"type":"string"},"sub":{"anyOf":[{"$ref":"#"},{"type":"null"}]}}}"##
+            "recursion to the root via ## is lifted into $defs",
+            ##"{"type":"object","properties":{"name":{"type":"string"},"sub":{"anyOf":[{"$ref":"#"},{"type":"null"}]}}}"##,
+            normalized:
+                ##"{"type":"object","properties":{"name":{"type":"string"},"sub":{"anyOf":[{"$ref":"#/$defs/root"},{"type":"null"}]}},"additionalProperties":false,"$defs":{"root":{"type":"object","properties":{"name":{"type":"string"},"sub":{"anyOf":[{"$ref":"#/$defs/root"},{"type":"null"}]}},"additionalProperties":false}}}"##
+        ),
+        AcceptedCase(
+            "a lifted root gets a free name and data that looks like a reference is kept",
+            ##"{"$defs":{"root":{"type":"string"}},"type":"object","properties":{"r":{"$ref":"#/$defs/root"},"kids":{"type":"array","items":{"$ref":"#"}},"k":{"type":"object","properties":{},"const":{"$ref":"#"}}}}"##,
+            normalized:
+                ##"{"$defs":{"root":{"type":"string"},"root_2":{"type":"object","properties":{"r":{"$ref":"#/$defs/root"},"kids":{"type":"array","items":{"$ref":"#/$defs/root_2"}},"k":{"type":"object","properties":{},"const":{"$ref":"#"},"additionalProperties":false}},"additionalProperties":false}},"type":"object","properties":{"r":{"$ref":"#/$defs/root"},"kids":{"type":"array","items":{"$ref":"#/$defs/root_2"}},"k":{"type":"object","properties":{},"const":{"$ref":"#"},"additionalProperties":false}},"additionalProperties":false}"##
         ),
         AcceptedCase(
             "mutual recursion through objects",
@@ -159,11 +167,11 @@ struct ToolSchemaValidatorTests {
                 ##"{"type":"object","properties":{"city":{"type":"string","description":"(pattern: ^[a-z]+$)"}},"additionalProperties":false}"##,
             warnings: 1),
         AcceptedCase(
-            "format and lengths appended to a description",
+            "format appended to a description, lengths enforced",
             ##"{"type":"object","properties":{"email":{"description":"Address","type":"string","format":"email","minLength":3,"maxLength":254}}}"##,
             normalized:
-                ##"{"type":"object","properties":{"email":{"description":"Address (format: email; minLength: 3; maxLength: 254)","type":"string"}},"additionalProperties":false}"##,
-            warnings: 3),
+                ##"{"type":"object","properties":{"email":{"description":"Address (format: email)","type":"string","minLength":3,"maxLength":254}},"additionalProperties":false}"##,
+            warnings: 1),
         AcceptedCase(
             "multipleOf", ##"{"type":"object","properties":{"n":{"type":"number","multipleOf":0.5}}}"##, warnings: 1),
         AcceptedCase(
@@ -467,10 +475,35 @@ struct ToolSchemaValidatorTests {
             "minLength is negative", ##"{"type":"object","properties":{"a":{"type":"string","minLength":-2}}}"##,
             at: "properties.a.minLength"),
         RejectedCase(
+            "maxLength below minLength",
+            ##"{"type":"object","properties":{"a":{"type":"string","minLength":4,"maxLength":3}}}"##,
+            at: "properties.a.maxLength", "less than minLength"),
+        RejectedCase(
+            "maxLength on an integer", ##"{"type":"object","properties":{"a":{"type":"integer","maxLength":3}}}"##,
+            at: "properties.a.maxLength", "does not apply"),
+        RejectedCase(
             "uniqueItems is a string",
             ##"{"type":"object","properties":{"t":{"type":"array","items":{"type":"string"},"uniqueItems":"yes"}}}"##,
             at: "properties.t.uniqueItems"),
         RejectedCase("$schema is a number", ##"{"$schema":7}"##, at: "$schema"),
+        // Bounds llama.cpp's converter would read wrongly: it takes counts as a C int (4294967296 became 0, so a
+        // minLength the host checks was never generated) and integer bounds as an int64_t (2^64-1 became -1).
+        RejectedCase(
+            "minLength beyond a C int",
+            ##"{"type":"object","properties":{"a":{"type":"string","minLength":4294967296}}}"##,
+            at: "properties.a.minLength", "no larger than 2147483647"),
+        RejectedCase(
+            "minItems beyond a C int",
+            ##"{"type":"object","properties":{"t":{"type":"array","items":{"type":"string"},"minItems":2147483648}}}"##,
+            at: "properties.t.minItems", "no larger than 2147483647"),
+        RejectedCase(
+            "integer minimum beyond 2^53",
+            ##"{"type":"object","properties":{"n":{"type":"integer","minimum":18446744073709551615}}}"##,
+            at: "properties.n.minimum", "9007199254740991"),
+        RejectedCase(
+            "integer exclusiveMaximum beyond -2^53",
+            ##"{"type":"object","properties":{"n":{"type":["integer","null"],"exclusiveMaximum":-1e300}}}"##,
+            at: "properties.n.exclusiveMaximum", "9007199254740991"),
         // Paths name unusual property names unambiguously.
         RejectedCase(
             "quoted property name in the path", ##"{"type":"object","properties":{"first name":{"type":"text"}}}"##,
@@ -613,6 +646,16 @@ struct ToolSchemaValidatorTests {
         let error = try #require(schemaError(.object(schema)))
         #expect(error.path == root + ".$defs.d0.anyOf[1]")
         #expect(error.message.contains("two union branches"))
+    }
+
+    @Test("two bounds on one side keep the tighter one, which says the same (llama.cpp reads only minimum/maximum)")
+    func oneBoundPerSide() throws {
+        let schema = json(
+            ##"{"type":"object","properties":{"i":{"type":"integer","minimum":0,"exclusiveMinimum":5,"maximum":10,"exclusiveMaximum":20},"n":{"type":"number","exclusiveMinimum":1,"minimum":2,"exclusiveMaximum":3,"maximum":3}}}"##)
+        let normalized = try ToolSchemaValidator.validate(schema, path: root).normalized
+        #expect(
+            normalized.objectValue?["properties"]
+                == json(##"{"i":{"type":"integer","exclusiveMinimum":5,"maximum":10},"n":{"type":"number","minimum":2,"exclusiveMaximum":3}}"##))
     }
 
     @Test("errors are reported in document order within a node")

@@ -150,6 +150,17 @@ def start_gateway(
     vendor.mkdir(parents=True)
     (vendor / "00-tests.conf").write_text("[Server]\nDrainDelaySeconds=0\n", encoding="utf-8")
 
+    def ready(gateway: Gateway) -> None:
+        check_models_served(gateway, list(models), api_key)
+        if local:
+            wait_for_alias(gateway, "on-device")
+
+    return launch_afmd(afmd, root, backends, record, ready)
+
+
+def launch_afmd(afmd: Path, root: Path, backends: Path, record_path: Path, ready: Callable[[Gateway], None]) -> Gateway:
+    """Starts ``afmd`` on 127.0.0.1:0 with ``root`` and ``backends``, reads its port from its log, then runs ``ready``;
+    kills it when either fails."""
     log_path = root / "afmd.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
@@ -158,12 +169,10 @@ def start_gateway(
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
-    gateway = Gateway(process=process, port=0, root=root, record_path=record, log_path=log_path)
+    gateway = Gateway(process=process, port=0, root=root, record_path=record_path, log_path=log_path)
     try:
         gateway.port = wait_for_port(gateway)
-        check_models_served(gateway, list(models), api_key)
-        if local:
-            wait_for_alias(gateway, "on-device")
+        ready(gateway)
     except BaseException:
         if process.poll() is None:
             process.kill()
@@ -244,15 +253,10 @@ MODELS = {
 }
 
 
-def staged_backends() -> Path:
-    value = os.environ.get("AFM_STAGE_DIR", "")
-    return (Path(value) if value else ROOT / ".build" / "afm") / "backends"
-
-
 def start_local_gateway(tmp_path: Path, model: Path, context_tokens: int = 2048) -> Gateway:
     """afmd with ``local.so`` (staged by ``make build``) serving ``model`` as ``on-device``."""
     afmd = bin_dir() / "afmd"
-    library = staged_backends() / "local.so"
+    library = stage_dir() / "backends" / "local.so"
     for path in (afmd, library, model):
         if not path.exists():
             raise AssertionError(f"{path} is missing: run `make build` (and scripts/fetch-model) first")
@@ -261,36 +265,22 @@ def start_local_gateway(tmp_path: Path, model: Path, context_tokens: int = 2048)
     root.mkdir(parents=True)
     backends.mkdir(parents=True)
     (backends / "local.so").symlink_to(library)
-    shutil.copyfile(staged_backends() / "local.json", backends / "local.json")
+    shutil.copyfile(stage_dir() / "backends" / "local.json", backends / "local.json")
     # A model on two shared cores can take minutes for a long answer: the processing deadline (300 s) must not
     # cut a non-streaming structured answer off.
     config = f"[Server]\nProcessingDeadlineSeconds=1800\n[Backend.local]\nModel={model}\nContextTokens={context_tokens}\n"
     (root / "afmd.conf").write_text(config, encoding="utf-8")
-    log_path = root / "afmd.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [str(afmd), "--listen", "127.0.0.1:0", "--config-root", str(root), "--backend-dir", str(backends)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-    gateway = Gateway(process=process, port=0, root=root, record_path=tmp_path / "none.jsonl", log_path=log_path)
-    try:
-        gateway.port = wait_for_port(gateway)
+
+    def ready(gateway: Gateway) -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # the model loads after the listener opens
             with urllib.request.urlopen(f"{gateway.origin}/v1/models", timeout=10) as answer:
                 if any(m.get("capabilities", {}).get("structured_output") for m in json.load(answer)["data"]):
-                    break
+                    return
             time.sleep(0.2)
-        else:
-            raise AssertionError(f"the local backend did not serve a model within 120 s:\n{gateway.log()}")
-    except BaseException:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        raise
-    return gateway
+        raise AssertionError(f"the local backend did not serve a model within 120 s:\n{gateway.log()}")
+
+    return launch_afmd(afmd, root, backends, tmp_path / "none.jsonl", ready)
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))

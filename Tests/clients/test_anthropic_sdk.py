@@ -142,3 +142,65 @@ def test_local_model_answers_through_messages(gateway):
         gw, "/v1/messages", {"model": "on-device", "max_tokens": 12, "stream": True, "messages": [{"role": "user", "content": "Name a color."}]})
     for name, data in events_of(raw):
         check_anthropic_event(name, data)
+
+
+STRUCTURED_CAPABILITIES = {"streaming": True, "tools": True, "vision": False, "reasoning": False, "structured_output": True}
+
+
+def test_parse_with_a_pydantic_model(gateway):
+    """``messages.parse(output_format=Model)`` sends ``output_config.format``; the backend gets the schema as the
+    pipeline's ``output_format`` and the SDK parses the checked text block."""
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        population: int
+        mayor: str | None
+
+    answer = json.dumps({"name": "Paris", "population": 2100000, "mayor": None})
+    gw = gateway(models={"m": {"capabilities": STRUCTURED_CAPABILITIES, "steps": [{"json": {"text": answer, "chunks": 3}}]}})
+    message = client_for(gw).messages.parse(
+        model="m", max_tokens=64, messages=[{"role": "user", "content": "Paris?"}], output_format=City)
+    assert message.parsed_output == City(name="Paris", population=2100000, mayor=None)
+    sent = gw.generate_requests()[-1]["output_format"]
+    assert sent["type"] == "json_schema" and sent["name"] == "output"
+    assert list(sent["schema"]["properties"]) == ["name", "population", "mayor"]
+    # An unrepresentable schema names its path; a model without the capability is refused, never emulated.
+    status, raw = raw_post(gw, "/v1/messages", {
+        "model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
+        "output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"t": {"type": "array", "items": {}}}}}}})
+    assert status == 400, raw
+    check("anthropic", "ErrorResponse", json.loads(raw))
+    assert "output_config.format.schema.properties.t.items" in json.loads(raw)["error"]["message"]
+
+
+def test_parse_without_the_capability_is_refused(gateway):
+    plain = dict(STRUCTURED_CAPABILITIES, structured_output=False)
+    gw = gateway(models={"m": {"capabilities": plain, "steps": [{"text": "{}"}]}})
+    status, raw = raw_post(gw, "/v1/messages", {
+        "model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
+        "output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {}}}}})
+    assert status == 400, raw
+    assert json.loads(raw)["error"]["type"] == "invalid_request_error"
+    assert gw.generate_requests() == []
+
+
+def test_local_model_parse_through_messages(gateway):
+    """The real local model under ``messages.parse``: grammar-constrained, checked, parsed by the SDK."""
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    class Capital(BaseModel):
+        city: str = Field(max_length=40)
+        country: str = Field(max_length=40)
+        size: Literal["small", "large"]
+
+    gw = gateway(local=True)
+    message = client_for(gw).messages.parse(
+        model="on-device", max_tokens=120, extra_body={"temperature": 0},  # parse() has no temperature argument
+        messages=[{"role": "user", "content": "What is the capital of France?"}], output_format=Capital)
+    assert message.stop_reason == "end_turn", message
+    assert isinstance(message.parsed_output, Capital)
+    text = message.content[0].text
+    assert text.index('"city"') < text.index('"country"') < text.index('"size"')

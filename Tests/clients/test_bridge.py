@@ -178,6 +178,29 @@ def test_one_scenario_over_stdio_and_over_the_c_abi(gateway, host_factory) -> No
         assert host.callback_threads.pop() != threading.get_ident()
 
 
+def test_shutdown_cancels_runs_answers_then_refuses_and_the_stdio_bridge_exits_0(gateway, host_factory) -> None:
+    gw: Gateway = gateway(models=MODELS)
+    host = host_factory(gw.origin, "stall")
+    agent = host.call("agent.create", {})["agent_id"]
+    run = host.call("agent.run", {"agent_id": agent, "prompt": "Take your time."})["run_id"]
+    host.wait_event(run, "text")
+    shutdown = host.send("shutdown", {})
+    assert host.response(shutdown) == {"jsonrpc": "2.0", "id": shutdown, "result": {}}
+    # The run was cancelled, and its last event came before the answer to shutdown.
+    end = host.wait_end(run, timeout=0)
+    assert end["type"] == "failed" and end["error"]["code"] == "cancelled", end
+    answer_index = next(i for i, m in enumerate(host.messages) if m.get("id") == shutdown)
+    assert any(m.get("method") == "run.event" and m["params"]["event"] is end for m in host.messages[:answer_index])
+    if isinstance(host, StdioHost):
+        # afm bridge ends by itself once it has answered, with stdin still open.
+        assert host.process.wait(timeout=30) == 0, host.log()
+    else:
+        # The handle stays open until closed: later requests are refused, shutdown itself still answers.
+        error = expect_error(host.request("ping", {}), -32000)
+        assert error["data"]["code"] == "shut_down", error
+        assert host.call("shutdown", {}) == {}
+
+
 def test_npcs_see_the_world_as_it_is_now_and_act_through_the_host(gateway, tmp_path: Path) -> None:
     """npc.say: the persona and the world's facts of the moment are in each turn's system text, never in the
     transcript; an NPC action is an external tool the host runs; memory keeps the last turns only."""
@@ -421,5 +444,7 @@ def test_npc_decisions_are_schema_turns_with_reasoning_before_one_of_the_options
         run = host.call("npc.decide", {"npc_id": rogue, "options": options})["run_id"]
         end = host.wait_end(run)
         assert end["type"] == "failed" and end["error"]["code"] == "invalid_schema", end
+        # A failed turn rolls back (agents.md §1.7): the rogue NPC remembers nothing of it.
+        assert host.call("agent.history", {"agent_id": rogue}) == {"items": [], "turns": 0}
     finally:
         assert host.close() == 0

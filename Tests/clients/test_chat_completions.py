@@ -186,3 +186,28 @@ def test_an_invalid_structured_answer_fails(gateway):
         client_for(gw).chat.completions.create(
             model="m", messages=[{"role": "user", "content": "x"}], response_format={"type": "json_object"})
     assert caught.value.body["code"] == "invalid_structured_output"
+
+
+def test_a_seed_makes_sampled_answers_repeatable_on_the_local_model(gateway):
+    """``seed`` reaches the local backend's sampler: at temperature 1 the same seed gives the same answer; Messages'
+    ``top_k`` is taken too (``top_k=1`` samples greedily, so two answers agree)."""
+    gw = gateway(local=True)
+    client = client_for(gw)
+
+    def sampled(seed: int) -> str:
+        completion = client.chat.completions.create(
+            model="on-device", messages=[{"role": "user", "content": "Invent a name for a cat."}],
+            max_completion_tokens=24, temperature=1.0, seed=seed)
+        return completion.choices[0].message.content
+
+    first = sampled(1234)
+    assert first.strip()
+    assert sampled(1234) == first
+    answers = set()
+    for _ in range(2):
+        status, raw = raw_post(gw, "/v1/messages", {
+            "model": "on-device", "max_tokens": 16, "temperature": 1.0, "top_k": 1,
+            "messages": [{"role": "user", "content": "Invent a name for a dog."}]})
+        assert status == 200, raw
+        answers.add(json.loads(raw)["content"][0]["text"])
+    assert len(answers) == 1

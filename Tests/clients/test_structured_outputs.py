@@ -23,18 +23,20 @@ class Kind(str, Enum):
 
 
 class Street(BaseModel):
-    name: str
+    name: str = Field(max_length=40)
     length_km: int = Field(ge=0, le=100)
 
 
+# Free text is bounded (``max_length``, enforced by the grammar): at temperature 0 a 135M model repeats one sentence
+# for as long as a string may run, so an unbounded ``reasoning`` ends ``incomplete`` at any output cap.
 class City(BaseModel):
     """A nested model, a list of models, an enum, a Literal, an Optional and a field with a default."""
 
-    reasoning: str
-    name: str
+    reasoning: str = Field(max_length=240)
+    name: str = Field(max_length=40)
     kind: Kind
     size: Literal["small", "large"]
-    mayor: Optional[str]
+    mayor: Optional[str] = Field(max_length=40)
     population: int = 0
     streets: list[Street] = Field(max_length=2)
 
@@ -54,6 +56,7 @@ def test_parse_returns_the_pydantic_model(local_gateway: Gateway) -> None:
     city = response.output_parsed
     assert isinstance(city, City)
     assert isinstance(city.kind, Kind) and city.size in ("small", "large")
+    assert len(city.reasoning) <= 240 and len(city.name) <= 40
     assert len(city.streets) <= 2 and all(0 <= street.length_km <= 100 for street in city.streets)
     # Members come in schema order: the model reasons before it answers.
     text = response.output_text
@@ -80,7 +83,7 @@ def test_stream_gives_output_parsed(local_gateway: Gateway) -> None:
 def test_json_object_mode(local_gateway: Gateway) -> None:
     response = client(local_gateway).responses.create(
         model="on-device",
-        input="Give the capital of France and its country as JSON.",
+        input='Reply with a JSON object with two keys, "city" and "country": the capital of France and its country.',
         text={"format": {"type": "json_object"}},
         max_output_tokens=200,
         temperature=0,
@@ -104,3 +107,23 @@ def test_an_unrepresentable_schema_is_a_400_naming_the_path(local_gateway: Gatew
         )
     assert raised.value.code == "invalid_json_schema"
     assert raised.value.param == "text.format.schema.properties.tags.items"
+
+
+def test_a_bound_the_grammar_sampler_cannot_take_is_a_400(local_gateway: Gateway) -> None:
+    """llama.cpp's grammar parser refuses repetitions above 2000; a schema asking for one is the client's error
+    (400 ``invalid_request`` saying why), never a 500."""
+    schema = {
+        "type": "object",
+        "properties": {"essay": {"type": "string", "minLength": 3000}},
+        "required": ["essay"],
+        "additionalProperties": False,
+    }
+    with pytest.raises(openai.BadRequestError) as raised:
+        client(local_gateway).responses.create(
+            model="on-device",
+            input="x",
+            max_output_tokens=8,
+            text={"format": {"type": "json_schema", "name": "Essay", "schema": schema}},
+        )
+    assert raised.value.code == "invalid_request"
+    assert "minLength" in str(raised.value)

@@ -26,9 +26,9 @@ NAMES = ["name", "city", "count", "tags", "ok", "score", "kind", "items", "note"
 
 
 class SchemaMaker:
-    """Random schemas of the subset: objects (property order and required sets vary), strings, integers with
-    ranges, numbers, booleans, enums, consts, arrays with counts, Optionals (anyOf with null and type arrays),
-    string-literal unions, unions of objects, $defs with $ref, recursion through an array."""
+    """Random schemas of the subset: objects (property order and required sets vary), strings (some with length
+    bounds), integers with ranges, numbers, booleans, enums, consts, arrays with counts, Optionals (anyOf with null
+    and type arrays), string-literal unions, unions of objects, $defs with $ref, recursion through an array."""
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
@@ -36,9 +36,12 @@ class SchemaMaker:
 
     def scalar(self) -> dict[str, Any]:
         r = self.rng
-        choice = r.randrange(8)
+        choice = r.randrange(9)
         if choice == 0:
             return {"type": "string"}
+        if choice == 7:
+            low = r.randrange(0, 3)
+            return {"type": "string", "minLength": low, "maxLength": low + r.randrange(0, 12)}
         if choice == 1:
             low = r.randrange(-5, 5)
             return {"type": "integer", "minimum": low, "maximum": low + r.randrange(1, 50)}

@@ -568,6 +568,8 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     sp.min_p = defaults_.min_p;
     sp.temp = request.temperature.value_or(defaults_.temp);
     sp.no_perf = true;
+    if (request.seed) sp.seed = *request.seed;
+    if (request.top_k) sp.top_k = *request.top_k;
     if (sp.temp <= 0.0f) {
         // Greedy: the most likely token (among those the grammar allows).
         sp.samplers = {COMMON_SAMPLER_TYPE_TOP_K};
@@ -638,6 +640,14 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     try {
         p.sampler = common_sampler_init(model_, sp);
     } catch (const std::exception &e) {
+        // A grammar from the client's schemas that llama.cpp's parser refuses is the request's problem: its
+        // repetition limit (2000) rejects large minLength/minItems bounds that json_schema_to_grammar writes out.
+        if (structured || !sp.grammar.empty())
+            throw BackendError(AFM_ERR_INVALID_REQUEST,
+                               std::string(structured ? "the output schema's" : "a tool's parameters schema's") +
+                                   " grammar was refused (" + e.what() +
+                                   "); llama.cpp's grammar sampler takes repetition bounds (minLength, maxLength, "
+                                   "minItems, maxItems) up to 2000");
         throw BackendError(offer_tools ? AFM_ERR_TOOL_FAILED : AFM_ERR_INTERNAL,
                            std::string("cannot set up sampling: ") + e.what());
     }

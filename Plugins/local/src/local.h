@@ -105,6 +105,8 @@ struct Request {
     int64_t max_output_tokens = -1;          // -1: the model's output budget
     std::optional<float> temperature;
     std::optional<float> top_p;
+    std::optional<uint32_t> seed;            // the client's seed, modulo 2^32 (never llama.cpp's "random" value)
+    std::optional<int32_t> top_k;            // >= 1
     OutputKind output = OutputKind::Text;    // output_format.type (ABI 1.1)
     std::string output_schema;               // OutputKind::JsonSchema: the normalized schema, property order kept
 };

@@ -348,6 +348,19 @@ Request parse_request(afm_str request_json) {
     }
     r.temperature = number_field(doc, "temperature", 0.0, 100.0);
     r.top_p = number_field(doc, "top_p", 0.0, 1.0);
+    if (const json *s = field(doc, "seed")) {
+        if (!s->is_number_integer()) invalid("seed must be an integer");
+        // llama.cpp's sampler takes 32 bits and reads 0xFFFFFFFF as "pick a random seed": keep every seed fixed.
+        auto bits = static_cast<uint32_t>(s->is_number_unsigned() ? s->get<uint64_t>()
+                                                                  : static_cast<uint64_t>(s->get<int64_t>()));
+        r.seed = bits == LLAMA_DEFAULT_SEED ? bits - 1 : bits;
+    }
+    if (const json *k = field(doc, "top_k")) {
+        if (!k->is_number_integer() || (!k->is_number_unsigned() && k->get<int64_t>() < 1))
+            invalid("top_k must be a positive integer");
+        uint64_t value = k->is_number_unsigned() ? k->get<uint64_t>() : static_cast<uint64_t>(k->get<int64_t>());
+        r.top_k = static_cast<int32_t>(std::min<uint64_t>(value, INT32_MAX));
+    }
     if (const json *f = field(doc, "output_format")) {
         if (!f->is_object()) invalid("output_format must be an object");
         std::string type = string_field(*f, "type", "output_format", true);

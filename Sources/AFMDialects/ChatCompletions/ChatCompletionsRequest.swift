@@ -27,7 +27,7 @@ public struct ChatCompletionsRequest: Sendable {
         .init("response_format", .supported, "text, json_object, or json_schema (enforced and checked; models with structured_output)"),
         .init("reasoning_effort", .supported, "low, medium, high (models that reason); none"),
         .init("n", .supported, "1 only"),
-        .init("seed", .ignored, "an integer; no backend takes a seed through the ABI yet"),
+        .init("seed", .supported, "an integer, passed to the backend (the local backend seeds its sampler with it)"),
         .init("presence_penalty", .ignored, "-2 to 2"),
         .init("frequency_penalty", .ignored, "-2 to 2"),
         .init("user", .ignored, "a string"),
@@ -85,7 +85,7 @@ public struct ChatCompletionsRequest: Sendable {
         let topP = try RequestFields.optionalNumber(object, "top_p", in: 0...1)
         _ = try RequestFields.optionalNumber(object, "presence_penalty", in: -2...2)
         _ = try RequestFields.optionalNumber(object, "frequency_penalty", in: -2...2)
-        _ = try RequestFields.optionalInteger(object, "seed", minimum: Int.min)
+        let seed = try RequestFields.optionalInteger(object, "seed", minimum: Int.min)
         _ = try RequestFields.optionalString(object, "user")
         _ = try RequestFields.optionalString(object, "safety_identifier")
         _ = try RequestFields.optionalString(object, "prompt_cache_key")
@@ -139,6 +139,7 @@ public struct ChatCompletionsRequest: Sendable {
             maxOutputTokens: maxOutputTokens, toolSet: toolSet,
             parallelToolCalls: try RequestFields.optionalBool(object, "parallel_tool_calls") ?? true, reasoningEffort: reasoningEffort,
             imageCount: images, stopSequences: stop, outputFormat: outputFormat)
+        pipeline.seed = seed
     }
 
     /// One message of `messages` into system text or conversation items.

@@ -22,7 +22,7 @@ public struct MessagesRequest: Sendable {
         .init("tools", .supported, "custom tools with input_schema in the enforceable subset; server tools dropped"),
         .init("tool_choice", .supported, "auto, any, tool (by name), none; disable_parallel_tool_use"),
         .init("thinking", .supported, "enabled/adaptive: reasoning on models that have it, else 400; disabled"),
-        .init("top_k", .ignored, "an integer of at least 1; no backend takes top_k through the ABI yet"),
+        .init("top_k", .supported, "an integer of at least 1, passed to the backend (the local backend samples among the top k)"),
         .init("metadata", .ignored, "user_id"),
         .init("service_tier", .ignored, "answered as standard"),
         .init("cache_control", .ignored, "prompt caching is the backend's own"),
@@ -30,8 +30,9 @@ public struct MessagesRequest: Sendable {
         .init("container", .rejected(code: "unsupported_parameter", message: "Containers are not available on this gateway."), ""),
         .init("mcp_servers", .rejected(code: "unsupported_parameter", message: "Remote MCP servers are not available on this gateway."), ""),
         .init(
-            "output_config", .rejected(code: "unsupported_parameter", message: "output_config is not supported yet."), ""),
-        .init("output_format", .rejected(code: "unsupported_parameter", message: "Structured output is not supported yet."), ""),
+            "output_config", .supported,
+            "format json_schema: enforced and checked (models with structured_output); effort accepted, no effect"),
+        .init("output_format", .supported, "the older spelling of output_config.format"),
     ])
 
     /// What Claude Code puts at the start of its first system block on every request (`x-anthropic-billing-header:
@@ -54,13 +55,14 @@ public struct MessagesRequest: Sendable {
         let stream = try RequestFields.optionalBool(object, "stream") ?? false
         let temperature = try RequestFields.optionalNumber(object, "temperature", in: 0...1)
         let topP = try RequestFields.optionalNumber(object, "top_p", in: 0...1)
-        _ = try RequestFields.optionalInteger(object, "top_k", minimum: 1)
+        let topK = try RequestFields.optionalInteger(object, "top_k", minimum: 1)
         if let metadata = object["metadata"], !metadata.isNull {
             guard let fields = metadata.objectValue else { throw RequestFields.typeError("metadata", expected: "an object", got: metadata) }
             _ = try RequestFields.optionalString(fields, "user_id", param: "metadata.user_id")
         }
         let stop = try RequestFields.stopSequences(object["stop_sequences"], param: "stop_sequences", maximum: 16, allowString: false)
         let reasoningEffort = try Self.reasoningEffort(object["thinking"])
+        let outputFormat = try Self.outputFormat(object)
 
         var system: [String] = []
         if let value = object["system"], !value.isNull {
@@ -122,7 +124,51 @@ public struct MessagesRequest: Sendable {
         pipeline = PipelineRequest(
             dialect: .messages, model: model, system: system, items: items, stream: stream && !counting, temperature: temperature, topP: topP,
             maxOutputTokens: maxTokens, toolSet: toolSet, parallelToolCalls: parallelToolCalls, reasoningEffort: reasoningEffort,
-            imageCount: images, stopSequences: stop)
+            imageCount: images, stopSequences: stop, outputFormat: outputFormat)
+        pipeline.topK = topK
+    }
+
+    /// `output_config.format` (or the older top-level `output_format`): `{"type": "json_schema", "schema": …}`
+    /// through the pipeline's structured-output rules; Anthropic's format has no name, so the answer's is `output`.
+    private static func outputFormat(_ object: JSONObject) throws(AFMError) -> OutputFormat {
+        var format: (value: JSONValue, param: String)?
+        if let config = object["output_config"], !config.isNull {
+            guard let fields = config.objectValue else {
+                throw RequestFields.typeError("output_config", expected: "an object", got: config)
+            }
+            for (key, _) in fields where key != "format" && key != "effort" {
+                throw AFMError(
+                    .invalidRequest, "Unknown parameter: 'output_config.\(key)'.", param: "output_config.\(key)",
+                    publicCode: "unknown_parameter")
+            }
+            if let effort = fields["effort"], !effort.isNull {
+                guard let level = effort.stringValue, ["low", "medium", "high", "xhigh", "max"].contains(level) else {
+                    throw AFMError(
+                        .invalidRequest, "Invalid 'output_config.effort': use low, medium, high, xhigh or max.",
+                        param: "output_config.effort", publicCode: "invalid_value")
+                }
+            }
+            if let value = fields["format"], !value.isNull { format = (value, "output_config.format") }
+        }
+        if let value = object["output_format"], !value.isNull {
+            guard format == nil else {
+                throw AFMError(
+                    .invalidRequest, "Give the format once: output_config.format or output_format, not both.",
+                    param: "output_format", publicCode: "invalid_value")
+            }
+            format = (value, "output_format")
+        }
+        guard let format else { return .text }
+        guard var fields = format.value.objectValue, let type = fields["type"]?.stringValue else {
+            throw RequestFields.typeError(format.param, expected: "an object with a type", got: format.value)
+        }
+        guard type == "json_schema" else {
+            throw AFMError(
+                .invalidRequest, "Invalid '\(format.param).type': '\(type)'. Supported: json_schema.",
+                param: "\(format.param).type", publicCode: "invalid_value")
+        }
+        if fields["name"] == nil { fields["name"] = "output" }
+        return try .jsonSchema(fields, param: format.param)
     }
 
     /// `system`: a string or text blocks, without Claude Code's billing line.

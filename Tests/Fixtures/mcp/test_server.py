@@ -6,6 +6,7 @@ Tests/clients/requirements.txt).
     test_server.py silent    reads its input and never answers (initialize times out)
     test_server.py stubborn  serves, but ignores SIGTERM and keeps running after its input closes
     test_server.py paged     a low-level server listing tools t0…t4 two per page (nextCursor)
+    test_server.py deaf      answers initialize and tools/list (plain JSON-RPC lines), then never reads again
 """
 import os
 import signal
@@ -16,6 +17,24 @@ if len(sys.argv) > 1 and sys.argv[1] == "silent":
     for _ in sys.stdin:
         pass
     sys.exit(0)
+
+if len(sys.argv) > 1 and sys.argv[1] == "deaf":
+    import json
+
+    def answer(message, result):
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("method") == "initialize":
+            answer(message, {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                             "serverInfo": {"name": "afm-deaf-server", "version": "1"}})
+        elif message.get("method") == "tools/list":
+            answer(message, {"tools": [{"name": "echo", "description": "Never answered.",
+                                        "inputSchema": {"type": "object"}}]})
+            break
+    while True:  # its input fills up and the client's writer blocks
+        time.sleep(1)
 
 if len(sys.argv) > 1 and sys.argv[1] == "paged":
     import anyio

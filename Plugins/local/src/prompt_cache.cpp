@@ -147,6 +147,12 @@ uint64_t model_fingerprint(const std::string &path) {
     }
     const uint64_t size = (uint64_t)st.st_size;
     uint64_t h = hash64(&size, sizeof size, 0x4d4f44454c);
+    // The samples below cannot tell a same-size update of a model (a fine-tune's changed tensors) from the model it
+    // replaced; the file's identity can: an update is a new file (new inode) or a rewrite (new mtime). A copy of an
+    // unchanged model then starts a cold directory, which costs only warm-up.
+    const uint64_t identity[4] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_mtim.tv_sec,
+                                  (uint64_t)st.st_mtim.tv_nsec};
+    h = hash64(identity, sizeof identity, h);
     std::vector<uint8_t> buffer(1 << 20);
     auto sample = [&](uint64_t offset, size_t length) {
         length = (size_t)std::min<uint64_t>(length, size > offset ? size - offset : 0);

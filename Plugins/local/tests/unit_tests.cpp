@@ -1076,6 +1076,31 @@ void test_prompt_cache_disk_bound_across_instances() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+void test_prompt_cache_fingerprint_sees_a_replaced_model() {
+    // An update of the same size whose changes lie outside the sampled regions (1 MiB + 64 KiB + 1 is between the
+    // first MiB and the first 64 KiB sample of a 4 MiB file), installed as packages do (write, then rename over):
+    // another model, another fingerprint.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    std::string path = root + "/model.gguf", next = root + "/model.gguf.new";
+    std::vector<char> bytes(4 << 20, 'a');
+    auto write = [&](const std::string &to) {
+        FILE *f = std::fopen(to.c_str(), "wb");
+        CHECK(f && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size(), "write %s", to.c_str());
+        if (f) std::fclose(f);
+    };
+    write(path);
+    uint64_t before = model_fingerprint(path);
+    bytes[(1 << 20) + (64 << 10) + 1] = 'b';
+    write(next);
+    CHECK(std::rename(next.c_str(), path.c_str()) == 0, "rename");
+    uint64_t after = model_fingerprint(path);
+    CHECK(before != 0 && after != 0 && before != after, "fingerprints %llx and %llx", (unsigned long long)before,
+          (unsigned long long)after);
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_never_reads_another_models_entries() {
     // Another model (another fingerprint) or another layout has its own directory; a file copied from one into the
     // other does not verify (its header names the other model) and is deleted.
@@ -1165,6 +1190,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_rejects_crafted_entries", test_prompt_cache_rejects_crafted_entries);
     run("prompt_cache_disk_bound_across_instances", test_prompt_cache_disk_bound_across_instances);
     run("prompt_cache_never_reads_another_models_entries", test_prompt_cache_never_reads_another_models_entries);
+    run("prompt_cache_fingerprint_sees_a_replaced_model", test_prompt_cache_fingerprint_sees_a_replaced_model);
     const afm_backend_vtable *vt = negotiate();
     if (!vt) {
         std::fprintf(stderr, "negotiation failed\n");

@@ -4,6 +4,7 @@ import AFMCore
 import AFMGame
 import AFMJSON
 import AFMLogging
+import Dispatch
 import Synchronization
 
 /// The bridge's one dispatcher: JSON-RPC 2.0 messages in, responses and `run.event` notifications out, for
@@ -226,6 +227,19 @@ public final class Bridge: Sendable {
             entry.run.cancel()
             await entry.task.value
         }
+    }
+
+    /// ``shutdown()`` for a host thread (never one of Swift's cooperative pool, which it blocks): returns when every
+    /// run and agent has ended and the outbox has delivered what was queued and stopped its thread. What the stdio
+    /// bridge does at the end of its input and `afm_bridge_close` does.
+    public func close() {
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            await shutdown()
+            done.signal()
+        }
+        done.wait()
+        outbox.finish()
     }
 
     /// Runs `body` as a method task that ``shutdown()`` waits for.

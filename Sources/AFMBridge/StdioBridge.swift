@@ -53,13 +53,7 @@ public enum StdioBridge {
         logger.info("ready: protocol \(Bridge.protocolVersion), gateway \(configuration.url), model \(configuration.model)")
         readLines(into: bridge, wake: wake, limit: configuration.maxMessageBytes, logger: logger)
 
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            await bridge.shutdown()
-            done.signal()
-        }
-        done.wait()
-        outbox.finish()
+        bridge.close()
         logger.info("stopped")
         return 0
     }

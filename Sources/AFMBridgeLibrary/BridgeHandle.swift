@@ -41,13 +41,6 @@ final class BridgeHandle: Sendable {
     /// Ends every run and agent, delivers what is queued and stops the delivery thread; blocks the calling thread
     /// (a host thread, never one of Swift's cooperative pool) until all of it is done.
     func close() {
-        let done = DispatchSemaphore(value: 0)
-        let bridge = self.bridge
-        Task {
-            await bridge.shutdown()
-            done.signal()
-        }
-        done.wait()
-        outbox.finish()
+        bridge.close()
     }
 }

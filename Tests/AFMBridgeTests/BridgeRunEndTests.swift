@@ -68,15 +68,7 @@ struct BridgeRunEndTests {
         let bridge = Bridge(
             configuration: BridgeConfiguration(url: ServerURL(host: "127.0.0.1", port: daemon.port, pathPrefix: ""), model: "rogue"),
             outbox: outbox)
-        defer {
-            let done = DispatchSemaphore(value: 0)
-            Task {
-                await bridge.shutdown()
-                done.signal()
-            }
-            done.wait()
-            outbox.finish()
-        }
+        defer { bridge.close() }
         bridge.receive(#"{"jsonrpc":"2.0","id":1,"method":"npc.create","params":{"persona":{"name":"Vex"}}}"#)
         #expect(waitUntil { received.result(id: 1) != nil })
         let npc = try #require(received.result(id: 1)?["npc_id"]?.stringValue)
@@ -117,13 +109,7 @@ struct BridgeRunEndTests {
         #expect(waitUntil(seconds: 30) { bridge.state.withLock { $0.runs.isEmpty } && outbox.queuedBytes > 0 })
         #expect(outbox.queuedBytes <= cap + 1024)
         reading.signal()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            await bridge.shutdown()
-            done.signal()
-        }
-        done.wait()
-        outbox.finish()
+        bridge.close()
         #expect(received.result(id: 2)?["run_id"] == "run-1")
         let events = received.events(run: "run-1")
         let end = try #require(events.last)
@@ -188,13 +174,7 @@ struct BridgeRunEndTests {
             if bridge.state.withLock({ $0.runs.values.contains { $0.agentID == agent } }) { escaped.append(agent) }
         }
         #expect(escaped.isEmpty, "runs outlived their agent's close: \(escaped)")
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            await bridge.shutdown()
-            done.signal()
-        }
-        done.wait()
-        outbox.finish()
+        bridge.close()
     }
 
     /// `Agent.run(accept:)` itself: an answer the check refuses fails the turn with the check's error and leaves the
@@ -234,15 +214,7 @@ struct BridgeRunEndTests {
         let bridge = Bridge(
             configuration: BridgeConfiguration(url: ServerURL(host: "127.0.0.1", port: daemon.port, pathPrefix: ""), model: "stall"),
             outbox: outbox)
-        defer {
-            let done = DispatchSemaphore(value: 0)
-            Task {
-                await bridge.shutdown()
-                done.signal()
-            }
-            done.wait()
-            outbox.finish()
-        }
+        defer { bridge.close() }
         bridge.receive(#"{"jsonrpc":"2.0","id":1,"method":"agent.create","params":{}}"#)
         #expect(waitUntil { received.result(id: 1) != nil })
         // What agent.run looked up before the close ran.

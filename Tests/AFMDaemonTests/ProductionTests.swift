@@ -406,32 +406,14 @@ import Testing
     /// Socket activation as systemd does it (`systemd-socket-activate`, Debian's systemd package): the socket exists
     /// before afmd, a connection made before afmd starts is served, and afmd serves the passed descriptor.
     @Test func socketActivation() throws {
-        let directory = BackendDirectoryBuilder()
-        try directory.addScripted()
-        let port = try Self.freePort()
-        let root = TestPaths.makeTemporaryDirectory("afmd-root")
-        try "[Server]\nDrainDelaySeconds=0\n".write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
-        let log = root + "/afmd.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let activator = Process()
-        activator.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
-        activator.arguments = [
-            "-l", "127.0.0.1:\(port)", TestPaths.afmd, "--config-root", root, "--backend-dir", directory.path,
-        ]
-        activator.standardError = FileHandle(forWritingAtPath: log)
-        try activator.run()
-        defer {
-            if activator.isRunning {
-                kill(activator.processIdentifier, SIGKILL)
-                activator.waitUntilExit()
-            }
-        }
+        let (activator, port, log) = try Self.activate(on: "127.0.0.1", config: "")
+        defer { Self.end(activator) }
         // The socket listens before afmd runs: systemd-socket-activate starts afmd on the first connection.
         #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port)) != nil })
         let client = try TestHTTPClient(port: port)
         let ready = try client.get("/ready")
         #expect(ready.status == 200, "\(ready)")
-        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let text = Self.text(log)
         #expect(text.contains("listening on systemd"), "\(text)")
         #expect(try client.post("/v1/responses", json: responsesBody(model: "scripted-demo")).status == 200)
         kill(activator.processIdentifier, SIGTERM)
@@ -442,26 +424,8 @@ import Testing
     /// A socket systemd binds on a non-loopback address is under the same rule as `Listen=`: without API keys afmd
     /// refuses to serve it (before, the check looked only at `Listen=` and served 0.0.0.0 to anyone).
     @Test func socketActivationOnAPublicAddressNeedsKeys() throws {
-        let directory = BackendDirectoryBuilder()
-        try directory.addScripted()
-        let port = try Self.freePort()
-        let root = TestPaths.makeTemporaryDirectory("afmd-root")
-        try "[Server]\nDrainDelaySeconds=0\n".write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
-        let log = root + "/afmd.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let activator = Process()
-        activator.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
-        activator.arguments = [
-            "-l", "0.0.0.0:\(port)", TestPaths.afmd, "--config-root", root, "--backend-dir", directory.path,
-        ]
-        activator.standardError = FileHandle(forWritingAtPath: log)
-        try activator.run()
-        defer {
-            if activator.isRunning {
-                kill(activator.processIdentifier, SIGKILL)
-                activator.waitUntilExit()
-            }
-        }
+        let (activator, port, log) = try Self.activate(on: "0.0.0.0", config: "")
+        defer { Self.end(activator) }
         #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port)) != nil })
         let client = try TestHTTPClient(port: port)
         let answer = try? client.get("/v1/models")
@@ -469,34 +433,17 @@ import Testing
         #expect(waitUntil(seconds: 20) { !activator.isRunning })
         #expect(!activator.isRunning)
         if !activator.isRunning { #expect(activator.terminationStatus != 0) }
-        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let text = Self.text(log)
         #expect(text.contains("without API keys"), "\(text)")
     }
 
     /// The same rule on a reload: afmd serving a systemd socket on 0.0.0.0 with keys keeps them when a new
     /// configuration drops `APIKeyFile=` (before, the reload check skipped systemd sockets and turned keys off).
     @Test func socketActivationOnAPublicAddressKeepsKeysOnReload() throws {
-        let directory = BackendDirectoryBuilder()
-        try directory.addScripted()
-        let port = try Self.freePort()
-        let root = TestPaths.makeTemporaryDirectory("afmd-root")
-        let keys = try Self.writeKeyFile(root)
-        try "[Server]\nDrainDelaySeconds=0\nAPIKeyFile=\(keys)\n".write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
-        let log = root + "/afmd.log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let activator = Process()
-        activator.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
-        activator.arguments = [
-            "-l", "0.0.0.0:\(port)", TestPaths.afmd, "--config-root", root, "--backend-dir", directory.path,
-        ]
-        activator.standardError = FileHandle(forWritingAtPath: log)
-        try activator.run()
-        defer {
-            if activator.isRunning {
-                kill(activator.processIdentifier, SIGKILL)
-                activator.waitUntilExit()
-            }
-        }
+        let keys = try Self.writeKeyFile(TestPaths.makeTemporaryDirectory("afm-keys"))
+        let (activator, port, log) = try Self.activate(on: "0.0.0.0", config: "APIKeyFile=\(keys)\n")
+        defer { Self.end(activator) }
+        let root = (log as NSString).deletingLastPathComponent
         #expect(waitUntil(seconds: 10) { (try? TestHTTPClient(port: port)) != nil })
         #expect(try TestHTTPClient(port: port).get("/v1/models").status == 401)
         #expect(try TestHTTPClient(port: port).get("/v1/models", headers: ["x-api-key": Self.aliceKey]).status == 200)
@@ -504,10 +451,10 @@ import Testing
         kill(activator.processIdentifier, SIGHUP)
         #expect(
             waitUntil(seconds: 10) {
-                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                let text = Self.text(log)
                 return text.contains("configuration reload") && (text.contains("reload failed") || text.contains("configuration reloaded"))
             })
-        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let text = Self.text(log)
         #expect(text.contains("without API keys"), "\(text)")
         #expect(try TestHTTPClient(port: port).get("/v1/models").status == 401)
         kill(activator.processIdentifier, SIGTERM)

@@ -37,6 +37,9 @@ DEFAULT_CAPABILITIES = {"streaming": True, "tools": True, "vision": False, "reas
 LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
 
 
+# The capabilities of a scripted model that may answer in a JSON format (the dialect tests of structured output).
+STRUCTURED_CAPABILITIES = {"streaming": True, "tools": True, "vision": False, "reasoning": False, "structured_output": True}
+
 def stage_dir() -> Path:
     value = os.environ.get("AFM_STAGE_DIR", "")
     return Path(value) if value else ROOT / ".build" / "afm"

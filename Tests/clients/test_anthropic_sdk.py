@@ -11,6 +11,7 @@ import urllib.request
 import anthropic
 import pytest
 
+from conftest import STRUCTURED_CAPABILITIES
 from schemas import check, check_anthropic_event
 
 WEATHER = {
@@ -142,9 +143,6 @@ def test_local_model_answers_through_messages(gateway):
         gw, "/v1/messages", {"model": "on-device", "max_tokens": 12, "stream": True, "messages": [{"role": "user", "content": "Name a color."}]})
     for name, data in events_of(raw):
         check_anthropic_event(name, data)
-
-
-STRUCTURED_CAPABILITIES = {"streaming": True, "tools": True, "vision": False, "reasoning": False, "structured_output": True}
 
 
 def test_parse_with_a_pydantic_model(gateway):

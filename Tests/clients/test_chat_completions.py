@@ -11,6 +11,7 @@ import urllib.request
 import openai
 import pytest
 
+from conftest import STRUCTURED_CAPABILITIES
 from schemas import check
 
 WEATHER_TOOL = {
@@ -154,9 +155,6 @@ def test_local_model_answers_through_chat_completions(gateway):
     assert status == 200
     for chunk in chunks_of(raw):
         check("openai", "CreateChatCompletionStreamResponse", chunk)
-
-
-STRUCTURED_CAPABILITIES = {"streaming": True, "tools": True, "vision": False, "reasoning": False, "structured_output": True}
 
 
 def test_parse_with_a_pydantic_model(gateway):

@@ -15,8 +15,11 @@ DEB_OUT      ?= dist
 # The pinned llama.cpp build, the default model and the local backend live in a cache that survives `make clean`.
 CACHE        ?= $(CURDIR)/.cache/afm
 MODEL        := $(CACHE)/models/smollm2-135m-instruct-q4_1.gguf
+# Seconds each fuzz target runs in `make fuzz`.
+FUZZ_SECONDS ?= 60
 
 .PHONY: all bootstrap llama model local-backend test-local-backend build stage run test test-fleet bench-http clean help deb test-package
+.PHONY: fuzz test-asan test-tsan
 
 all: build
 
@@ -27,6 +30,9 @@ help:
 	@echo "make test-fleet  HAProxy (share/haproxy/afm.cfg) in front of three afmd nodes: 2,100 requests, a restart and a reload, 0 failures"
 	@echo "make test-package  install them in a clean Debian 12 root (debootstrap) and test the installed service"
 	@echo "make bench-http  compare afmd with nginx under wrk (release build); see docs/PERFORMANCE.md"
+	@echo "make fuzz        run every fuzz target (libFuzzer + ASan) for FUZZ_SECONDS (default $(FUZZ_SECONDS)) each"
+	@echo "make test-asan   the Swift test suite under AddressSanitizer (its own build in .build/asan)"
+	@echo "make test-tsan   the Swift test suite under ThreadSanitizer (its own build in .build/tsan)"
 	@echo "make clean       remove build outputs"
 
 bootstrap:
@@ -89,6 +95,17 @@ deb: bootstrap
 # The installed behaviour of those packages in a debootstrap root (root only; the root is cached in .cache/).
 test-package: deb
 	AFM_DEB_OUT=$(CURDIR)/$(DEB_OUT) Tests/package/run
+
+# Fuzzing: every parser under libFuzzer and AddressSanitizer (scripts/fuzz; seeds and regressions in Fuzz/).
+fuzz: bootstrap
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz run
+
+# The Swift suite under a sanitizer (scripts/test-sanitized), each in a build directory of its own.
+test-asan: build model-gemma
+	scripts/test-sanitized address
+
+test-tsan: build model-gemma
+	scripts/test-sanitized thread
 
 bench-http: bootstrap
 	scripts/bench-http

@@ -4,6 +4,7 @@
 // AFM: a plugin-hosted inference gateway. One package; every target explicit; dependencies point down:
 //
 //   afmd ─► AFMDaemon ─► AFMResponses ─► AFMBackends ─► CAFMBackendABI (the C contract)
+//   Swift backend plugins ─► AFMBackendKit ─► CAFMBackendABI
 //                     └► AFMHTTP ─► AFMSystem (the only Glibc socket/epoll wrapper)
 //   everything ─► AFMCore ─► AFMJSON, AFMLogging (which also holds TerminalSafeText, used by afmctl and afm)
 //
@@ -22,8 +23,11 @@ let package = Package(
         .executable(name: "afmd", targets: ["afmd"]),
         .executable(name: "afmctl", targets: ["afmctl"]),
         .executable(name: "afm-backend-runner", targets: ["afm-backend-runner"]),
+        .executable(name: "afm-backend-check", targets: ["afm-backend-check"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
         .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
+        // The afm-dev example backend in Swift (docs/backend-abi.md, "Write a backend in ten minutes"); not packaged.
+        .library(name: "afm-backend-example-swift", type: .dynamic, targets: ["AFMExampleSwiftBackend"]),
         .executable(name: "afm", targets: ["afm"]),
         // libafm-bridge.so: the bridge for hosts that embed it (afm_bridge.h; docs/bridge.md).
         .library(name: "afm-bridge", type: .dynamic, targets: ["AFMBridgeLibrary"]),
@@ -32,7 +36,9 @@ let package = Package(
         // The C ABI between host and backends (header-only contract plus layout checks).
         .target(name: "CAFMBackendABI", path: "Sources/CAFMBackendABI"),
 
-        .target(name: "AFMLogging", swiftSettings: swiftSettings),
+        // The lock ThreadSanitizer can see: `Mutex` in ThreadSanitizer builds only (`-D AFM_TSAN_LOCKS`).
+        .target(name: "AFMLocks", swiftSettings: swiftSettings),
+        .target(name: "AFMLogging", dependencies: ["AFMLocks"], swiftSettings: swiftSettings),
         .target(name: "AFMJSON", swiftSettings: swiftSettings),
         .target(name: "AFMSystem", swiftSettings: swiftSettings),
         .target(name: "AFMCore", dependencies: ["AFMJSON", "AFMLogging"], swiftSettings: swiftSettings),
@@ -43,17 +49,17 @@ let package = Package(
         .target(name: "AFMSealing", dependencies: ["CLibCrypto"], swiftSettings: swiftSettings),
         .target(
             name: "AFMHTTP",
-            dependencies: ["AFMSystem", "AFMLogging"],
+            dependencies: ["AFMLocks", "AFMSystem", "AFMLogging"],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "AFMBackends",
-            dependencies: ["CAFMBackendABI", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMLocks", "CAFMBackendABI", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "AFMResponses",
-            dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMSchema", "AFMImages", "AFMSealing"],
+            dependencies: ["AFMLocks", "AFMBackends", "AFMCore", "AFMJSON", "AFMSchema", "AFMImages", "AFMSealing"],
             swiftSettings: swiftSettings
         ),
         // The Chat Completions and Anthropic Messages dialects: decoders into the pipeline's request, encoders of
@@ -62,7 +68,7 @@ let package = Package(
         .target(
             name: "AFMDaemon",
             dependencies: [
-                "AFMDialects", "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
+                "AFMLocks", "AFMDialects", "AFMResponses", "AFMBackends", "AFMHTTP", "AFMConfig", "AFMAdmin", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
             ],
             swiftSettings: swiftSettings
         ),
@@ -73,16 +79,26 @@ let package = Package(
             dependencies: ["AFMBackends", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
+        // afm-backend-check: the ABI conformance battery for any backend library (afm-dev). The bare ABI in-process,
+        // each check in a child process of its own; runner hosting through AFMBackends' registry.
+        .executableTarget(
+            name: "afm-backend-check",
+            dependencies: [
+                "AFMLocks", "AFMBackends", "AFMSchema", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "CAFMBackendABI",
+            ],
+            resources: [.embedInCode("describe.schema.json")],
+            swiftSettings: swiftSettings
+        ),
         // Operations plane: layered configuration and versioned settings (the control layer).
         .target(
             name: "AFMConfig",
-            dependencies: ["AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // The admin socket (varlink, org.afm.Admin): server, client, levels; and its command-line client.
         .target(
             name: "AFMAdmin",
-            dependencies: ["AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMJSON", "AFMCore", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -103,22 +119,22 @@ let package = Package(
         // gateway's HTTP API only (through AFMClient); AFMCore for the shared error table.
         .target(
             name: "AFMAgent",
-            dependencies: ["AFMClient", "AFMCore", "AFMJSON", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMClient", "AFMCore", "AFMImages", "AFMJSON", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // The game layer over agents: NPCs (persona, memory), the world's facts, decisions among options.
-        .target(name: "AFMGame", dependencies: ["AFMAgent", "AFMClient", "AFMJSON"], swiftSettings: swiftSettings),
+        .target(name: "AFMGame", dependencies: ["AFMLocks", "AFMAgent", "AFMClient", "AFMJSON"], swiftSettings: swiftSettings),
         // The bridge: one JSON-RPC dispatcher for every host, its stdio transport (`afm bridge`) and its C ABI.
         .target(
             name: "AFMBridge",
-            dependencies: ["AFMGame", "AFMAgent", "AFMClient", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMGame", "AFMAgent", "AFMClient", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // afm_bridge.h: the C contract of libafm-bridge.so (header plus compile checks).
         .target(name: "CAFMBridge", path: "Sources/CAFMBridge"),
         .target(
             name: "AFMBridgeLibrary",
-            dependencies: ["AFMBridge", "CAFMBridge", "AFMCore"],
+            dependencies: ["AFMLocks", "AFMBridge", "CAFMBridge", "AFMCore"],
             swiftSettings: swiftSettings
         ),
         // The chat client: history store, inference window, Markdown, import; and `afm`.
@@ -130,7 +146,7 @@ let package = Package(
         // The web chat of `afm chat --web`: a page compiled in, a JSON/SSE API over the same history (AFMHTTP's server).
         .target(
             name: "AFMWebChat",
-            dependencies: ["AFMChat", "AFMClient", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMChat", "AFMClient", "AFMHTTP", "AFMImageCodec", "AFMJSON", "AFMLogging", "AFMSystem"],
             resources: [
                 .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
                 .embedInCode("Assets/icon.svg"),
@@ -140,16 +156,28 @@ let package = Package(
         .executableTarget(
             name: "afm",
             dependencies: [
-                "AFMAgent", "AFMBridge", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore", "AFMCore", "AFMJSON",
-                "AFMLogging", "AFMSystem",
+                "AFMLocks", "AFMAgent", "AFMBridge", "AFMChat", "AFMClient", "AFMConfig", "AFMWebChat", "AFMImageCodec", "AFMStore",
+                "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem",
             ],
             swiftSettings: swiftSettings
         ),
 
-        // Backend plugins.
+        // Backend plugins. AFMBackendKit holds what every Swift backend needs around the ABI (the negotiation, the
+        // vtable, the event sink, the host's log, errors, JSON, the describe document) behind one protocol,
+        // AFMBackend; it is linked into each backend's library, whose dynamic symbols its exports.map reduces to
+        // afm_backend_negotiate.
+        .target(
+            name: "AFMBackendKit",
+            dependencies: ["AFMLocks", "CAFMBackendABI"],
+            exclude: ["exports.map"],
+            swiftSettings: swiftSettings,
+            linkerSettings: [
+                .unsafeFlags(["-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/AFMBackendKit/exports.map"])
+            ]
+        ),
         .target(
             name: "AFMScriptedBackend",
-            dependencies: ["CAFMBackendABI"],
+            dependencies: ["AFMLocks", "AFMBackendKit"],
             path: "Plugins/scripted",
             exclude: ["scripted.json"],
             swiftSettings: swiftSettings
@@ -162,9 +190,16 @@ let package = Package(
         ),
         .target(
             name: "AFMPrivateCloudBackend",
-            dependencies: ["CAFMBackendABI", "CPrivateCloudSupport"],
+            dependencies: ["AFMLocks", "AFMBackendKit", "CPrivateCloudSupport"],
             path: "Plugins/private-cloud",
             exclude: ["private-cloud.json", "README.md", "CSupport"],
+            swiftSettings: swiftSettings
+        ),
+
+        .target(
+            name: "AFMExampleSwiftBackend",
+            dependencies: ["AFMBackendKit"],
+            path: "share/afm-dev/examples/swift",
             swiftSettings: swiftSettings
         ),
 
@@ -182,12 +217,12 @@ let package = Package(
         .testTarget(name: "AFMSealingTests", dependencies: ["AFMSealing"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AFMHTTPTests",
-            dependencies: ["AFMHTTP", "AFMSystem", "AFMLogging", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMHTTP", "AFMSystem", "AFMLogging", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "AFMBackendsTests",
-            dependencies: ["AFMBackends", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMBackends", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -197,7 +232,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMDaemonTests",
-            dependencies: ["AFMDaemon", "AFMDialects", "AFMResponses", "AFMJSON", "AFMTestSupport", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMDaemon", "AFMDialects", "AFMResponses", "AFMJSON", "AFMTestSupport", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // Rewrites the settings file in a loop until killed (the crash-safety test of SettingsStore).
@@ -214,7 +249,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMAdminTests",
-            dependencies: ["AFMAdmin", "AFMJSON", "AFMSystem", "AFMLogging", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMAdmin", "AFMJSON", "AFMSystem", "AFMLogging", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "AFMStoreTests", dependencies: ["AFMStore"], swiftSettings: swiftSettings),
@@ -230,30 +265,40 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMPrivateCloudTests",
-            dependencies: ["CAFMBackendABI", "AFMJSON", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "CAFMBackendABI", "AFMJSON", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         // afm chat in a pseudo-terminal (tmux) against a real afmd; crash safety of the history.
         .testTarget(
             name: "AFMChatCLITests",
-            dependencies: ["AFMChat", "AFMStore", "AFMTestSupport", "AFMWebChat"],
+            dependencies: ["AFMLocks", "AFMChat", "AFMStore", "AFMTestSupport", "AFMWebChat"],
             swiftSettings: swiftSettings
         ),
         // The agent runtime against real daemons (scripted backend, local model) and real MCP servers; `afm agent`.
         .testTarget(
             name: "AFMAgentTests",
-            dependencies: ["AFMAgent", "AFMClient", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMAgent", "AFMClient", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // The fuzz targets' properties (also compiled into the libFuzzer binaries by scripts/fuzz) and the test
+        // that runs every seed and regression input of Fuzz/ through them.
+        .testTarget(
+            name: "AFMFuzzTests",
+            dependencies: [
+                "AFMHTTP", "AFMJSON", "AFMSchema", "AFMResponses", "AFMDialects", "AFMCore", "AFMImages", "AFMConfig",
+                "AFMAdmin", "AFMBackends", "AFMClient", "AFMChat", "AFMTestSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         // The game layer and the bridge: the dispatcher, `afm bridge`, libafm-bridge.so from C, NPCs on the local model.
         .testTarget(
             name: "AFMBridgeTests",
-            dependencies: ["AFMBridge", "AFMGame", "AFMAgent", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMBridge", "AFMGame", "AFMAgent", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "AFMCtlTests",
-            dependencies: ["AFMTestSupport"],
+            dependencies: ["AFMLocks", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

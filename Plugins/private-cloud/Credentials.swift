@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMBackendKit
 import Foundation
 
 /// The upstream API key, read once at `create` from a file (mode 0600 or stricter) or an environment variable.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import CAFMBackendABI
+import AFMBackendKit
 import Dispatch
 import Foundation
 import Synchronization
@@ -17,7 +17,12 @@ import Synchronization
 /// Without `Upstreams` the instance is created but disabled: describe says "private cloud is not configured"
 /// (`not_configured`) and generate refuses with `model_unavailable`. With a key and an `http://` upstream on a
 /// non-loopback host (and no `AllowInsecureHTTP=yes`) it is created but unavailable (`insecure_upstream`).
-final class PrivateCloudInstance: Sendable {
+final class PrivateCloudInstance: AFMBackend {
+    /// The stable backend id (also the manifest id).
+    static let id: StaticString = "private-cloud"
+    /// The backend's own version, reported at negotiation and in describe.
+    static let version: StaticString = "1.0.0"
+
     /// The parts that exist only when the backend is configured.
     struct Configured: Sendable {
         var credentials: Credentials
@@ -86,37 +91,33 @@ final class PrivateCloudInstance: Sendable {
 
     // MARK: - Describe
 
-    /// Availability: (available, reason, reason_code).
-    private func availability() -> (Bool, String?, String?) {
-        guard let configured else { return (false, "private cloud is not configured", "not_configured") }
-        if let problem = configured.credentials.problem { return (false, problem.reason, problem.code) }
-        if let refusal = configured.refusal { return (false, refusal.reason, refusal.code) }
+    /// Why the backend cannot serve (describe's `reason` and `reason_code`), or nil when it can.
+    private func unavailability() -> BackendDescription.Unavailability? {
+        guard let configured else { return .init(reason: "private cloud is not configured", code: "not_configured") }
+        if let problem = configured.credentials.problem { return .init(reason: problem.reason, code: problem.code) }
+        if let refusal = configured.refusal { return .init(reason: refusal.reason, code: refusal.code) }
         let entries = configured.pool.entries()
         if entries.allSatisfy({ $0.health.healthy == false }) {
             let reasons = entries.map { "\($0.config.baseURL): \($0.health.reason)" }.joined(separator: "; ")
-            return (false, "no private-cloud upstream is reachable (\(reasons))", "upstream_unreachable")
+            return .init(reason: "no private-cloud upstream is reachable (\(reasons))", code: "upstream_unreachable")
         }
-        return (true, nil, nil)
+        return nil
     }
 
     /// The describe document, with the extension fields `upstreams` and `quota`.
     func describeDocument() -> String {
-        let (available, reason, code) = availability()
         let credentials = configured?.credentials
-        func quote(_ text: String?) -> String { text.map { JSON.quote(credentials?.redact($0) ?? $0) } ?? "null" }
-        var json = "{\"describe_version\":1,\"backend\":\"private-cloud\",\"version\":"
-        json += JSON.quote(PrivateCloudBackend.version)
-        json += ",\"available\":\(available),\"reason\":\(quote(reason)),\"reason_code\":\(quote(code))"
-        let maxInput = settings.contextTokens - settings.maxOutputTokens
-        json += ",\"models\":[{\"id\":" + JSON.quote(settings.modelID)
-        json += ",\"context_tokens\":\(settings.contextTokens),\"max_input_tokens\":\(maxInput)"
-        json += ",\"max_output_tokens\":\(settings.maxOutputTokens),\"capabilities\":{\"streaming\":true,\"tools\":true"
-        json += ",\"vision\":\(settings.vision),\"reasoning\":\(settings.reasoning != .no)"
+        func redacted(_ text: String) -> String { credentials?.redact(text) ?? text }
+        func quote(_ text: String?) -> String { text.map { JSON.quote(redacted($0)) } ?? "null" }
         // structured_output (ABI 1.1): the schema goes upstream (text.format / response_format); the host checks
         // every answer, so an upstream that ignores it fails the response instead of completing it.
-        json += ",\"reasoning_optional\":\(settings.reasoning != .yes),\"structured_output\":true}}]"
-        json += ",\"upstreams\":["
-        json += (configured?.pool.entries() ?? []).map { entry in
+        let model = ModelDescription(
+            id: settings.modelID, contextTokens: settings.contextTokens,
+            maxInputTokens: settings.contextTokens - settings.maxOutputTokens, maxOutputTokens: settings.maxOutputTokens,
+            capabilities: ModelCapabilities(
+                streaming: true, tools: true, vision: settings.vision, reasoning: settings.reasoning != .no,
+                reasoningOptional: settings.reasoning != .yes, structuredOutput: true))
+        let upstreams = (configured?.pool.entries() ?? []).map { entry in
             var item = "{\"url\":" + JSON.quote(entry.config.baseURL)
             item += ",\"protocol\":" + JSON.quote(entry.config.wireProtocol.rawValue)
             item += ",\"model\":" + JSON.quote(entry.config.model)
@@ -124,10 +125,14 @@ final class PrivateCloudInstance: Sendable {
             item += ",\"reason\":" + quote(entry.health.reason)
             item += ",\"last_probe\":" + quote(entry.health.lastProbe.map { ISO8601DateFormatter().string(from: $0) })
             return item + "}"
-        }.joined(separator: ",")
-        json += "]"
-        if let configured { json += ",\"quota\":" + quotaDocument(configured) }
-        return json + "}"
+        }
+        var extra: [(key: String, json: String)] = [("upstreams", "[" + upstreams.joined(separator: ",") + "]")]
+        if let configured { extra.append(("quota", quotaDocument(configured))) }
+        return BackendDescription(
+            backend: Self.id.description, version: Self.version.description,
+            unavailability: unavailability().map { .init(reason: redacted($0.reason), code: redacted($0.code)) },
+            models: [model], extraMembers: extra
+        ).json
     }
 
     /// describe's `quota`: today's figures per upstream and for the backend (the sums over its upstreams).
@@ -170,14 +175,16 @@ final class PrivateCloudInstance: Sendable {
     /// Validates a request, charges one request to the quota of the first upstream (healthy first) whose quota is
     /// not used up, and starts its generation on a new thread.
     ///
-    /// - Throws (nothing is emitted then): `invalid_request` for a malformed document or sink;
+    /// - Throws (nothing is emitted then): `invalid_request` for a malformed document;
     ///   `model_unavailable` when not configured, without credentials or for another model;
     ///   `unsupported_capability` for images without `Vision=yes` or `reasoning_effort: "none"` with
     ///   `Reasoning=yes`; `quota_exceeded` naming every upstream's used-up limit and the reset time when no
     ///   upstream has quota left today.
-    func generate(requestID: UInt64, requestJSON: Data, sink rawSink: UnsafePointer<afm_event_sink>?)
+    func generate(requestID: UInt64, requestJSON requestBytes: UnsafeBufferPointer<UInt8>, sink: EventSink)
         throws(BackendError)
     {
+        // Borrowed for this call only (the ABI's rule); the upstream bodies are built from a copy.
+        let requestJSON = Data(buffer: requestBytes)
         let document: [String: Any]
         do {
             document = try JSON.object(from: requestJSON)
@@ -201,9 +208,6 @@ final class PrivateCloudInstance: Sendable {
             throw BackendError(
                 AFM_ERR_UNSUPPORTED_CAPABILITY,
                 "the private-cloud model reasons always; reasoning effort \"none\" is not supported")
-        }
-        guard let sink = EventSink(rawSink) else {
-            throw .invalidRequest("generate: the event sink is NULL, too small or has no emit function")
         }
         let sendsReasoning = settings.reasoning != .no
         let bodies = configured.pool.upstreams.map {

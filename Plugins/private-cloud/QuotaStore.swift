@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import CAFMBackendABI
+import AFMBackendKit
 import CPrivateCloudSupport
 import Foundation
 import Synchronization

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMBackendKit
 import Foundation
 
 /// The opaque bytes this backend sends as `REASONING_STATE`, which the host seals into `encrypted_content` and a

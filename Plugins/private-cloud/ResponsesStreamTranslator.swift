@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import CAFMBackendABI
+import AFMBackendKit
 import Foundation
 
 /// Translates a Responses API event stream (`response.*` SSE events) into ABI events.

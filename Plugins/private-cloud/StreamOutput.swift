@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import CAFMBackendABI
+import AFMBackendKit
 
 /// What a protocol translator makes of the upstream's stream: ABI events, plus the facts the generation logs.
 enum StreamOutput: Sendable, Equatable {

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMBackendKit
 import Foundation
 
 /// Helpers that turn an upstream's HTTP failure into a short, secret-free message.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import CAFMBackendABI
+import AFMBackendKit
 import Dispatch
 import Foundation
 import Synchronization

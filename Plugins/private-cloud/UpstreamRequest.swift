@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMBackendKit
 import Foundation
 
 /// A generation request document (docs/backend-abi.md §8.2), validated and ready to be written as an upstream

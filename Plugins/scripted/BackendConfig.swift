@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMBackendKit
 import Foundation
 
 /// The backend config document `create()` receives, reduced to the settings the scripted backend understands.

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMBackendKit
 import Foundation
 
 /// The parts of a generation request document the scripted backend uses.

@@ -1,26 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMBackendKit
 
 /// One model a script serves: its id, budgets, capabilities and the steps that make up every answer.
 struct ScriptModel: Sendable, Hashable {
-    /// What the model can do, as listed in the describe document.
-    struct Capabilities: Sendable, Hashable {
-        var streaming = true
-        var tools = true
-        var vision = false
-        var reasoning = false
-        var reasoningOptional = true
-        /// ABI 1.1: the model takes `output_format`. The scripted backend enforces nothing: its script is the
-        /// answer, and the host checks it like any backend's.
-        var structuredOutput = true
-
-        /// The JSON keys, in describe-document order, with their values.
-        var fields: [(key: String, value: Bool)] {
-            [
-                ("streaming", streaming), ("tools", tools), ("vision", vision), ("reasoning", reasoning),
-                ("reasoning_optional", reasoningOptional), ("structured_output", structuredOutput),
-            ]
-        }
-    }
+    /// What the model can do, as listed in the describe document. A script's default is streaming, tools and
+    /// optional reasoning, and `structured_output` (ABI 1.1): the scripted backend enforces nothing, its script is
+    /// the answer, and the host checks it like any backend's.
+    typealias Capabilities = ModelCapabilities
 
     /// The model id clients put in `model`.
     var id: String
@@ -46,7 +32,7 @@ struct ScriptModel: Sendable, Hashable {
     /// Creates a model whose budgets default to 3/4 and 1/4 of `contextTokens`.
     init(
         id: String, contextTokens: Int, maxInputTokens: Int? = nil, maxOutputTokens: Int? = nil,
-        capabilities: Capabilities = Capabilities(), steps: [ScriptStep]
+        capabilities: Capabilities = .scriptDefault, steps: [ScriptStep]
     ) {
         self.id = id
         self.contextTokens = contextTokens
@@ -85,7 +71,7 @@ struct ScriptModel: Sendable, Hashable {
         let context = try Self.tokens(object["context_tokens"], at: path + ".context_tokens") ?? defaultContextTokens
         let maxInput = try Self.tokens(object["max_input_tokens"], at: path + ".max_input_tokens")
         let maxOutput = try Self.tokens(object["max_output_tokens"], at: path + ".max_output_tokens")
-        var capabilities = Capabilities()
+        var capabilities = Capabilities.scriptDefault
         if let raw = object["capabilities"], !JSON.isNullOrMissing(raw) {
             guard let flags = JSON.object(raw) else {
                 throw ScriptStep.ParseError(path: path + ".capabilities", problem: "must be an object of booleans")
@@ -121,4 +107,10 @@ struct ScriptModel: Sendable, Hashable {
         }
         return tokens
     }
+}
+
+extension ModelCapabilities {
+    /// A script model's capabilities when its script names none (docs/backend-abi.md §10.2).
+    static let scriptDefault = ModelCapabilities(
+        streaming: true, tools: true, vision: false, reasoning: false, reasoningOptional: true, structuredOutput: true)
 }

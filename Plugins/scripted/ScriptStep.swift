@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import CAFMBackendABI
+import AFMBackendKit
 
 /// One step of a scripted model's answer, executed in order by a `StepPlayer`.
 ///

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-import CAFMBackendABI
+import AFMBackendKit
 import Dispatch
 import Foundation
 import Synchronization
 
 /// One instance of the scripted backend: a script, a record log and the generations running on their threads.
 ///
-/// The C entry points (`ScriptedBackend+EntryPoints.swift`) own the instance through `Unmanaged`: `create()`
-/// retains it and `destroy()` joins every thread and releases it.
+/// The `AFMBackend` of the scripted backend: AFMBackendKit's C entry points own the instance (`create()` makes
+/// it, `destroy()` joins every thread and releases it) and turn its thrown `BackendError`s into status codes.
 ///
 /// ```
 /// generate ─► validate ─► register ─► record "generate" ─► worker thread ─► StepPlayer.run ─► unregister ─► leave
@@ -15,7 +15,13 @@ import Synchronization
 /// cancel   ─► record "cancel" ─► Generation.cancel (wakes any delay or hang)
 /// destroy  ─► cancel all ─► wait for the thread group ─► record "destroy" ─► close the record file
 /// ```
-final class ScriptedInstance: Sendable {
+final class ScriptedInstance: TokenCountingBackend {
+    /// The stable backend id (also the manifest id).
+    static let id: StaticString = "scripted"
+    /// The backend's own version, reported at negotiation and (unless `Version` overrides it) in describe: one
+    /// literal for both, so a rebuilt (or, in tests, a patched) library reports one consistent version.
+    static let version: StaticString = "1.0.0"
+
     /// The settings from the config document.
     let config: BackendConfig
     /// The models served.
@@ -63,29 +69,24 @@ final class ScriptedInstance: Sendable {
 
     /// The describe document: every model of the script with its budgets and capabilities.
     func describeDocument() -> String {
-        var json = "{\"describe_version\":1,\"backend\":\"scripted\",\"version\":"
-        json += JSON.quote(config.version ?? ScriptedBackend.version)
-        json += ",\"available\":true,\"reason\":null,\"reason_code\":null,\"models\":["
-        json += script.models.map { model in
-            var entry = "{\"id\":" + JSON.quote(model.id)
-            entry += ",\"context_tokens\":\(model.contextTokens)"
-            entry += ",\"max_input_tokens\":\(model.maxInputTokens)"
-            entry += ",\"max_output_tokens\":\(model.maxOutputTokens)"
-            entry += ",\"capabilities\":{"
-            entry += model.capabilities.fields.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
-            return entry + "}}"
-        }.joined(separator: ",")
-        return json + "]}"
+        BackendDescription(
+            backend: Self.id.description, version: config.version ?? Self.version.description,
+            models: script.models.map {
+                ModelDescription(
+                    id: $0.id, contextTokens: $0.contextTokens, maxInputTokens: $0.maxInputTokens,
+                    maxOutputTokens: $0.maxOutputTokens, capabilities: $0.capabilities)
+            }
+        ).json
     }
 
     // MARK: - Generate
 
     /// Validates a request and starts its generation on a new thread.
     ///
-    /// - Throws: `AFM_ERR_INVALID_REQUEST` for malformed JSON, a bad sink or a request id already running;
+    /// - Throws: `AFM_ERR_INVALID_REQUEST` for malformed JSON or a request id already running;
     ///   `AFM_ERR_MODEL_UNAVAILABLE` for a model the script lacks; `AFM_ERR_CONTEXT_LENGTH_EXCEEDED` when the input
     ///   is over the model's input budget. Nothing is emitted then.
-    func generate(requestID: UInt64, requestJSON: UnsafeBufferPointer<UInt8>, sink rawSink: UnsafePointer<afm_event_sink>?)
+    func generate(requestID: UInt64, requestJSON: UnsafeBufferPointer<UInt8>, sink: EventSink)
         throws(BackendError)
     {
         let document: JSONNode
@@ -107,7 +108,7 @@ final class ScriptedInstance: Sendable {
             records.isEnabled
             ? String(decoding: requestJSON.map { $0 == 0x0A || $0 == 0x0D ? 0x20 : $0 }, as: UTF8.self) : "null"
         do {
-            let generation = try prepare(requestID: requestID, document: document, sink: rawSink)
+            let generation = try prepare(requestID: requestID, document: document, sink: sink)
             records.append("generate", requestID: requestID, [("accepted", "true"), ("request", requestRecord)])
             start(generation)
         } catch {
@@ -122,12 +123,7 @@ final class ScriptedInstance: Sendable {
     }
 
     /// Checks a parsed request and registers its generation (not yet started).
-    private func prepare(requestID: UInt64, document: JSONNode, sink rawSink: UnsafePointer<afm_event_sink>?)
-        throws(BackendError) -> Generation
-    {
-        guard let sink = EventSink(rawSink) else {
-            throw .invalidRequest("generate: the event sink is NULL, too small or has no emit function")
-        }
+    private func prepare(requestID: UInt64, document: JSONNode, sink: EventSink) throws(BackendError) -> Generation {
         let request = try GenerationRequest(parsing: document)
         guard let model = script.model(withID: request.model) else {
             let served = script.models.map { "\"\($0.id)\"" }.joined(separator: ", ")

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import CAFMBackendABI
+import AFMBackendKit
 
 /// Plays a model's steps for one generation on that generation's thread, turning them into events.
 ///

@@ -3,6 +3,7 @@ import AFMCore
 import AFMImageCodec
 import AFMJSON
 import AFMStore
+import AFMSystem
 import Foundation
 
 /// Imports an archive of the original app's chat history into a ``HistoryStore``.
@@ -72,10 +73,11 @@ public struct ArchiveImporter {
     ///   ids); nothing is changed in that case.
     public func importArchive(at directory: String) throws -> Outcome {
         let jsonPath = directory + "/conversations.json"
-        guard let data = FileManager.default.contents(atPath: jsonPath) else {
+        // FileContents, not FileManager.contents(atPath:): Foundation's reader leaks a 4 KiB buffer for an empty
+        // file (found by the chat-archive fuzz target; Fuzz/regressions/chat-archive/empty-file).
+        guard let bytes = try? FileContents.read(path: jsonPath) else {
             throw HistoryError("\(jsonPath) cannot be read (is \(directory) an archive?)")
         }
-        let bytes = [UInt8](data)
         let digest = SHA256.hexDigest(bytes)
         let alreadyImported = Outcome(conversations: 0, messages: 0, images: 0, alreadyImported: true)
         if try isImported(digest) { return alreadyImported }
@@ -205,10 +207,9 @@ public struct ArchiveImporter {
         }
         if let known = images[file] { return known }
         let imagePath = directory + "/Images/" + file
-        guard let data = FileManager.default.contents(atPath: imagePath) else {
+        guard let bytes = try? FileContents.read(path: imagePath) else {
             throw HistoryError("\(path): the image Images/\(file) is missing from the archive")
         }
-        let bytes = [UInt8](data)
         let info: (mimeType: String, width: Int, height: Int)
         do {
             info = try normalizer.inspect(bytes)

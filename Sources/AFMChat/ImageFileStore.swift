@@ -38,10 +38,11 @@ public struct ImageFileStore: Sendable {
     /// The bytes of an image.
     public func read(hash: String, mimeType: String) throws -> [UInt8] {
         let path = path(hash: hash, mimeType: mimeType)
-        guard let data = FileManager.default.contents(atPath: path) else {
+        // FileContents: Foundation's FileManager.contents(atPath:) leaks a 4 KiB buffer for an empty file.
+        guard let bytes = try? FileContents.read(path: path) else {
             throw HistoryError("the image file \(path) is missing")
         }
-        return [UInt8](data)
+        return bytes
     }
 
     /// Removes files whose hash is not in `hashes` (left by a crash between a file write and its commit),

@@ -1,0 +1,1 @@
+../../Plugins/private-cloud/SSEParser.swift

@@ -59,10 +59,9 @@ int64_t now_us() {
 
 // Borrowing another slot's prefix copies a whole KV stream (tens of MB): worth it only for a long prefix.
 constexpr size_t kMinBorrowTokens = 128;
-// The prompt cache keeps sequences of at least this many tokens (shorter ones are recomputed in a few ms), and a
-// request restores an entry only when it saves at least kMinRestoreGain tokens over what the slots offer.
-constexpr size_t kMinCacheTokens = 32;
-constexpr size_t kMinRestoreGain = 16;
+// The prompt cache keeps sequences of at least this many tokens (shorter ones are recomputed in a few ms); a request
+// restores an entry only when PromptCache::worth_restoring() says so.
+constexpr size_t kMinCacheTokens = PromptCache::kMinCacheTokens;
 
 size_t common_prefix(const std::vector<llama_token> &a, const std::vector<llama_token> &b) {
     size_t n = std::min(a.size(), b.size()), i = 0;
@@ -376,9 +375,13 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
             log_line(AFM_LOG_WARNING, settings.instance + ": cannot fingerprint " + path + "; the prompt cache's disk tier is off");
             dir.clear();
         }
-        // A sequence's saved state depends on the model and on the number of KV streams (llama.cpp checks the
-        // latter when restoring): both name the directory, so no other model or layout ever reads its entries.
-        std::string layout = "n" + std::to_string(engine->kv_unified_ ? 1 : settings.parallel);
+        // A sequence's saved state depends on the model, on the number of KV streams (llama.cpp checks the latter
+        // when restoring) and on llama.cpp's state format: the three name the directory, so no other model, layout
+        // or llama.cpp build ever reads its entries.
+#ifndef AFM_LLAMA_BUILD
+#define AFM_LLAMA_BUILD "unknown"
+#endif
+        std::string layout = "n" + std::to_string(engine->kv_unified_ ? 1 : settings.parallel) + "-llama" AFM_LLAMA_BUILD;
         engine->cache_ = std::make_unique<PromptCache>((size_t)settings.prompt_cache_mib << 20, dir,
                                                        (size_t)settings.prompt_cache_disk_mib << 20, fingerprint,
                                                        layout, settings.instance, (size_t)settings.context_tokens);
@@ -738,11 +741,10 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
     // The prompt cache may hold a longer prefix still: a conversation that lost its slot, or one from before a
     // restart (disk tier).
     PromptCache::Match match;
-    std::shared_ptr<const std::vector<uint8_t>> state;
-    if (cache_ && prompt.size() >= from_slots + kMinRestoreGain) {
-        match = cache_->find(prompt);
-        if (match.length >= kMinCacheTokens && match.length >= from_slots + kMinRestoreGain &&
-            !cache_->take(match, state))
+    PromptCache::State state;
+    if (cache_ && prompt.size() >= from_slots + PromptCache::kMinRestoreGain) {
+        match = cache_->find(prompt);  // never throws: out of memory is a miss
+        if (PromptCache::worth_restoring(match.length, match.entry_tokens, from_slots) && !cache_->take(match, state))
             state.reset();
         if (!state) cache_->count_miss();
     }
@@ -767,10 +769,17 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
                 reuse = 0;
             }
         } else {
-            // llama.cpp refused the state (another layout): it is never offered again.
-            log_line(AFM_LOG_WARNING, settings_.instance + ": a prompt cache entry did not restore; recomputing");
             llama_memory_seq_rm(mem, slot.id, -1, -1);
-            cache_->discard(match);
+            if (kv_unified_) {
+                // One stream for every sequence: the others' cells may leave too few free for this state now. That
+                // says nothing about the entry, which stays for a later request.
+                cache_->restore_refused(match, std::move(state));
+            } else {
+                // The slot's own stream was emptied above, so there was room: llama.cpp refused the state itself
+                // (it does not fit this context): it is never offered again.
+                log_line(AFM_LOG_WARNING, settings_.instance + ": a prompt cache entry did not restore; recomputing");
+                cache_->discard(match);
+            }
             reuse = 0;
         }
     } else if (borrow) {

@@ -42,16 +42,19 @@ constexpr char kMagic[8] = {'A', 'F', 'M', 'K', 'V', 'C', '1', '\0'};
 constexpr uint32_t kFormat = 1;
 using FileHeader = PromptCacheFileHeader;
 
-bool read_all(int fd, void *dst, size_t size) {
+/** Reads `size` bytes: 1 done, 0 the file ended first (it is shorter than its header says: damage), -1 a read error
+ *  (EIO and the like: nothing is known about the entry). */
+int read_all(int fd, void *dst, size_t size) {
     auto *p = static_cast<uint8_t *>(dst);
     while (size > 0) {
         ssize_t n = ::read(fd, p, size);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
+        if (n < 0) return -1;
+        if (n == 0) return 0;
         p += n;
         size -= (size_t)n;
     }
-    return true;
+    return 1;
 }
 
 bool write_all(int fd, const void *src, size_t size) {
@@ -79,8 +82,24 @@ bool make_dirs(const std::string &path) {
     return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/** Whether `name` is a temporary file of write_file ("<entry>.kv.<pid>.<tag>.tmp") whose process is gone. */
-bool is_abandoned_temp(const std::string &name) {
+/** Why the directory `path` must not hold cache entries ("" when it may): entries are restored into the model's
+ *  memory, so only the daemon's user may write them. Our own directory must be ours and writable by no one else;
+ *  the one it is in (PromptCacheDir) may be shared only when sticky (/tmp-like: others cannot rename ours away). */
+std::string unsafe_directory(const std::string &path, bool ours) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return std::string("cannot stat it (") + std::strerror(errno) + ")";
+    if (!S_ISDIR(st.st_mode)) return "not a directory";
+    if (ours && st.st_uid != ::geteuid()) return "owned by another user";
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (ours || (st.st_mode & S_ISVTX) == 0))
+        return "writable by other users";
+    return "";
+}
+
+int64_t mtime_ns(const struct stat &st) { return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec; }
+
+/** Whether `name` is a temporary file of write_file ("<entry>.kv.<pid>.<tag>.tmp") that no write will finish: its
+ *  process is gone, or it is older than any write takes (its process ID may belong to another process by now). */
+bool is_abandoned_temp(const std::string &dir, const std::string &name) {
     if (name.size() < 8 || name.compare(name.size() - 4, 4, ".tmp") != 0) return false;
     size_t kv = name.find(".kv.");
     if (kv == std::string::npos) return false;
@@ -88,10 +107,14 @@ bool is_abandoned_temp(const std::string &name) {
     errno = 0;
     long pid = std::strtol(name.c_str() + kv + 4, &end, 10);
     if (errno != 0 || end == name.c_str() + kv + 4 || *end != '.' || pid <= 0 || pid > INT32_MAX) return false;
-    return ::kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if (::kill((pid_t)pid, 0) != 0 && errno == ESRCH) return true;
+    struct stat st;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    constexpr int64_t kAbandonedAfterNs = (int64_t)600 * 1000000000;  // a write of even a GiB takes seconds
+    return ::lstat((dir + "/" + name).c_str(), &st) == 0 &&
+           (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - mtime_ns(st) > kAbandonedAfterNs;
 }
-
-int64_t mtime_ns(const struct stat &st) { return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec; }
 
 size_t common_prefix(const std::vector<llama_token> &a, const std::vector<llama_token> &b) {
     size_t n = std::min(a.size(), b.size()), i = 0;
@@ -180,9 +203,15 @@ PromptCache::PromptCache(size_t ram_limit, const std::string &dir, size_t disk_l
         std::string path = dir;
         while (path.size() > 1 && path.back() == '/') path.pop_back();
         path += name;
+        std::string root = dir;
+        while (root.size() > 1 && root.back() == '/') root.pop_back();
+        std::string unsafe;
         if (!make_dirs(path)) {
             log_line(AFM_LOG_WARNING, instance_ + ": prompt cache directory " + path + " cannot be created (" +
                                           std::strerror(errno) + "); the disk tier is off");
+        } else if (!(unsafe = unsafe_directory(root, false)).empty() || !(unsafe = unsafe_directory(path, true)).empty()) {
+            log_line(AFM_LOG_WARNING, instance_ + ": prompt cache directory " + path + " is not safe (" + unsafe +
+                                          "); the disk tier is off");
         } else {
             dir_ = path;
             std::lock_guard<std::mutex> lock(disk_mutex_);
@@ -206,53 +235,70 @@ PromptCache::~PromptCache() {
 void PromptCache::set_state_size(uint64_t base, uint64_t per_token) {
     state_base_.store(base);
     state_per_token_.store(per_token);
+    std::lock_guard<std::mutex> lock(disk_mutex_);
+    dir_mtime_ = -1;  // the entries set aside at start-up are judged again, with this bound, at the next scan
 }
 
 uint64_t PromptCache::max_state_bytes(uint64_t n_tokens) const {
-    // Never more than the disk tier holds, nor more than the RAM a restore may take (the larger of the RAM bound
-    // and the writer's queue allowance): a length field beyond that is damage, not a state.
-    uint64_t bound = std::min<uint64_t>(disk_limit_, std::max<uint64_t>(ram_limit_, (uint64_t)256 << 20));
+    // A state grows linearly with its tokens (llama.cpp writes a fixed header per layer, then each cell's rows), and
+    // the directory's key fixes the model and layout, so every instance measures the same: twice that plus 1 MiB
+    // leaves room for whatever llama.cpp adds without admitting a blown-up field. Beyond it is damage. (0: not
+    // measured yet.)
     const uint64_t per_token = state_per_token_.load();
-    if (per_token > 0 && n_tokens <= max_tokens_) {
-        // A state grows linearly with its tokens (llama.cpp writes a fixed header per layer, then each cell's
-        // rows); twice that plus 1 MiB leaves room for whatever llama.cpp adds without admitting a blown-up field.
-        bound = std::min<uint64_t>(bound, 2 * (state_base_.load() + per_token * n_tokens) + ((uint64_t)1 << 20));
-    }
-    return bound;
+    if (per_token == 0) return 0;
+    return 2 * (state_base_.load() + per_token * n_tokens) + ((uint64_t)1 << 20);
 }
 
-bool PromptCache::read_entry(const std::string &path, std::vector<llama_token> &tokens, std::vector<uint8_t> *state,
-                             uint64_t &file_bytes, int64_t &mtime) const {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
+PromptCache::Read PromptCache::read_entry(const std::string &path, std::vector<llama_token> &tokens,
+                                          std::vector<uint8_t> *state, uint64_t &file_bytes, int64_t &mtime) const noexcept {
+    // O_NONBLOCK: a FIFO named like an entry would block open() (on the decode thread) until someone writes to it;
+    // O_NOFOLLOW: an entry is a file in our directory, never a link to elsewhere.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return errno == ENOENT ? Read::gone : errno == ELOOP ? Read::foreign : Read::unavailable;
     struct Closer {
         int fd;
         ~Closer() { ::close(fd); }
     } closer{fd};
     struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
-    FileHeader h;
-    if (!read_all(fd, &h, sizeof h)) return false;
-    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.format != kFormat || h.header_size != sizeof h ||
-        h.header_hash != prompt_cache_header_hash(h) || h.fingerprint != fingerprint_)
-        return false;
-    // Every length is checked against what this model's slots can hold before anything is allocated: a checksum
-    // is no defence against a crafted header (it is not secret), a bound is.
-    if (h.n_tokens == 0 || h.n_tokens > max_tokens_ || h.state_bytes == 0 || h.state_bytes > max_state_bytes(h.n_tokens))
-        return false;
-    uint64_t expected = sizeof h + h.n_tokens * sizeof(llama_token) + h.state_bytes;
-    if ((uint64_t)st.st_size != expected) return false;  // truncated, or something appended
-    tokens.resize(h.n_tokens);
-    if (!read_all(fd, tokens.data(), tokens.size() * sizeof(llama_token))) return false;
-    if (hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x544b) != h.tokens_hash) return false;
-    if (state) {
-        state->resize(h.state_bytes);
-        if (!read_all(fd, state->data(), state->size())) return false;
-        if (hash64(state->data(), state->size(), 0x5354) != h.state_hash) return false;
+    if (::fstat(fd, &st) != 0) return Read::unavailable;
+    if (!S_ISREG(st.st_mode)) return Read::foreign;
+    try {
+        FileHeader h;
+        int r = read_all(fd, &h, sizeof h);
+        if (r <= 0) return r < 0 ? Read::unavailable : Read::damaged;
+        if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.format != kFormat || h.header_size != sizeof h ||
+            h.header_hash != prompt_cache_header_hash(h) || h.fingerprint != fingerprint_)
+            return Read::damaged;
+        // Every length is checked before anything is allocated: a checksum is no defence against a crafted header
+        // (it is not secret), a bound is. Lengths no instance writes are damage; a valid entry longer than this
+        // instance's context or larger than the memory it may use for one is another instance's: it stays.
+        if (h.n_tokens == 0 || h.n_tokens > kMaxEntryTokens || h.state_bytes == 0) return Read::damaged;
+        uint64_t expected = sizeof h + h.n_tokens * sizeof(llama_token) + h.state_bytes;
+        if (h.state_bytes > (uint64_t)st.st_size || (uint64_t)st.st_size != expected)
+            return Read::damaged;  // truncated, or something appended
+        const uint64_t most = max_state_bytes(h.n_tokens);
+        if (most > 0 && h.state_bytes > most) return Read::damaged;
+        if (h.n_tokens > max_tokens_ || h.state_bytes > std::max<uint64_t>(ram_limit_, (uint64_t)256 << 20)) {
+            file_bytes = (uint64_t)st.st_size;
+            mtime = mtime_ns(st);
+            return Read::beyond;
+        }
+        tokens.resize(h.n_tokens);
+        r = read_all(fd, tokens.data(), tokens.size() * sizeof(llama_token));
+        if (r <= 0) return r < 0 ? Read::unavailable : Read::damaged;
+        if (hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x544b) != h.tokens_hash) return Read::damaged;
+        if (state) {
+            state->resize(h.state_bytes);
+            r = read_all(fd, state->data(), state->size());
+            if (r <= 0) return r < 0 ? Read::unavailable : Read::damaged;
+            if (hash64(state->data(), state->size(), 0x5354) != h.state_hash) return Read::damaged;
+        }
+    } catch (...) {
+        return Read::unavailable;  // out of memory now: the entry may well be fine
     }
     file_bytes = (uint64_t)st.st_size;
     mtime = mtime_ns(st);
-    return true;
+    return Read::ok;
 }
 
 std::string PromptCache::file_name(const std::vector<llama_token> &tokens) const {
@@ -270,32 +316,48 @@ void PromptCache::scan_locked() {
     DIR *d = ::opendir(dir_.c_str());
     if (!d) return;
     std::map<std::string, DiskEntry> seen;
+    bool again = false;  // an entry could not be read now: scan again next time, whether or not the directory changes
     while (struct dirent *e = ::readdir(d)) {
         std::string name = e->d_name;
-        if (is_abandoned_temp(name)) {
+        if (is_abandoned_temp(dir_, name)) {
             // A writer that died mid-write (its process is gone) left this: it counts in no bound, so it goes.
             ::unlink((dir_ + "/" + name).c_str());
             continue;
         }
         if (name.size() < 4 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
         auto known = disk_.find(name);
-        if (known != disk_.end()) {
+        if (known != disk_.end() && known->second.usable) {  // an unusable one is judged again (the bounds change)
             seen.emplace(name, std::move(known->second));
             continue;
         }
         DiskEntry entry;
         int64_t mtime = 0;
-        if (!read_entry(dir_ + "/" + name, entry.tokens, nullptr, entry.bytes, mtime)) {
+        switch (read_entry(dir_ + "/" + name, entry.tokens, nullptr, entry.bytes, mtime)) {
+        case Read::ok:
+            break;
+        case Read::beyond:
+            entry.usable = false;  // another instance's to restore; here it only counts in the bound
+            entry.tokens.clear();
+            break;
+        case Read::damaged: {
             // Truncated, damaged, or of another format: a cache entry is never worth keeping in doubt.
             ::unlink((dir_ + "/" + name).c_str());
             std::lock_guard<std::mutex> lock(ram_mutex_);
             counters_.discarded++;
             continue;
         }
+        case Read::unavailable:
+            again = true;
+            continue;
+        case Read::gone:
+        case Read::foreign:
+            continue;
+        }
         entry.used = mtime;
         seen.emplace(name, std::move(entry));
     }
     ::closedir(d);
+    if (again) dir_mtime_ = -1;
     disk_ = std::move(seen);
     disk_bytes_ = 0;
     for (const auto &[name, entry] : disk_) disk_bytes_ += entry.bytes;
@@ -319,15 +381,41 @@ void PromptCache::evict_disk_locked() {
     }
 }
 
+void PromptCache::hold_locked(const State &state) {
+    if (held_[state.get()]++ == 0) held_bytes_ += state->size();
+}
+
+void PromptCache::release_locked(const State &state) noexcept {
+    auto it = held_.find(state.get());
+    if (it == held_.end()) return;
+    if (--it->second == 0) {
+        held_bytes_ -= state->size();
+        held_.erase(it);
+    }
+}
+
 void PromptCache::evict_ram_locked(size_t incoming) {
-    while (!ram_.empty() && ram_bytes_ + pending_bytes_ + incoming > ram_limit_) {
-        ram_bytes_ -= ram_.front().state->size();
+    while (!ram_.empty() && held_bytes_ + incoming > ram_limit_) {
+        release_locked(ram_.front().state);
         ram_.pop_front();
         counters_.evictions++;
     }
 }
 
-PromptCache::Match PromptCache::find(const std::vector<llama_token> &prompt) {
+bool PromptCache::worth_restoring(size_t covered, size_t entry_tokens, size_t from_slots) {
+    if (covered < kMinCacheTokens || covered < from_slots + kMinRestoreGain) return false;
+    return 4 * (covered - from_slots) >= entry_tokens;
+}
+
+PromptCache::Match PromptCache::find(const std::vector<llama_token> &prompt) noexcept {
+    try {
+        return find_best(prompt);
+    } catch (...) {
+        return Match{};  // out of memory: a miss
+    }
+}
+
+PromptCache::Match PromptCache::find_best(const std::vector<llama_token> &prompt) {
     Match best;
     {
         std::lock_guard<std::mutex> lock(ram_mutex_);
@@ -345,6 +433,7 @@ PromptCache::Match PromptCache::find(const std::vector<llama_token> &prompt) {
         std::lock_guard<std::mutex> lock(disk_mutex_);
         scan_locked();  // another instance of this model (a reload, a restart) may have written entries
         for (const auto &[name, entry] : disk_) {
+            if (!entry.usable) continue;
             size_t len = common_prefix(entry.tokens, prompt);
             if (len > best.length) {
                 best = Match{};
@@ -357,47 +446,77 @@ PromptCache::Match PromptCache::find(const std::vector<llama_token> &prompt) {
     return best;
 }
 
-bool PromptCache::take(const Match &match, std::shared_ptr<const std::vector<uint8_t>> &state) {
+bool PromptCache::take(Match &match, State &state) noexcept {
     if (match.length == 0) return false;
-    if (match.ram) {
-        std::lock_guard<std::mutex> lock(ram_mutex_);
-        state = match.ram_entry->state;
-        if (match.length >= match.entry_tokens) {
-            // Taken whole: the slot holds it now, and gives it back when it is given to another conversation.
-            ram_bytes_ -= match.ram_entry->state->size();
-            ram_.erase(match.ram_entry);
+    try {
+        if (match.ram) {
+            std::lock_guard<std::mutex> lock(ram_mutex_);
+            if (match.length >= match.entry_tokens) {
+                // Taken whole: the slot holds it now, and gives it back when it is given to another conversation
+                // (or restore_refused() puts it back).
+                match.tokens = match.ram_entry->tokens;
+                state = match.ram_entry->state;
+                release_locked(match.ram_entry->state);
+                ram_.erase(match.ram_entry);
+            } else {
+                state = match.ram_entry->state;
+            }
+            return true;
         }
-        return true;
-    }
-    std::vector<llama_token> tokens;
-    auto data = std::make_shared<std::vector<uint8_t>>();
-    uint64_t bytes = 0;
-    int64_t mtime = 0;
-    std::string path = dir_ + "/" + match.file;
-    if (!read_entry(path, tokens, data.get(), bytes, mtime)) {
+        std::vector<llama_token> tokens;
+        auto data = std::make_shared<std::vector<uint8_t>>();
+        uint64_t bytes = 0;
+        int64_t mtime = 0;
+        std::string path = dir_ + "/" + match.file;
+        Read read = read_entry(path, tokens, data.get(), bytes, mtime);
         std::lock_guard<std::mutex> lock(disk_mutex_);
-        struct stat st;
-        bool gone = ::stat(path.c_str(), &st) != 0;
-        remove_file_locked(match.file);
-        if (!gone) {
+        auto it = disk_.find(match.file);
+        if (read == Read::ok && (it == disk_.end() || it->second.tokens != tokens)) {
+            // Replaced since it was found (it holds other tokens than the match was made on): not for this prompt.
+            // Evicted meanwhile by the writer: not known any more, so not used either.
+            read = it == disk_.end() ? Read::unavailable : Read::damaged;
+        }
+        switch (read) {
+        case Read::ok:
+            break;
+        case Read::damaged: {
+            remove_file_locked(match.file);
             std::lock_guard<std::mutex> counters(ram_mutex_);
             counters_.discarded++;
             log_line(AFM_LOG_WARNING, instance_ + ": prompt cache entry " + path + " does not verify; deleted");
+            return false;
         }
-        return false;
-    }
-    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
-    {
-        std::lock_guard<std::mutex> lock(disk_mutex_);
-        auto it = disk_.find(match.file);
-        if (it != disk_.end()) {
-            struct timespec now;
-            clock_gettime(CLOCK_REALTIME, &now);
-            it->second.used = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+        case Read::beyond:
+            if (it != disk_.end()) {
+                it->second.usable = false;
+                it->second.tokens.clear();
+            }
+            return false;
+        case Read::gone:
+        case Read::foreign:
+            if (it != disk_.end()) {
+                disk_bytes_ -= it->second.bytes;
+                disk_.erase(it);
+            }
+            return false;
+        case Read::unavailable:
+            return false;  // not now (out of descriptors or memory): it stays for later
         }
+        ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        it->second.used = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+        state = std::move(data);
+        return true;
+    } catch (...) {
+        state.reset();
+        return false;  // out of memory: a miss
     }
-    state = std::move(data);
-    return true;
+}
+
+void PromptCache::restore_refused(Match &match, State state) noexcept {
+    if (!match.ram || match.tokens.empty() || !state) return;  // a disk entry stays where it is; a partial one too
+    save(match.tokens, std::move(state), true);                // a RAM entry taken whole goes back
 }
 
 void PromptCache::discard(const Match &match) {
@@ -418,13 +537,13 @@ bool PromptCache::needs(const std::vector<llama_token> &tokens, bool ram) const 
     if (!dir_.empty()) {
         std::lock_guard<std::mutex> lock(disk_mutex_);
         for (const auto &[name, entry] : disk_)
-            if (is_prefix(tokens, entry.tokens)) return false;
+            if (entry.usable && is_prefix(tokens, entry.tokens)) return false;
         return true;
     }
     return false;
 }
 
-void PromptCache::save(const std::vector<llama_token> &tokens, std::shared_ptr<std::vector<uint8_t>> state, bool ram) {
+void PromptCache::save(const std::vector<llama_token> &tokens, State state, bool ram) {
     try {
         if (!state || state->empty() || tokens.empty()) return;
         const size_t size = state->size();
@@ -436,7 +555,7 @@ void PromptCache::save(const std::vector<llama_token> &tokens, std::shared_ptr<s
                     covered = true;
                     ++it;
                 } else if (is_prefix(it->tokens, tokens)) {  // this state serves that prefix too
-                    ram_bytes_ -= it->state->size();
+                    release_locked(it->state);
                     it = ram_.erase(it);
                 } else {
                     ++it;
@@ -444,9 +563,14 @@ void PromptCache::save(const std::vector<llama_token> &tokens, std::shared_ptr<s
             }
             if (!covered && size <= ram_limit_) {
                 evict_ram_locked(size);
-                if (ram_bytes_ + pending_bytes_ + size <= ram_limit_) {
+                if (held_bytes_ + size <= ram_limit_) {
                     ram_.push_back(RamEntry{tokens, state});
-                    ram_bytes_ += size;
+                    try {
+                        hold_locked(state);
+                    } catch (...) {
+                        ram_.pop_back();
+                        throw;
+                    }
                 }
             }
         }
@@ -454,21 +578,27 @@ void PromptCache::save(const std::vector<llama_token> &tokens, std::shared_ptr<s
             {
                 std::lock_guard<std::mutex> lock(disk_mutex_);
                 for (const auto &[name, entry] : disk_)
-                    if (is_prefix(tokens, entry.tokens)) return;  // on disk already
+                    if (entry.usable && is_prefix(tokens, entry.tokens)) return;  // on disk already
             }
-            // Queued states count in the RAM bound (256 MiB of queue when there is no RAM tier).
+            // Queued states count in the RAM bound (256 MiB of queue when there is no RAM tier), once: a state in
+            // RAM and queued is one block of memory.
             std::lock_guard<std::mutex> lock(ram_mutex_);
-            size_t bound = ram_limit_ > 0 ? ram_limit_ : (size_t)256 << 20;
-            if (ram_limit_ > 0) evict_ram_locked(size);
-            if (size > disk_limit_ || ram_bytes_ + pending_bytes_ + size > bound) {
+            const size_t bound = ram_limit_ > 0 ? ram_limit_ : (size_t)256 << 20;
+            const size_t incoming = held_.count(state.get()) ? 0 : size;
+            if (ram_limit_ > 0 && incoming > 0) evict_ram_locked(incoming);
+            if (size > disk_limit_ || held_bytes_ + incoming > bound) {
                 counters_.dropped_writes++;
                 return;
             }
-            {
+            hold_locked(state);
+            try {
                 std::lock_guard<std::mutex> wlock(write_mutex_);
-                writes_.push_back(Write{tokens, std::move(state)});
+                writes_.push_back(Write{tokens, state});
+            } catch (...) {
+                release_locked(state);
+                throw;
             }
-            pending_bytes_ += size;
+            // Only the writer waits on write_cv_ (flush() has its own): one wake-up reaches it.
             write_cv_.notify_one();
         }
     } catch (...) {
@@ -487,21 +617,20 @@ void PromptCache::writer_loop() {
             writes_.pop_front();
             writing_ = true;
         }
-        const size_t size = write.state ? write.state->size() : 0;
         try {
             write_file(write);
         } catch (...) {
         }
-        write.state.reset();
         {
             std::lock_guard<std::mutex> lock(ram_mutex_);
-            pending_bytes_ -= size;
+            release_locked(write.state);
         }
+        write.state.reset();
         {
             std::lock_guard<std::mutex> lock(write_mutex_);
             writing_ = false;
         }
-        write_cv_.notify_all();
+        flush_cv_.notify_all();
     }
 }
 
@@ -524,6 +653,10 @@ void PromptCache::write_file(const Write &write) {
     std::snprintf(suffix, sizeof suffix, ".%d.%p.tmp", (int)::getpid(), (const void *)&write);
     const std::string temp = path + suffix;
     int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == ENOENT && make_dirs(dir_)) {
+        // The directory was deleted while we run (clearing the cache by hand is allowed): it is made again.
+        fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
     bool ok = fd >= 0 && write_all(fd, &h, sizeof h) &&
               write_all(fd, tokens.data(), tokens.size() * sizeof(llama_token)) &&
               write_all(fd, state.data(), state.size());
@@ -547,7 +680,7 @@ void PromptCache::write_file(const Write &write) {
     // Entries this one extends are of no further use: it serves their prefixes too.
     std::vector<std::string> obsolete;
     for (const auto &[other, entry] : disk_)
-        if (other != name && is_prefix(entry.tokens, tokens)) obsolete.push_back(other);
+        if (other != name && entry.usable && is_prefix(entry.tokens, tokens)) obsolete.push_back(other);
     for (const auto &other : obsolete) remove_file_locked(other);
     auto it = disk_.find(name);
     if (it != disk_.end()) disk_bytes_ -= it->second.bytes;
@@ -567,7 +700,7 @@ void PromptCache::write_file(const Write &write) {
 
 void PromptCache::flush() {
     std::unique_lock<std::mutex> lock(write_mutex_);
-    write_cv_.wait(lock, [&] { return writes_.empty() && !writing_; });
+    flush_cv_.wait(lock, [&] { return writes_.empty() && !writing_; });
 }
 
 void PromptCache::count_hit(bool disk, size_t tokens) {
@@ -587,7 +720,7 @@ PromptCacheStats PromptCache::stats() const {
     {
         std::lock_guard<std::mutex> lock(ram_mutex_);
         s = counters_;
-        s.ram_bytes = ram_bytes_ + pending_bytes_;
+        s.ram_bytes = held_bytes_;
         s.ram_entries = ram_.size();
     }
     std::lock_guard<std::mutex> lock(disk_mutex_);

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace afm_local {
@@ -26,6 +27,10 @@ uint64_t hash64(const void *data, size_t size, uint64_t seed);
  *  (the weights differ there between any two models; hashing a many-GiB file whole would slow every load).
  *  0 when the file cannot be read. */
 uint64_t model_fingerprint(const std::string &path);
+
+/** The longest context an instance may have (ContextTokens' upper bound): a file claiming more tokens was written by
+ *  no instance, so it is damage. */
+constexpr uint64_t kMaxEntryTokens = (uint64_t)1 << 20;
 
 /** The on-disk entry: this header, the tokens (int32 each), the state. Native byte order (the magic would not match
  *  otherwise). Declared here so the tests can craft entries the way a damaged or hostile file would look. */
@@ -62,8 +67,11 @@ struct PromptCacheStats {
  *    whole leaves the cache (the slot holds it now; it comes back when the slot is given away again).
  *  - **Disk** (optional): one file per entry in `<dir>/<model fingerprint>-<layout>/`, written by a background
  *    thread, bounded by `disk_limit` bytes, oldest used first out. A file has a checksummed header, the tokens and
- *    the state, each with its own checksum; anything that does not verify is deleted, never loaded. Another
- *    instance of the same model (a restart, a reload) finds the files; another model has another directory.
+ *    the state, each with its own checksum; anything that does not verify is deleted, never loaded. An entry this
+ *    instance cannot hold (longer than its context, larger than its memory allows) stays for one that can; a file
+ *    that cannot be read now (out of descriptors or memory) is a miss. Another instance of the same model (a
+ *    restart, a reload) finds the files; another model has another directory. The directory must be the daemon
+ *    user's alone (not writable by group or others, nor inside a directory others may rename things in).
  *
  * Threads: the decode thread calls find/take/save; the writer thread writes files; stats() from any thread.
  */
@@ -82,10 +90,18 @@ public:
     /** The directory of this model's entries ("" without a disk tier). */
     const std::string &directory() const { return dir_; }
 
+    /** A saved state (read-only once saved; shared by the RAM tier, the writer's queue and a restore). */
+    using State = std::shared_ptr<const std::vector<uint8_t>>;
+
     struct RamEntry {
         std::vector<llama_token> tokens;
-        std::shared_ptr<std::vector<uint8_t>> state;  // shared with a queued disk write
+        State state;  // shared with a queued disk write
     };
+
+    /** The least a restore must save, in tokens: shorter prefixes are recomputed in a few milliseconds. */
+    static constexpr size_t kMinRestoreGain = 16;
+    /** The shortest sequence worth keeping. */
+    static constexpr size_t kMinCacheTokens = 32;
 
     /** The best entry for `prompt`: the longest common prefix (RAM first at equal length). */
     struct Match {
@@ -94,14 +110,27 @@ public:
         std::list<RamEntry>::iterator ram_entry;
         std::string file;            // disk entry (file name), when !ram
         size_t entry_tokens = 0;     // the entry's whole length
+        std::vector<llama_token> tokens;  // a RAM entry taken whole: its tokens (restore_refused() puts it back)
     };
-    /** [decode thread] The entry sharing the longest prefix with `prompt` (length 0: none). */
-    Match find(const std::vector<llama_token> &prompt);
+    /** [decode thread] The entry sharing the longest prefix with `prompt` (length 0: none; also when out of
+     *  memory). */
+    Match find(const std::vector<llama_token> &prompt) noexcept;
+
+    /** Whether restoring an entry of `entry_tokens` tokens that covers `covered` tokens of a prompt is worth it when
+     *  the slots already offer `from_slots` of them. A restore copies the entry's whole state on the decode thread
+     *  (every other conversation waits; a long entry of a large model is hundreds of MiB, from disk maybe seconds),
+     *  while the tokens it saves would be computed in batches alongside the others: it must save at least
+     *  kMinRestoreGain tokens and a quarter of what it copies. */
+    static bool worth_restoring(size_t covered, size_t entry_tokens, size_t from_slots);
 
     /** [decode thread] The state of a match: out of RAM (the entry leaves the cache when it is taken whole: the
      *  slot holds it now), or read and verified from disk (an entry that does not verify is deleted, never
-     *  loaded). False: nothing usable. May throw (allocation). */
-    bool take(const Match &match, std::shared_ptr<const std::vector<uint8_t>> &state);
+     *  loaded; one that cannot be read now stays). False: nothing usable (a miss). Never throws. */
+    bool take(Match &match, State &state) noexcept;
+
+    /** [decode thread] llama.cpp refused to restore a taken state for want of room (it is not damaged): the entry
+     *  stays in the cache (a RAM entry taken whole goes back). */
+    void restore_refused(Match &match, State state) noexcept;
 
     /** [decode thread] Whether saving `tokens` would add anything: a tier that is on (RAM only with `ram`) holds
      *  neither them nor an entry they are a prefix of. Lets the engine skip copying a state out of llama.cpp. */
@@ -110,7 +139,7 @@ public:
     /** [decode thread] Keeps a state: in RAM (when `ram`), and on disk (when the disk tier is on and it is not
      *  there yet). Entries that are a prefix of `tokens` are dropped: this one serves them too. Never throws; a
      *  state that does not fit is not kept. */
-    void save(const std::vector<llama_token> &tokens, std::shared_ptr<std::vector<uint8_t>> state, bool ram);
+    void save(const std::vector<llama_token> &tokens, State state, bool ram);
 
     /** [decode thread] A request consulted the cache: hit (restored `tokens` tokens; from disk or RAM) or miss. */
     void count_hit(bool disk, size_t tokens);
@@ -133,13 +162,24 @@ private:
     struct DiskEntry {
         std::vector<llama_token> tokens;
         uint64_t bytes = 0;
-        int64_t used = 0;  // mtime (ns): the least recently used goes first
+        int64_t used = 0;     // mtime (ns): the least recently used goes first
+        bool usable = true;   // false: valid, but beyond this instance (never offered; counted in the bound)
     };
     struct Write {
         std::vector<llama_token> tokens;
-        std::shared_ptr<std::vector<uint8_t>> state;
+        State state;
+    };
+    /** What reading an entry file found. */
+    enum class Read {
+        ok,
+        damaged,      // does not verify: deleted
+        beyond,       // valid, but more than this instance holds: kept, not offered
+        unavailable,  // cannot be read now (open or read failed, out of memory): kept, a miss
+        gone,         // no such file
+        foreign,      // not a regular file: left alone, not indexed
     };
 
+    Match find_best(const std::vector<llama_token> &prompt);  // find() but may throw
     void writer_loop();
     void write_file(const Write &write);
     void scan_locked();                 // disk_mutex_ held: adds files not in the index, drops missing ones
@@ -148,8 +188,11 @@ private:
     void evict_ram_locked(size_t incoming);  // ram_mutex_ held: makes room for `incoming` bytes
     std::string file_name(const std::vector<llama_token> &tokens) const;  // "<token hash>-<count>.kv"
     uint64_t max_state_bytes(uint64_t n_tokens) const;  // the largest state a file of n_tokens may hold
-    bool read_entry(const std::string &path, std::vector<llama_token> &tokens, std::vector<uint8_t> *state,
-                    uint64_t &file_bytes, int64_t &mtime) const;
+    Read read_entry(const std::string &path, std::vector<llama_token> &tokens, std::vector<uint8_t> *state,
+                    uint64_t &file_bytes, int64_t &mtime) const noexcept;
+    // ram_mutex_ held: a RAM entry or a queued write holds `state` (counted once however many hold it) / let go.
+    void hold_locked(const State &state);
+    void release_locked(const State &state) noexcept;
 
     const size_t ram_limit_;
     const size_t disk_limit_;
@@ -159,10 +202,12 @@ private:
     const size_t max_tokens_;
     std::atomic<uint64_t> state_base_{0}, state_per_token_{0};  // set_state_size(); 0: not measured
 
-    mutable std::mutex ram_mutex_;      // guards ram_, ram_bytes_, pending_bytes_ and the counters
+    mutable std::mutex ram_mutex_;      // guards ram_, held_, held_bytes_ and the counters
     std::list<RamEntry> ram_;           // least recently used first
-    uint64_t ram_bytes_ = 0;
-    uint64_t pending_bytes_ = 0;        // states queued for the writer (counted in the RAM bound)
+    // The states in memory (RAM entries and queued writes; one state may be both): holders per state, and their
+    // bytes, counted once each. This is what the RAM bound limits and what ram_bytes reports.
+    std::unordered_map<const std::vector<uint8_t> *, unsigned> held_;
+    uint64_t held_bytes_ = 0;
     PromptCacheStats counters_;
 
     mutable std::mutex disk_mutex_;     // guards disk_, disk_bytes_, dir_mtime_
@@ -171,7 +216,8 @@ private:
     int64_t dir_mtime_ = -1;
 
     std::mutex write_mutex_;
-    std::condition_variable write_cv_;
+    std::condition_variable write_cv_;  // the writer waits for work on it
+    std::condition_variable flush_cv_;  // flush() waits for the writer on it
     std::deque<Write> writes_;          // guarded by write_mutex_
     bool writing_ = false;              // guarded by write_mutex_: the writer holds one
     bool stopping_ = false;             // guarded by write_mutex_

@@ -128,7 +128,7 @@ Settings parse_config(afm_str config_json) {
                                        "control characters");
                 model_id = value;
             } else if (key == "ContextTokens") {
-                if (!value.empty()) s.context_tokens = parse_int(key, value, 256, 1 << 20);
+                if (!value.empty()) s.context_tokens = parse_int(key, value, 256, (int32_t)kMaxEntryTokens);
             } else if (key == "Threads") {
                 if (!value.empty()) s.threads = parse_int(key, value, 1, 512);
             } else if (key == "ParallelSequences") {

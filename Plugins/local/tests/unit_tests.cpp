@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -1138,6 +1140,317 @@ void test_prompt_cache_never_reads_another_models_entries() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+/** Lowers the descriptor limit so that only `spare` more descriptors open (the next open fails with EMFILE, as a busy
+ *  daemon's would); restores it when it goes. */
+struct FdLimit {
+    struct rlimit saved {};
+    explicit FdLimit(int spare) {
+        getrlimit(RLIMIT_NOFILE, &saved);
+        int lowest = dup(0);  // open() returns the lowest free descriptor: the limit is counted from it
+        if (lowest >= 0) close(lowest);
+        struct rlimit lower = saved;
+        lower.rlim_cur = (rlim_t)(lowest + spare);
+        setrlimit(RLIMIT_NOFILE, &lower);
+    }
+    ~FdLimit() { setrlimit(RLIMIT_NOFILE, &saved); }
+};
+
+void test_prompt_cache_keeps_entries_through_transient_errors() {
+    // Only damage deletes an entry (review F2, F11). A file that cannot be opened now (out of descriptors, as with
+    // EACCES or ENFILE) or a state that cannot be allocated now is a miss, and the entry restores once that passes.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(6, 80);
+    const size_t bytes = 200 << 10;
+    std::string dir;
+    {
+        PromptCache writer(0, root, 8 << 20, 0xabcd, "n1", "writer", 4096);
+        writer.save(tokens, fake_state(bytes, 6), false);
+        writer.flush();
+        dir = writer.directory();
+    }
+    CHECK(files_in(dir, ".kv").size() == 1, "%zu entries written", files_in(dir, ".kv").size());
+    try {
+        std::unique_ptr<PromptCache> reader;
+        {
+            FdLimit limit(1);  // the directory opens at start-up, the entry does not
+            reader = std::make_unique<PromptCache>(0, root, 8 << 20, 0xabcd, "n1", "reader", 4096);
+        }
+        CHECK(files_in(dir, ".kv").size() == 1 && reader->stats().discarded == 0,
+              "an entry that could not be opened at start-up was deleted");
+        PromptCache::Match match = reader->find(extended(tokens, 4));
+        CHECK(match.length == tokens.size(), "the entry is not found once descriptors are back (match %zu)",
+              match.length);
+        std::shared_ptr<const std::vector<uint8_t>> state;
+        bool taken = true;
+        {
+            FdLimit limit(0);  // nor when it is taken
+            taken = match.length > 0 && reader->take(match, state);
+        }
+        CHECK(!taken && files_in(dir, ".kv").size() == 1 && reader->stats().discarded == 0,
+              "an entry that could not be opened when taken was deleted (taken %d)", taken);
+        g_allocation_cap = (size_t)64 << 10;  // its state cannot be allocated now
+        try {
+            taken = match.length > 0 && reader->take(match, state);
+            CHECK(!taken, "taken with its state unallocatable");
+        } catch (...) {
+            CHECK(false, "take() threw when the state could not be allocated (a miss, not a failed request)");
+        }
+        g_allocation_cap = 0;
+        g_countdown = 1;  // the next allocation fails: inside find()
+        try {
+            PromptCache::Match none = reader->find(extended(tokens, 4));
+            (void)none;
+        } catch (...) {
+            CHECK(false, "find() threw when out of memory (a miss, not a failed request)");
+        }
+        g_countdown = 0;
+        CHECK(files_in(dir, ".kv").size() == 1 && reader->stats().discarded == 0, "the entry was deleted");
+        taken = match.length > 0 && reader->take(match, state);
+        CHECK(taken && state && state->size() == bytes, "the entry does not restore once the errors passed");
+    } catch (const std::exception &e) {
+        g_allocation_cap = 0;
+        g_countdown = 0;
+        CHECK(false, "threw: %s", e.what());
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_keeps_entries_beyond_its_bounds() {
+    // An entry longer than this instance's context (written by an instance with a larger ContextTokens) is valid: it
+    // is not offered here, it stays on disk (counted in the bound), and an instance that can hold it restores it
+    // (review F3: it was deleted as damaged).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(7, 300);
+    std::string dir;
+    {
+        PromptCache big(0, root, 8 << 20, 0x3333, "n1", "big", 4096);
+        big.save(tokens, fake_state(100 << 10, 7), false);
+        big.flush();
+        dir = big.directory();
+    }
+    {
+        PromptCache small(0, root, 8 << 20, 0x3333, "n1", "small", 256);
+        std::vector<llama_token> prompt(tokens.begin(), tokens.begin() + 200);
+        PromptCache::Match match = small.find(prompt);
+        CHECK(match.length == 0, "an entry of %zu tokens offered to an instance of 256", tokens.size());
+        PromptCacheStats st = small.stats();
+        CHECK(st.discarded == 0 && files_in(dir, ".kv").size() == 1, "deleted: %llu discarded, %zu files",
+              (unsigned long long)st.discarded, files_in(dir, ".kv").size());
+    }
+    {
+        PromptCache again(0, root, 8 << 20, 0x3333, "n1", "again", 4096);
+        PromptCache::Match match = again.find(extended(tokens, 3));
+        std::shared_ptr<const std::vector<uint8_t>> state;
+        CHECK(match.length == tokens.size() && again.take(match, state) && state && state->size() == 100 << 10,
+              "the entry does not restore in an instance that holds it (match %zu)", match.length);
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_counts_a_state_once() {
+    // A state kept in RAM and queued for disk is one block of memory: counted once, so a state over half the RAM
+    // bound stays in RAM (review F4: it evicted itself) and the RAM figure is the memory the cache holds.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const size_t bytes = 600 << 10;
+    const auto tokens = fake_tokens(8, 64);
+    {
+        PromptCache cache((size_t)1 << 20, root, 8 << 20, 0x4444, "n1", "once", 4096);
+        cache.save(tokens, fake_state(bytes, 8), true);
+        PromptCacheStats st = cache.stats();
+        CHECK(st.ram_entries == 1 && st.ram_bytes == bytes, "after saving: %llu entries, %llu bytes",
+              (unsigned long long)st.ram_entries, (unsigned long long)st.ram_bytes);
+        cache.flush();
+        st = cache.stats();
+        CHECK(st.ram_entries == 1 && st.ram_bytes == bytes && st.disk_entries == 1,
+              "after writing: %llu entries, %llu bytes, %llu on disk", (unsigned long long)st.ram_entries,
+              (unsigned long long)st.ram_bytes, (unsigned long long)st.disk_entries);
+        PromptCache::Match match = cache.find(extended(tokens, 2));
+        CHECK(match.ram && match.length == tokens.size(), "not found in RAM (ram %d, length %zu)", match.ram,
+              match.length);
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_refused_restore_keeps_the_entry() {
+    // llama.cpp may refuse a state for want of free cells (one KV stream shared by every sequence): the entry is not
+    // damaged, so it stays (review F5: a RAM entry taken whole was lost, a disk entry deleted).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto in_ram = fake_tokens(12, 64), on_disk = fake_tokens(13, 64);
+    {
+        PromptCache cache((size_t)4 << 20, root, 8 << 20, 0x8888, "n1", "refused", 4096);
+        cache.save(in_ram, fake_state(50 << 10, 12), true);
+        cache.save(on_disk, fake_state(50 << 10, 13), false);
+        cache.flush();
+        PromptCache::Match match = cache.find(extended(in_ram, 2));
+        PromptCache::State state;
+        CHECK(match.ram && cache.take(match, state) && state, "the RAM entry is not taken");
+        CHECK(cache.stats().ram_entries == 0, "taken whole, it left the RAM tier");
+        cache.restore_refused(match, state);
+        PromptCache::Match again = cache.find(extended(in_ram, 2));
+        PromptCache::State back;
+        CHECK(again.ram && again.length == in_ram.size() && cache.take(again, back) && back == state,
+              "the refused RAM entry is gone (ram %d, length %zu)", again.ram, again.length);
+        PromptCache::Match file = cache.find(extended(on_disk, 2));
+        CHECK(!file.ram && file.length == on_disk.size() && cache.take(file, state) && state, "the disk entry");
+        cache.restore_refused(file, state);
+        PromptCacheStats st = cache.stats();
+        CHECK(cache.find(extended(on_disk, 2)).length == on_disk.size() && st.discarded == 0 && st.disk_entries == 1,
+              "the refused disk entry is gone (%llu discarded)", (unsigned long long)st.discarded);
+    }
+    // What the engine asks before restoring: a worthwhile share of the entry, not a shared opening.
+    CHECK(PromptCache::worth_restoring(700, 700, 30) && PromptCache::worth_restoring(600, 700, 0),
+          "a conversation coming back is worth restoring");
+    CHECK(!PromptCache::worth_restoring(46, 700, 30) && !PromptCache::worth_restoring(100, 700, 0) &&
+              !PromptCache::worth_restoring(40, 40, 30),
+          "a short shared prefix of a long entry, or a small gain, is not");
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_take_rechecks_tokens() {
+    // The file a match names is read again when it is taken: if it holds other tokens by then (replaced under the
+    // same name), its state is not restored for this prompt (review F10).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto first = fake_tokens(9, 50), second = fake_tokens(10, 50);
+    {
+        PromptCache cache(0, root, 8 << 20, 0x5555, "n1", "recheck", 4096);
+        cache.save(first, fake_state(40 << 10, 9), false);
+        cache.save(second, fake_state(40 << 10, 10), false);
+        cache.flush();
+        auto files = files_in(cache.directory(), ".kv");
+        CHECK(files.size() == 2, "%zu entries", files.size());
+        if (files.size() != 2) return;
+        PromptCache::Match match = cache.find(extended(first, 2));
+        CHECK(match.length == first.size(), "match %zu", match.length);
+        // Which file holds which tokens: their token counts are equal, the first token tells them apart.
+        auto first_token = [](const std::string &path) {
+            PromptCacheFileHeader h{};
+            llama_token t = -1;
+            FILE *f = std::fopen(path.c_str(), "rb");
+            if (f && (std::fread(&h, sizeof h, 1, f) != 1 || std::fread(&t, sizeof t, 1, f) != 1)) t = -1;
+            if (f) std::fclose(f);
+            return t;
+        };
+        std::string of_first = first_token(files[0].first) == first[0] ? files[0].first : files[1].first;
+        std::string of_second = of_first == files[0].first ? files[1].first : files[0].first;
+        CHECK(std::rename(of_second.c_str(), of_first.c_str()) == 0, "rename");
+        std::shared_ptr<const std::vector<uint8_t>> state;
+        bool taken = match.length > 0 && cache.take(match, state);
+        CHECK(!taken || (state && !state->empty() && (*state)[0] == 9),
+              "another conversation's state was restored for this prompt");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_refuses_unsafe_files_and_directories() {
+    // A FIFO named like an entry must not block the reader (review F9: open() waited for a writer, on the decode
+    // thread); a directory other users may write to is refused (they could plant or swap entries).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    std::string dir;
+    {
+        PromptCache first(0, root, 8 << 20, 0x6666, "n1", "first", 4096);
+        dir = first.directory();
+    }
+    std::string fifo = dir + "/0123456789abcdef-000010.kv";
+    CHECK(mkfifo(fifo.c_str(), 0600) == 0, "mkfifo %s", fifo.c_str());
+    auto opened = std::async(std::launch::async, [&] {
+        Exempt exempt;
+        PromptCache second(0, root, 8 << 20, 0x6666, "n1", "second", 4096);
+        return second.stats().disk_entries;
+    });
+    bool in_time = opened.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    CHECK(in_time, "opening a cache directory with a FIFO in it blocked");
+    if (!in_time) {  // unblock it: a writer opens and closes the FIFO
+        int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) close(fd);
+    }
+    uint64_t entries = opened.get();
+    CHECK(entries == 0, "a FIFO counted as %llu entries", (unsigned long long)entries);
+    CHECK(chmod(dir.c_str(), 0770) == 0, "chmod");
+    {
+        PromptCache shared(0, root, 8 << 20, 0x6666, "n1", "shared", 4096);
+        CHECK(shared.directory().empty(), "a group-writable directory was used: %s", shared.directory().c_str());
+    }
+    CHECK(chmod(dir.c_str(), 0700) == 0 && chmod(root.c_str(), 0777) == 0, "chmod");
+    {
+        PromptCache open_root(0, root, 8 << 20, 0x6666, "n1", "open", 4096);
+        CHECK(open_root.directory().empty(), "a directory under a world-writable one was used: %s",
+              open_root.directory().c_str());
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_survives_a_removed_directory() {
+    // Deleting the cache directory while the daemon runs (afmd.8 says it is safe) recreates it at the next write
+    // (review F13: the disk tier wrote nothing until a reload); a temporary file left by a writer that is long gone
+    // is removed even when its process ID is in use again (review F8).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(11, 64);
+    {
+        PromptCache cache(0, root, 8 << 20, 0x7777, "n1", "removed", 4096);
+        std::string rm = "rm -rf '" + cache.directory() + "'";
+        CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+        cache.save(tokens, fake_state(30 << 10, 11), false);
+        cache.flush();
+        PromptCacheStats st = cache.stats();
+        CHECK(files_in(cache.directory(), ".kv").size() == 1 && st.dropped_writes == 0 && st.disk_entries == 1,
+              "after the directory was removed: %zu files, %llu dropped writes", files_in(cache.directory(), ".kv").size(),
+              (unsigned long long)st.dropped_writes);
+        // Our own process ID, two hours old: a PID reused by a live process, not a write in progress.
+        char name[128];
+        std::snprintf(name, sizeof name, "/0123456789abcdef-000064.kv.%d.0x1.tmp", (int)getpid());
+        std::string stale = cache.directory() + name;
+        FILE *f = std::fopen(stale.c_str(), "wb");
+        CHECK(f != nullptr, "create %s", stale.c_str());
+        if (f) std::fclose(f);
+        struct timespec old[2];
+        clock_gettime(CLOCK_REALTIME, &old[0]);
+        old[0].tv_sec -= 7200;
+        old[1] = old[0];
+        CHECK(utimensat(AT_FDCWD, stale.c_str(), old, 0) == 0, "utimensat");
+        PromptCache other(0, root, 8 << 20, 0x7777, "n1", "other", 4096);
+        struct stat sb;
+        CHECK(stat(stale.c_str(), &sb) != 0, "a two-hour-old temporary file of a live PID was kept");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
+    // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
+    // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
+    // decode thread to save a few dozen tokens); the long conversation itself still comes back whole.
+    afm_instance *instance = create(vt, 2048, 1, {{"PromptCacheMiB", "256"}});
+    CHECK(instance != nullptr, "create");
+    if (!instance) return;
+    std::string long_one = conversation_request(conversation("rivers", 12));
+    Answer a = ask(vt, instance, 900, long_one);
+    CHECK(a.ok && a.input > 500, "the long conversation: ok %d, %lld input tokens", a.ok, (long long)a.input);
+    Answer other = ask(vt, instance, 901, conversation_request(conversation("volcanoes")));  // takes the slot
+    CHECK(other.ok, "another conversation");
+    uint64_t hits = stat_u64(cache_stats(vt, instance), "hits");
+    Answer b = ask(vt, instance, 902, conversation_request(conversation("rivers", 1)));
+    json stats = cache_stats(vt, instance);
+    CHECK(b.ok && stat_u64(stats, "hits") == hits, "a %lld-token prompt restored a %lld-token entry (cached %lld): %s",
+          (long long)b.input, (long long)a.input, (long long)b.cached, stats.dump().c_str());
+    Answer again = ask(vt, instance, 903, long_one);
+    CHECK(again.ok && again.cached >= again.input - 1, "the long conversation again: cached %lld of %lld",
+          (long long)again.cached, (long long)again.input);
+    vt->destroy(instance);
+}
+
 void test_allocation_failures(const afm_backend_vtable *vt, afm_instance *instance) {
     // generate itself (parse, template, tokenize, sampler, registering, queueing, the emitter thread).
     long scale = std::getenv("SWEEP_RUNS") ? std::atol(std::getenv("SWEEP_RUNS")) : 40;
@@ -1191,6 +1504,13 @@ int main(int argc, char **argv) {
     run("prompt_cache_disk_bound_across_instances", test_prompt_cache_disk_bound_across_instances);
     run("prompt_cache_never_reads_another_models_entries", test_prompt_cache_never_reads_another_models_entries);
     run("prompt_cache_fingerprint_sees_a_replaced_model", test_prompt_cache_fingerprint_sees_a_replaced_model);
+    run("prompt_cache_keeps_entries_through_transient_errors", test_prompt_cache_keeps_entries_through_transient_errors);
+    run("prompt_cache_keeps_entries_beyond_its_bounds", test_prompt_cache_keeps_entries_beyond_its_bounds);
+    run("prompt_cache_counts_a_state_once", test_prompt_cache_counts_a_state_once);
+    run("prompt_cache_take_rechecks_tokens", test_prompt_cache_take_rechecks_tokens);
+    run("prompt_cache_refused_restore_keeps_the_entry", test_prompt_cache_refused_restore_keeps_the_entry);
+    run("prompt_cache_refuses_unsafe_files_and_directories", test_prompt_cache_refuses_unsafe_files_and_directories);
+    run("prompt_cache_survives_a_removed_directory", test_prompt_cache_survives_a_removed_directory);
     const afm_backend_vtable *vt = negotiate();
     if (!vt) {
         std::fprintf(stderr, "negotiation failed\n");
@@ -1201,6 +1521,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_restores_an_evicted_conversation", [&] { test_prompt_cache_restores_an_evicted_conversation(vt); });
     run("prompt_cache_disk_tier", [&] { test_prompt_cache_disk_tier(vt); });
     run("prompt_cache_memory_bound", [&] { test_prompt_cache_memory_bound(vt); });
+    run("prompt_cache_restores_only_worthwhile_matches", [&] { test_prompt_cache_restores_only_worthwhile_matches(vt); });
     afm_instance *instance = create(vt, 2048, 2);
     if (!instance) return 1;
     run("capped_tool_call_is_not_closed", [&] { test_capped_tool_call_is_not_closed(vt, instance); });

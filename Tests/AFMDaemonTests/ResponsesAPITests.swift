@@ -149,6 +149,23 @@ import Testing
         #expect(remote.json?["error"]?["param"] == "input[0].content[0].image_url")
     }
 
+    /// A backend's token counts are untrusted: counts near Int64.max once made `total_tokens` (input + output)
+    /// overflow and trap, killing the daemon and every stream it served. Counts are capped where the host reads them.
+    @Test func hugeTokenCountsFromABackendNeitherCrashNorOverflow() throws {
+        let huge = #"[{"text":"x"},{"usage":{"input_tokens":9223372036854775807,"output_tokens":9223372036854775807,"reasoning_tokens":9223372036854775807,"cached_tokens":9223372036854775807}}]"#
+        let harness = try DaemonHarness(models: ["huge": huge])
+        let client = try harness.client()
+        for path in ["/v1/responses", "/v1/chat/completions"] {
+            let body = path == "/v1/responses"
+                ? #"{"model":"huge","input":"hi"}"# : #"{"model":"huge","messages":[{"role":"user","content":"hi"}]}"#
+            let answer = try client.post(path, json: body)
+            #expect(answer.status == 200, "\(answer)")
+            let total = answer.json?["usage"]?["total_tokens"]?.numberValue?.intValue ?? -1
+            #expect(total > 0 && total <= 2 * Int(UInt32.max), "\(answer.text)")
+        }
+        #expect(try client.get("/health").status == 200)
+    }
+
     @Test func reasoningStateIsSealedAndReplayed() throws {
         let reasoning = #"{"capabilities":{"streaming":true,"tools":true,"vision":false,"reasoning":true,"reasoning_optional":false},"steps":[{"reasoning_state":"secret-chain-of-thought"},{"usage":{"input_tokens":3,"output_tokens":4,"reasoning_tokens":3,"cached_tokens":0}},{"text":"answer"}]}"#
         let harness = try DaemonHarness(models: ["thinker": reasoning, "other": reasoning, "plain": #"[{"text":"x"}]"#])
@@ -233,6 +250,40 @@ import Testing
         let clamped = try client.post("/v1/responses", json: #"{"model":"tiny","input":"hi","max_output_tokens":100000}"#)
         #expect(clamped.json?["max_output_tokens"] == 50)
         #expect(generateRequests(harness).last?["max_output_tokens"] == 50)
+    }
+
+    /// `truncation: "auto"` over 20,000 turns finds its cut in one pass: two such requests at once are answered
+    /// well before the processing deadline, and a Chat stream sent meanwhile completes (each dropped turn used to
+    /// rebuild, re-encode and re-count the whole input: minutes of CPU on the event loop, past the deadline, with
+    /// every other stream stalled behind it). A turn is 20 bytes: the estimate (11 tokens) never fits the 9-token
+    /// budget, the scripted backend's exact count (5 per turn) fits one turn only, so all but the current turn go.
+    @Test func truncatingTwentyThousandTurnsIsOnePassAndStallsNoOtherStream() throws {
+        let harness = try DaemonHarness(
+            models: [
+                "tiny": #"{"context_tokens":4096,"max_input_tokens":9,"steps":[{"text":"ok"}]}"#,
+                "chat": #"[{"text":"one"},{"delay_ms":20},{"text":" two"}]"#,
+            ],
+            config: "[Server]\nProcessingDeadlineSeconds=30\n")
+        let turn = #"{"role":"user","content":"aaaaaaaaaaaaaaaaaaaa"}"#
+        let body = #"{"model":"tiny","input":[\#(Array(repeating: turn, count: 20_000).joined(separator: ","))],"truncation":"auto"}"#
+        let port = harness.port
+        let big = (0..<2).map { _ in
+            Thread.detachNewThreadWithResult { try? TestHTTPClient(port: port, timeoutSeconds: 60).post("/v1/responses", json: body) }
+        }
+        let stream = try TestHTTPClient(port: harness.port, timeoutSeconds: 60).post(
+            "/v1/chat/completions", json: #"{"model":"chat","messages":[{"role":"user","content":"x"}],"stream":true}"#)
+        #expect(stream.status == 200)
+        let chunks = ChatCompletionsTests.chunks(stream.text)
+        #expect(chunks.last == "[DONE]")
+        #expect(chunks.compactMap { $0["choices"]?[0]?["delta"]?["content"]?.stringValue }.joined() == "one two")
+        for result in big {
+            let response = try #require(result.value)
+            #expect(response.status == 200, "\(response.text.prefix(300))")
+            #expect(response.header("x-afm-truncated-turns") == "19999")
+        }
+        let sent = generateRequests(harness).filter { $0["model"] == "tiny" }
+        #expect(sent.count == 2)
+        #expect(sent.allSatisfy { $0["input"]?.arrayValue?.count == 1 })
     }
 
     @Test func theCommonPromptComesFirst() throws {

@@ -1396,9 +1396,10 @@ void test_prompt_cache_keeps_entries_through_transient_errors() {
             CHECK(false, "take() threw when the state could not be allocated (a miss, not a failed request)");
         }
         g_allocation_cap = 0;
+        const auto prompt = extended(tokens, 4);
         g_countdown = 1;  // the next allocation fails: inside find()
         try {
-            PromptCache::Match none = reader->find(extended(tokens, 4));
+            PromptCache::Match none = reader->find(prompt);
             (void)none;
         } catch (...) {
             CHECK(false, "find() threw when out of memory (a miss, not a failed request)");
@@ -1500,7 +1501,7 @@ void test_prompt_cache_refused_restore_keeps_the_entry() {
         CHECK(!file.ram && file.length == on_disk.size() && cache.take(file, state) && state, "the disk entry");
         cache.restore_refused(file, state);
         PromptCacheStats st = cache.stats();
-        CHECK(cache.find(extended(on_disk, 2)).length == on_disk.size() && st.discarded == 0 && st.disk_entries == 1,
+        CHECK(cache.find(extended(on_disk, 2)).length == on_disk.size() && st.discarded == 0 && st.disk_entries == 2,
               "the refused disk entry is gone (%llu discarded)", (unsigned long long)st.discarded);
     }
     // What the engine asks before restoring: a worthwhile share of the entry, not a shared opening.

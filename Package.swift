@@ -23,8 +23,11 @@ let package = Package(
         .executable(name: "afmd", targets: ["afmd"]),
         .executable(name: "afmctl", targets: ["afmctl"]),
         .executable(name: "afm-backend-runner", targets: ["afm-backend-runner"]),
+        .executable(name: "afm-backend-check", targets: ["afm-backend-check"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
         .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
+        // The afm-dev example backend in Swift (docs/backend-abi.md, "Write a backend in ten minutes"); not packaged.
+        .library(name: "afm-backend-example-swift", type: .dynamic, targets: ["AFMExampleSwiftBackend"]),
         .executable(name: "afm", targets: ["afm"]),
         // libafm-bridge.so: the bridge for hosts that embed it (afm_bridge.h; docs/bridge.md).
         .library(name: "afm-bridge", type: .dynamic, targets: ["AFMBridgeLibrary"]),
@@ -76,6 +79,16 @@ let package = Package(
             dependencies: ["AFMBackends", "AFMLogging", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
+        // afm-backend-check: the ABI conformance battery for any backend library (afm-dev). The bare ABI in-process,
+        // each check in a child process of its own; runner hosting through AFMBackends' registry.
+        .executableTarget(
+            name: "afm-backend-check",
+            dependencies: [
+                "AFMLocks", "AFMBackends", "AFMSchema", "AFMCore", "AFMJSON", "AFMLogging", "AFMSystem", "CAFMBackendABI",
+            ],
+            resources: [.embedInCode("describe.schema.json")],
+            swiftSettings: swiftSettings
+        ),
         // Operations plane: layered configuration and versioned settings (the control layer).
         .target(
             name: "AFMConfig",
@@ -106,7 +119,7 @@ let package = Package(
         // gateway's HTTP API only (through AFMClient); AFMCore for the shared error table.
         .target(
             name: "AFMAgent",
-            dependencies: ["AFMLocks", "AFMClient", "AFMCore", "AFMJSON", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMClient", "AFMCore", "AFMImages", "AFMJSON", "AFMSystem"],
             swiftSettings: swiftSettings
         ),
         // The game layer over agents: NPCs (persona, memory), the world's facts, decisions among options.
@@ -180,6 +193,13 @@ let package = Package(
             dependencies: ["AFMLocks", "AFMBackendKit", "CPrivateCloudSupport"],
             path: "Plugins/private-cloud",
             exclude: ["private-cloud.json", "README.md", "CSupport"],
+            swiftSettings: swiftSettings
+        ),
+
+        .target(
+            name: "AFMExampleSwiftBackend",
+            dependencies: ["AFMBackendKit"],
+            path: "share/afm-dev/examples/swift",
             swiftSettings: swiftSettings
         ),
 

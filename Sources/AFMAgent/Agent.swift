@@ -55,8 +55,8 @@ public final class Agent: Sendable {
     private struct State {
         /// Complete turns, oldest first; each is the prompt, then calls, outputs and the answer.
         var turns: [[JSONValue]] = []
-        /// The model's input budget from `/v1/models` once asked (nil inside: the gateway did not say).
-        var inputBudget: Int??
+        /// What `/v1/models` says of the model, once asked.
+        var model: ModelFacts?
     }
 
     public let configuration: Configuration
@@ -115,10 +115,11 @@ public final class Agent: Sendable {
         if let context = await configuration.turnContext?(), !context.isEmpty {
             instructions = instructions.map { $0.isEmpty ? context : $0 + "\n\n" + context } ?? context
         }
+        let facts = await modelFacts()
         let executor = TurnExecutor(
             client: ResponsesClient(url: configuration.url), model: configuration.model, instructions: instructions,
-            tools: tools, policy: policy, history: state.withLock { $0.turns }, inputBudget: await inputBudget(),
-            control: control, emit: emit)
+            tools: tools, policy: policy, history: state.withLock { $0.turns }, inputBudget: facts.inputBudget,
+            acceptsImages: facts.acceptsImages, control: control, emit: emit)
         let result: Result<AgentResponse, AgentError>
         do {
             let (response, items) = try await executor.run(prompt: prompt)
@@ -151,15 +152,23 @@ public final class Agent: Sendable {
         outcome.set(result)
     }
 
-    /// The model's `max_input_tokens` from `/v1/models` (an alias resolved to its target), asked once.
-    private func inputBudget() async -> Int? {
-        if let known = state.withLock({ $0.inputBudget }) { return known }
+    /// What the agent needs to know of its model.
+    private struct ModelFacts {
+        /// `max_input_tokens`; nil when the gateway did not say.
+        var inputBudget: Int?
+        /// The `vision` capability; false when the gateway did not say.
+        var acceptsImages = false
+    }
+
+    /// The model's entry of `/v1/models` (an alias resolved to its target), asked once.
+    private func modelFacts() async -> ModelFacts {
+        if let known = state.withLock({ $0.model }) { return known }
         let models = (try? await ResponsesClient(url: configuration.url).modelsAsync()) ?? []
         var entry = models.first { $0.id == configuration.model }
         if let target = entry?.aliasOf { entry = models.first { $0.id == target } }
-        let budget = entry?.maxInputTokens
+        let facts = ModelFacts(inputBudget: entry?.maxInputTokens, acceptsImages: entry?.capabilities?["vision"]?.boolValue ?? false)
         // A gateway that could not be asked is asked again next turn.
-        if !models.isEmpty { state.withLock { $0.inputBudget = .some(budget) } }
-        return budget
+        if !models.isEmpty { state.withLock { $0.model = facts } }
+        return facts
     }
 }

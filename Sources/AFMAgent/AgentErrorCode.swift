@@ -85,6 +85,7 @@ public enum AgentErrorCode: String, Sendable, Hashable, CaseIterable {
         case "invalid_request", "invalid_value", "invalid_type", "invalid_json", "missing_required_parameter",
             "unknown_parameter", "unsupported_parameter", "unsupported_capability", "unsupported_tool", "empty_array",
             "integer_below_min_value", "invalid_encrypted_content", "invalid_image_url", "too_many_images",
+            "invalid_base64", "image_too_large", "unsupported_image_format", "invalid_image", "invalid_image_dimensions",
             "previous_response_not_found", "duplicate_header", "unsupported_media_type", "forbidden_host",
             "forbidden_origin", "http_400", "http_403", "http_413", "http_415":
             self = .invalidRequest

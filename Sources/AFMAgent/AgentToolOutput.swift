@@ -32,16 +32,28 @@ public struct AgentToolOutput: Sendable, Hashable {
         AgentToolOutput(content: [.text(message)], isError: true)
     }
 
-    /// The text the model reads (`function_call_output.output`). The gateway carries text outputs only, so an
-    /// image is described by its type and size; an error is prefixed so small models notice it.
+    /// The output as text: an image is described by its type and size (`[image image/png, 75 bytes]`); an error
+    /// is prefixed so small models notice it. The agent sends the model ``text(describingImages:)`` instead, which
+    /// points at the images it sends beside the output (docs/agents.md, "Images in tool outputs").
     public var text: String {
+        text { mimeType, base64 in "[image \(mimeType), \(Self.byteCount(base64)) bytes]" }
+    }
+
+    /// The output as text, each image replaced by what `describe(mimeType, base64)` returns.
+    public func text(describingImages describe: (_ mimeType: String, _ base64: String) -> String) -> String {
         let body = content.map { part in
             switch part {
             case .text(let text): text
-            case .image(let mimeType, let base64): "[image \(mimeType), \(base64.utf8.count * 3 / 4) bytes]"
+            case .image(let mimeType, let base64): describe(mimeType, base64)
             }
         }.joined(separator: "\n")
         return isError && !body.hasPrefix("Error") ? "Error: \(body)" : body
+    }
+
+    /// The decoded size of base64 text (padding excluded).
+    static func byteCount(_ base64: String) -> Int {
+        let padding = base64.utf8.reversed().prefix { $0 == UInt8(ascii: "=") }.count
+        return max(base64.utf8.count / 4 * 3 - padding, 0)
     }
 
     /// `{"text":…,"is_error":…,"content":[{"type":"text","text":…}|{"type":"image","mime_type":…,"data":…}]}`.

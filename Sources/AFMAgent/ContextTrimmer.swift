@@ -6,15 +6,22 @@ import AFMJSON
 /// is trimmed.
 ///
 /// Tokens are estimated with the gateway's conservative rule for backends without a tokenizer (docs/
-/// responses-api.md, "Budgets"): one token per 3 UTF-8 bytes of text, plus 4 per item. Overestimating keeps a
-/// trimmed request under the gateway's own check; the gateway has the model's tokenizer and stays the judge.
+/// responses-api.md, "Budgets"): one token per 3 UTF-8 bytes of text, plus 4 per item, plus 765 per image.
+/// Overestimating keeps a trimmed request under the gateway's own check; the gateway has the model's tokenizer
+/// and stays the judge.
 enum ContextTrimmer {
-    /// The estimate for one input item (its text, arguments, output and name).
+    /// What the gateway's estimate counts for one image (OpenAI's figure for a 512-px tile at high detail).
+    static let imageTokens = 765
+
+    /// The estimate for one input item (its text, images, arguments, output and name).
     static func tokens(of item: JSONValue) -> Int {
         var bytes = 0
+        var images = 0
         for key in ["arguments", "output", "name"] { bytes += item[key]?.stringValue?.utf8.count ?? 0 }
-        for part in item["content"]?.arrayValue ?? [] { bytes += part["text"]?.stringValue?.utf8.count ?? 0 }
-        return 4 + (bytes + 2) / 3
+        for part in item["content"]?.arrayValue ?? [] {
+            if part["type"] == "input_image" { images += 1 } else { bytes += part["text"]?.stringValue?.utf8.count ?? 0 }
+        }
+        return 4 + images * imageTokens + (bytes + 2) / 3
     }
 
     /// The estimate for text outside the items (instructions, tool definitions).

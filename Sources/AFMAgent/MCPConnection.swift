@@ -118,10 +118,9 @@ final class MCPConnection: Sendable {
                     writerWake.signal()
                     let timer = Task { [weak self, name] in
                         guard (try? await Task.sleep(for: timeout)) != nil else { return }
-                        self?.finish(
-                            id: id,
-                            with: .failure(
-                                AgentError(.toolFailed, "MCP server \(name) did not answer \(method) within \(ToolRuntime.seconds(timeout))")))
+                        let problem = AgentError(.toolFailed, "MCP server \(name) did not answer \(method) within \(ToolRuntime.seconds(timeout))")
+                        // The MCP lifecycle: a request that timed out is cancelled, so the server stops working on it.
+                        if self?.finish(id: id, with: .failure(problem)) == true { self?.cancelOnServer(id: id, method: method) }
                     }
                     let resolved = state.withLock { state in
                         guard state.pending[id] != nil else { return true }
@@ -131,14 +130,22 @@ final class MCPConnection: Sendable {
                     if resolved { timer.cancel() }
                 }
             } onCancel: {
-                finish(id: id, with: .failure(AgentError.cancelled))
-                notify("notifications/cancelled", params: ["requestId": .number(JSONNumber(id)), "reason": "cancelled"])
+                // Only a request that was sent (registered) is cancelled on the server; one cancelled before it was
+                // registered is never sent, and the server must not hear of an id it never saw.
+                if finish(id: id, with: .failure(AgentError.cancelled)) { cancelOnServer(id: id, method: method) }
             }
         } catch let error as AgentError {
             throw error
         } catch {
             throw AgentError(.toolFailed, "MCP server \(name): \(error)")
         }
+    }
+
+    /// Tells the server to stop working on a request that was sent and is no longer waited for
+    /// (`notifications/cancelled`); never for `initialize`, which the MCP lifecycle forbids cancelling.
+    private func cancelOnServer(id: Int, method: String) {
+        guard method != "initialize" else { return }
+        notify("notifications/cancelled", params: ["requestId": .number(JSONNumber(id)), "reason": "cancelled"])
     }
 
     /// Sends a notification (no answer expected).
@@ -202,12 +209,16 @@ final class MCPConnection: Sendable {
 
     // MARK: - Completion
 
-    private func finish(id: Int, with result: Result<JSONValue, AgentError>) {
+    /// Completes a waiting request; false when it was not waiting (never registered, or completed already).
+    @discardableResult
+    private func finish(id: Int, with result: Result<JSONValue, AgentError>) -> Bool {
         let (continuation, timer) = state.withLock { state in
             (state.pending.removeValue(forKey: id), state.timers.removeValue(forKey: id))
         }
         timer?.cancel()
-        continuation?.resume(with: result.mapError { $0 as any Error })
+        guard let continuation else { return false }
+        continuation.resume(with: result.mapError { $0 as any Error })
+        return true
     }
 
     /// Fails every waiting request and refuses later ones with `reason` (the first reason wins).

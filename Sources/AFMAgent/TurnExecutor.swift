@@ -17,6 +17,8 @@ struct TurnExecutor: Sendable {
     let history: [[JSONValue]]
     /// The model's input budget in tokens, when the gateway said.
     let inputBudget: Int?
+    /// Whether the model accepts images (its `vision` capability), so tools' images are sent as images.
+    let acceptsImages: Bool
     let control: TurnControl
     let emit: @Sendable (AgentEvent) -> Void
 
@@ -50,9 +52,7 @@ struct TurnExecutor: Sendable {
             }
             let done = await runtime.run(outcome.calls, remainingBudget: controller.remainingCalls)
             controller.finishStep(calls: outcome.calls.count)
-            for record in done {
-                items.append(["type": "function_call_output", "call_id": .string(record.call.callID), "output": .string(record.output.text)])
-            }
+            items += ToolOutputItems.make(done, model: model, acceptsImages: acceptsImages)
             records += done
         }
         try checkCancelled()
@@ -83,7 +83,7 @@ struct TurnExecutor: Sendable {
             history: history, current: items, fixedTokens: fixed, budget: policy.trimsContext ? inputBudget : nil)
         var body: JSONObject = ["model": .string(model)]
         if let instructions, !instructions.isEmpty { body["instructions"] = .string(instructions) }
-        body["input"] = .array(fitted.input)
+        body["input"] = .array(ToolOutputItems.limitingImages(fitted.input))
         if !definitions.isEmpty {
             body["tools"] = .array(definitions)
             body["tool_choice"] = plan.toolChoice

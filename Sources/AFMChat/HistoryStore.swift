@@ -167,6 +167,7 @@ public final class HistoryStore {
 
     /// Creates an empty conversation.
     public func createConversation(title: String = "", id: String = UUID().uuidString.lowercased()) throws -> ConversationSummary {
+        try Self.checkTitle(title)
         let now = StoreClock.nowMilliseconds()
         try connection.execute(
             "INSERT INTO conversations(id, title, created_at, updated_at) VALUES (?, ?, ?, ?)",
@@ -215,8 +216,13 @@ public final class HistoryStore {
         return matches.count == 1 ? matches[0] : nil
     }
 
-    /// Renames a conversation.
+    /// The longest title a conversation may be given (created or renamed): a title is shown in every list, in the
+    /// web page and in the terminal, whichever client set it.
+    public static let maximumTitleCharacters = 200
+
+    /// Renames a conversation; a title longer than ``maximumTitleCharacters`` is refused.
     public func rename(conversationID: String, to title: String) throws {
+        try Self.checkTitle(title)
         try connection.execute("UPDATE conversations SET title = ? WHERE id = ?", [.text(title), .text(conversationID)])
         guard connection.changes == 1 else { throw HistoryError("no conversation \(conversationID)") }
     }
@@ -522,6 +528,12 @@ public final class HistoryStore {
 
     /// The words of a search that count (``search(_:limit:markers:)``).
     public static let maximumSearchWords = 32
+
+    private static func checkTitle(_ title: String) throws {
+        guard title.count <= maximumTitleCharacters else {
+            throw HistoryError("a title has at most \(maximumTitleCharacters) characters (this one has \(title.count))")
+        }
+    }
 
     /// Conversations whose title or message text contains every word of `text` (newest first).
     ///

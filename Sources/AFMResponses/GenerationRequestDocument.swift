@@ -118,26 +118,31 @@ public enum GenerationRequestDocument {
     ) throws(AFMError) -> [JSONValue] {
         var input: [JSONValue] = []
         for (index, item) in items.enumerated() {
-            switch item {
-            case .message(let role, let parts):
-                input.append(["type": "message", "role": .string(role), "content": .array(parts)])
-            case .functionCall(let callID, let name, let arguments, let namespace):
-                input.append(
-                    [
-                        "type": "function_call", "call_id": .string(callID), "name": .string(name), "arguments": .string(arguments),
-                        "namespace": namespace.map(JSONValue.string) ?? nil,
-                    ])
-            case .functionCallOutput(let callID, let output), .customToolCallOutput(let callID, let output):
-                input.append(["type": "function_call_output", "call_id": .string(callID), "output": .string(output)])
-            case .customToolCall(let callID, let name, let customInput):
-                let arguments: JSONValue = ["input": .string(customInput)]
-                input.append(
-                    ["type": "function_call", "call_id": .string(callID), "name": .string(name), "arguments": .string(arguments.jsonString), "namespace": nil])
-            case .reasoning(let encrypted):
-                guard let encrypted, let state = try openReasoning(encrypted, index) else { continue }
-                input.append(["type": "reasoning", "state_base64": .string(Data(state).base64EncodedString())])
-            }
+            if let value = try inputItem(item, index: index, openReasoning: openReasoning) { input.append(value) }
         }
         return input
+    }
+
+    /// The document's `input` item for `items[index]`, or nil for reasoning without state.
+    static func inputItem(
+        _ item: ResponsesRequest.Item, index: Int, openReasoning: (String, Int) throws(AFMError) -> [UInt8]?
+    ) throws(AFMError) -> JSONValue? {
+        switch item {
+        case .message(let role, let parts):
+            return ["type": "message", "role": .string(role), "content": .array(parts)]
+        case .functionCall(let callID, let name, let arguments, let namespace):
+            return [
+                "type": "function_call", "call_id": .string(callID), "name": .string(name), "arguments": .string(arguments),
+                "namespace": namespace.map(JSONValue.string) ?? nil,
+            ]
+        case .functionCallOutput(let callID, let output), .customToolCallOutput(let callID, let output):
+            return ["type": "function_call_output", "call_id": .string(callID), "output": .string(output)]
+        case .customToolCall(let callID, let name, let customInput):
+            let arguments: JSONValue = ["input": .string(customInput)]
+            return ["type": "function_call", "call_id": .string(callID), "name": .string(name), "arguments": .string(arguments.jsonString), "namespace": nil]
+        case .reasoning(let encrypted):
+            guard let encrypted, let state = try openReasoning(encrypted, index) else { return nil }
+            return ["type": "reasoning", "state_base64": .string(Data(state).base64EncodedString())]
+        }
     }
 }

@@ -81,12 +81,20 @@ public enum RequestFields {
         return text
     }
 
-    /// Stop sequences: one string or a list of at most `maximum` non-empty strings.
+    /// The most UTF-8 bytes of one stop sequence, in every dialect and form (one string or a list element): the
+    /// builder holds back up to this much text and compares every delta against each sequence.
+    public static let maximumStopSequenceBytes = 256
+
+    /// Stop sequences: one string or a list of at most `maximum` non-empty strings, each of at most
+    /// ``maximumStopSequenceBytes`` bytes (the one place this rule lives: Chat Completions `stop`, Messages
+    /// `stop_sequences`; Responses has no stop sequences).
     public static func stopSequences(_ value: JSONValue?, param: String, maximum: Int, allowString: Bool) throws(AFMError) -> [String] {
         guard let value, !value.isNull else { return [] }
         if allowString, let single = value.stringValue {
-            guard !single.isEmpty else {
-                throw AFMError(.invalidRequest, "'\(param)' must not be empty.", param: param, publicCode: "invalid_value")
+            guard !single.isEmpty, single.utf8.count <= maximumStopSequenceBytes else {
+                throw AFMError(
+                    .invalidRequest, "'\(param)' must be a non-empty string of at most \(maximumStopSequenceBytes) bytes.", param: param,
+                    publicCode: "invalid_value")
             }
             return [single]
         }
@@ -98,14 +106,28 @@ public enum RequestFields {
         }
         var sequences: [String] = []
         for (index, element) in list.enumerated() {
-            guard let text = element.stringValue, !text.isEmpty, text.utf8.count <= 256 else {
+            guard let text = element.stringValue, !text.isEmpty, text.utf8.count <= maximumStopSequenceBytes else {
                 throw AFMError(
-                    .invalidRequest, "'\(param)[\(index)]' must be a non-empty string of at most 256 bytes.", param: "\(param)[\(index)]",
+                    .invalidRequest, "'\(param)[\(index)]' must be a non-empty string of at most \(maximumStopSequenceBytes) bytes.",
+                    param: "\(param)[\(index)]",
                     publicCode: "invalid_value")
             }
             sequences.append(text)
         }
         return sequences
+    }
+
+    /// Refuses stop sequences with a structured answer (`format` json_schema or json_object): a stop sequence
+    /// would cut the JSON short of valid, and a cut answer cannot be delivered as the structured answer asked
+    /// for (docs/chat-completions.md and docs/anthropic-messages.md, "Stop sequences"). A 400 naming `param` up
+    /// front, instead of a 500 after generating (which SDKs retry).
+    public static func checkStopSequences(_ stop: [String], param: String, format: OutputFormat) throws(AFMError) {
+        guard !stop.isEmpty, format.isStructured else { return }
+        throw AFMError(
+            .invalidRequest,
+            "'\(param)' cannot be combined with a JSON \(format.param): a stop sequence would cut the structured answer short "
+                + "of valid JSON. Send one or the other.",
+            param: param, publicCode: "unsupported_parameter")
     }
 
     /// A missing required field.

@@ -134,8 +134,10 @@ public struct ResponseBuilder: Sendable {
     /// Whether ``consume(_:now:)`` records ``Step``s for ``takeSteps()`` (streams of the other dialects).
     public var recordsSteps = false
     private var steps: [Step] = []
-    /// Text held back because it may be the start of a stop sequence.
-    private var heldText = ""
+    /// Text held back because it may be the start of a stop sequence, as Unicode scalars.
+    private var heldScalars: [Unicode.Scalar] = []
+    /// The request's stop sequences as Unicode scalars, computed once (matching is by scalar).
+    private let stopScalars: [[Unicode.Scalar]]
     /// Why the answer ended, once it completed or was cut by the cap.
     public private(set) var stopReason: StopReason?
     /// Set when the builder ended the answer before the backend did (a stop sequence, the output limit): the
@@ -180,6 +182,7 @@ public struct ResponseBuilder: Sendable {
         self.createdAt = createdAt
         self.maximumOutputBytes = maximumOutputBytes
         self.seal = seal
+        stopScalars = request.stopSequences.map { Array($0.unicodeScalars) }
     }
 
     /// A builder for a Responses request, echoing it.
@@ -352,47 +355,54 @@ public struct ResponseBuilder: Sendable {
     /// Stop sequences: passes on the text up to the first stop sequence and ends the answer there (the caller
     /// cancels the generation), or passes on all but the end that may be the start of one (held back until the
     /// next text shows whether it is).
+    ///
+    /// Matching is by Unicode scalar, as llama.cpp and OpenAI match (by bytes): a Swift `Character` is a
+    /// grapheme, so "\r\n" would be one character that a stop "\n" never matches, and "e\u{301}" one that a stop
+    /// "e" never matches. The answer is cut, and text held back, at scalar boundaries. One pass over the buffer
+    /// finds both the earliest whole match and the earliest end that is the start of a sequence; the sequences'
+    /// scalars are computed once per request (``stopScalars``).
     private mutating func scanForStop(_ text: String, now: Int, into out: inout [JSONValue]) {
-        let buffer = heldText + text
-        heldText = ""
-        var first: (range: Range<String.Index>, sequence: String)?
-        for sequence in request.stopSequences {
-            if let range = buffer.firstRange(of: sequence), first.map({ range.lowerBound < $0.range.lowerBound }) ?? true {
-                first = (range, sequence)
+        var buffer = heldScalars
+        buffer.append(contentsOf: text.unicodeScalars)
+        heldScalars = []
+        var keep = buffer.count
+        var match: (start: Int, sequence: Int)?
+        scan: for start in buffer.indices {
+            for (number, sequence) in stopScalars.enumerated() {
+                var matched = 0
+                while matched < sequence.count, start + matched < buffer.count, buffer[start + matched] == sequence[matched] { matched += 1 }
+                if matched == sequence.count {
+                    match = (start, number)
+                    break scan
+                }
+                // The buffer ended inside the sequence: from here on the text may be its start.
+                if start + matched == buffer.count, start < keep { keep = start }
             }
         }
-        if let first {
-            let before = String(buffer[..<first.range.lowerBound])
-            if !before.isEmpty { appendText(before, into: &out) }
+        if let match {
+            if match.start > 0 { appendText(Self.string(buffer[..<match.start]), into: &out) }
             completedAt = now
             endedEarly = true
-            complete(.stopSequence(first.sequence), into: &out)
-            if recordsSteps { steps.append(.ended) }
+            // consume(_:now:) records the end of the steps once (complete may already have, by failing).
+            complete(.stopSequence(request.stopSequences[match.sequence]), into: &out)
             return
         }
-        // Hold back the longest end of the buffer that is the start of some stop sequence.
-        var keep = buffer.endIndex
-        for sequence in request.stopSequences {
-            var length = min(sequence.count - 1, buffer.count)
-            while length > 0 {
-                let start = buffer.index(buffer.endIndex, offsetBy: -length)
-                if sequence.hasPrefix(buffer[start...]) {
-                    if start < keep { keep = start }
-                    break
-                }
-                length -= 1
-            }
-        }
-        let passed = String(buffer[..<keep])
-        heldText = String(buffer[keep...])
-        if !passed.isEmpty { appendText(passed, into: &out) }
+        heldScalars = Array(buffer[keep...])
+        if keep > 0 { appendText(Self.string(buffer[..<keep]), into: &out) }
+    }
+
+    /// A string of scalars.
+    private static func string(_ scalars: ArraySlice<Unicode.Scalar>) -> String {
+        var view = String.UnicodeScalarView()
+        view.append(contentsOf: scalars)
+        return String(view)
     }
 
     /// Passes on text held back for a stop sequence that did not come.
     private mutating func flushHeldText(into out: inout [JSONValue]) {
-        guard !heldText.isEmpty else { return }
-        let text = heldText
-        heldText = ""
+        guard !heldScalars.isEmpty else { return }
+        let text = Self.string(heldScalars[...])
+        heldScalars = []
         appendText(text, into: &out)
     }
 

@@ -157,6 +157,13 @@ public final class ResponsesService: Sendable {
     /// Builds the document and checks the input budget: counts the input the backend will see, and drops the
     /// oldest complete turns when the request asks for truncation.
     ///
+    /// Every item is converted and priced once; the cut is found in one pass over the turns' running totals and
+    /// the document is encoded for the chosen cut only. The backend's tokenizer (costly: a runner tokenizes the
+    /// whole document) is asked at most three times: for the whole input when the estimate exceeds the budget,
+    /// then to confirm the cut the tokenizer's own ratio to the estimate predicts (and, when even the current turn
+    /// alone does not fit by estimate, the current turn alone). Dropping turns one at a time used to rebuild,
+    /// re-encode and re-count the whole input per dropped turn: quadratic, minutes for 20,000 turns.
+    ///
     /// - Parameter exact: count with the backend's tokenizer even when the estimate fits (count_tokens).
     private func fit(
         _ request: PipelineRequest, lease: BackendLease, system: [String], responseID: String, maxOutputTokens: Int, exact: Bool = false
@@ -173,29 +180,74 @@ public final class ResponsesService: Sendable {
                     param: "input[\(index)].encrypted_content", publicCode: "invalid_encrypted_content")
             }
         }
-        var items = request.items
-        var dropped = 0
-        var document: [UInt8]
-        var inputTokens: Int
-        while true {
-            let input = try GenerationRequestDocument.inputItems(items, openReasoning: open)
-            document = GenerationRequestDocument.encode(
-                for: request, model: model.id, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system, input: input)
-            // The estimate overestimates on purpose: when even it fits, the backend's exact (and costlier) count
-            // cannot exceed the budget, so the tokenizer is asked only for inputs near or over the limit.
-            let estimate = InputEstimate.tokens(system: system, input: input)
-            inputTokens = estimate <= model.maxInputTokens && !exact ? estimate : lease.countInputTokens(requestDocument: document) ?? estimate
-            if inputTokens <= model.maxInputTokens || exact { break }
-            guard request.truncationAuto, let shorter = Truncation.droppingOldestTurn(items) else {
-                throw AFMError(
-                    .contextLengthExceeded,
-                    "This model's maximum input is \(model.maxInputTokens) tokens, but the request has \(inputTokens) tokens\(dropped > 0 ? " even after dropping \(dropped) older turns" : ""). Shorten the input\(request.truncationAuto ? "" : " or send truncation: \"auto\"").",
-                    param: request.dialect.conversationField, publicCode: "context_length_exceeded")
-            }
-            items = shorter
-            dropped += 1
+        let items = request.items
+        // The document's input items, each with the item it came from (reasoning without state adds none).
+        var input: [JSONValue] = []
+        var source: [Int] = []
+        input.reserveCapacity(items.count)
+        source.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            guard let value = try GenerationRequestDocument.inputItem(item, index: index, openReasoning: open) else { continue }
+            input.append(value)
+            source.append(index)
         }
-        return Fitted(document: document, inputTokens: inputTokens, droppedTurns: dropped)
+        // remaining[i]: the estimate's cost of the system text and input[i...].
+        var remaining = [InputEstimate.Cost](repeating: InputEstimate.cost(system: system), count: input.count + 1)
+        for index in input.indices.reversed() { remaining[index] = remaining[index + 1] + InputEstimate.cost(of: input[index]) }
+        let limit = model.maxInputTokens
+        let encode = { (first: Int) -> [UInt8] in
+            GenerationRequestDocument.encode(
+                for: request, model: model.id, responseID: responseID, maxOutputTokens: maxOutputTokens, system: system,
+                input: first == 0 ? input : Array(input[first...]))
+        }
+        // The estimate overestimates on purpose: when even it fits, the backend's exact (and costlier) count
+        // cannot exceed the budget, so the tokenizer is asked only for inputs near or over the limit.
+        let estimate = remaining[0].estimate
+        if estimate <= limit && !exact { return Fitted(document: encode(0), inputTokens: estimate, droppedTurns: 0) }
+        let whole = encode(0)
+        let counted = lease.countInputTokens(requestDocument: whole)
+        let inputTokens = counted ?? estimate
+        if inputTokens <= limit || exact { return Fitted(document: whole, inputTokens: inputTokens, droppedTurns: 0) }
+
+        // Turn k (k >= 1 turns dropped) keeps input[starts[k]...]; user messages always have an input item.
+        let userItems = Truncation.turnStarts(items)
+        var starts: [Int] = []
+        starts.reserveCapacity(userItems.count)
+        var cursor = 0
+        for item in userItems {
+            while source[cursor] != item { cursor += 1 }
+            starts.append(cursor)
+        }
+        let tooLong = { (tokens: Int, dropped: Int) -> AFMError in
+            AFMError(
+                .contextLengthExceeded,
+                "This model's maximum input is \(limit) tokens, but the request has \(tokens) tokens\(dropped > 0 ? " even after dropping \(dropped) older turns" : ""). Shorten the input\(request.truncationAuto ? "" : " or send truncation: \"auto\"").",
+                param: request.dialect.conversationField, publicCode: "context_length_exceeded")
+        }
+        guard request.truncationAuto, starts.count >= 2 else { throw tooLong(inputTokens, 0) }
+        let last = starts.count - 1
+        // The fewest dropped turns whose estimate fits (its exact count then fits too), found in one pass.
+        let byEstimate = (1...last).first { remaining[starts[$0]].estimate <= limit }
+        // The tokenizer usually counts less than the estimate: the fewest dropped turns that fit when the estimate
+        // is scaled by the whole input's ratio is a guess the tokenizer confirms (or not) in one call.
+        var candidates: [Int] = []
+        if let counted, counted < estimate {
+            let guess = (1...last).first { remaining[starts[$0]].estimate * counted <= limit * estimate } ?? last
+            if guess < byEstimate ?? Int.max { candidates.append(guess) }
+        }
+        if byEstimate == nil, candidates.last != last { candidates.append(last) }
+        var lastCount = inputTokens
+        var lastDropped = 0
+        for dropped in candidates {
+            // A request whose client left (its task cancelled) stops here instead of tokenizing again.
+            if Task.isCancelled { throw AFMError(.cancelled, "The request was cancelled while its input was being fitted.") }
+            let document = encode(starts[dropped])
+            let tokens = lease.countInputTokens(requestDocument: document) ?? remaining[starts[dropped]].estimate
+            if tokens <= limit { return Fitted(document: document, inputTokens: tokens, droppedTurns: dropped) }
+            (lastCount, lastDropped) = (tokens, dropped)
+        }
+        guard let byEstimate else { throw tooLong(lastCount, lastDropped) }
+        return Fitted(document: encode(starts[byEstimate]), inputTokens: remaining[starts[byEstimate]].estimate, droppedTurns: byEstimate)
     }
 
     private func start(

@@ -4,14 +4,13 @@
 /// each starting at a user message; the oldest complete turn is dropped first. Instructions (system text) are
 /// never dropped, and neither is the current turn (the last user message and everything after it).
 enum Truncation {
-    /// The items without their oldest complete turn, or nil when only the current turn is left.
-    static func droppingOldestTurn(_ items: [ResponsesRequest.Item]) -> [ResponsesRequest.Item]? {
-        let starts = items.indices.filter { index in
+    /// Where each turn starts: the indices of the user messages among `items`. Dropping the `k` oldest turns keeps
+    /// `items[starts[k]...]` (the first turn also takes whatever precedes the first user message), for `k` up to
+    /// `starts.count - 1`; fewer than two starts leave nothing to drop.
+    static func turnStarts(_ items: [ResponsesRequest.Item]) -> [Int] {
+        items.indices.filter { index in
             if case .message(let role, _) = items[index], role == "user" { return true }
             return false
         }
-        // Turn boundaries: the first turn also takes whatever precedes the first user message.
-        guard starts.count >= 2 else { return nil }
-        return Array(items[starts[1]...])
     }
 }

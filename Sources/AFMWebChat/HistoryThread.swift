@@ -67,11 +67,26 @@ final class HistoryThread: Sendable {
         images = try result.get()
     }
 
-    /// Closes the store (after the jobs queued so far); later jobs fail.
+    /// Closes the store (after the jobs queued so far); later jobs fail. Blocks until the thread has released the
+    /// store: for threads that may block, never the cooperative pool (use the `async` overload there).
     func close() {
+        requestClose()
+        queue.ended.wait()
+    }
+
+    /// ``close()`` for async callers: suspends, instead of blocking a cooperative-pool thread, until the thread has
+    /// run the jobs queued so far and released the store.
+    func close() async {
+        requestClose()
+        let ended = queue.ended
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            ended.notify(queue: .global()) { continuation.resume() }
+        }
+    }
+
+    private func requestClose() {
         queue.state.withLock { $0.closing = true }
         queue.wake.signal()
-        queue.ended.wait()
     }
 
     private func enqueue(_ job: @escaping Job) {

@@ -49,8 +49,9 @@ public final class WebChatServer: Sendable {
     static let highlightOpen = "\u{E000}"
     static let highlightClose = "\u{E001}"
 
-    /// The longest title a conversation may be given (created or renamed).
-    static let maximumTitleCharacters = 200
+    /// The longest title a conversation may be given (created or renamed): the history's own bound, checked here
+    /// first for a 400 with its own code.
+    static let maximumTitleCharacters = HistoryStore.maximumTitleCharacters
 
     private let history: HistoryThread
     private let client: ResponsesClient
@@ -100,7 +101,7 @@ public final class WebChatServer: Sendable {
         http?.stopListening()
         for turn in turns.withLock({ Array($0.values) }) { turn.stop() }
         await http?.shutdown(deadline: .seconds(2))
-        history.close()
+        await history.close()
     }
 
     // MARK: - Routing

@@ -46,12 +46,14 @@ enum AfmHelp {
           /copy              print the last answer as plain text (and copy it on terminals that allow it)
           /help, /quit
 
-        afm agent: --mcp starts an MCP server over stdio (repeatable; COMMAND is split on spaces, quotes kept);
-        --schema asks for JSON matching a JSON Schema file; --max-tool-calls caps a turn's tool calls; --tool-timeout
-        limits each call (default 60 s); --json prints every event as one JSON line. The file
-        $XDG_CONFIG_HOME/afm/agent.conf (or --config FILE) may set [Agent] Model, URL, Instructions, MaxToolCalls,
-        ToolTimeout and [MCP.<name>] Command, Args, Env (KEY=VALUE, repeatable), Directory, StartupTimeout,
-        ToolTimeout. In a session, /new forgets the conversation, /quit leaves, Ctrl-C stops the turn.
+        afm agent: --instructions TEXT is the system text of every step, -f FILE reads them from a file; --mcp
+        starts an MCP server over stdio (repeatable; COMMAND is split on spaces, quotes kept); --schema asks for JSON
+        matching a JSON Schema file; --max-tool-calls caps a turn's tool calls; --tool-timeout limits each tool call,
+        MCP calls included (seconds, default 60; a call past it is an error output the model reads); --json prints
+        every event as one JSON line. The file $XDG_CONFIG_HOME/afm/agent.conf (or --config FILE) may set [Agent]
+        Model, URL, Instructions, MaxToolCalls, ToolTimeout (for servers without their own) and [MCP.<name>]
+        Command, Args, Env (KEY=VALUE, repeatable), Directory, StartupTimeout, ToolTimeout. In a session, /new
+        forgets the conversation, /quit leaves, Ctrl-C stops the turn.
 
         Exit status (afm respond, afm agent): 0 answered; 64 usage; 65 invalid request, schema or context too long;
         69 server or model unavailable; 75 timeout; 70 internal error or a tool server failing; 130 interrupted.

@@ -20,10 +20,14 @@ struct AgentOptions {
 
     typealias UsageError = AfmOptions.UsageError
 
+    /// The longest timeout accepted (a million seconds; larger numbers would overflow the millisecond count).
+    static let maximumSeconds = 1_000_000.0
+
     init(arguments: ArraySlice<String>) throws {
         var rest = ArgumentCursor(arguments)
         var words: [String] = []
         var commandLineServers: [MCPServerConfiguration] = []
+        var commandLineToolTimeout: Double?
         while let argument = rest.next() {
             switch argument {
             case "--model", "-m": model = try rest.value(argument)
@@ -51,8 +55,11 @@ struct AgentOptions {
                 maxToolCalls = number
             case "--tool-timeout":
                 let text = try rest.value(argument)
-                guard let seconds = Double(text), seconds > 0 else { throw UsageError(message: "--tool-timeout takes seconds > 0") }
+                guard let seconds = Double(text), seconds > 0, seconds <= Self.maximumSeconds else {
+                    throw UsageError(message: "--tool-timeout takes seconds > 0 (at most \(Int(Self.maximumSeconds)))")
+                }
                 toolTimeoutSeconds = seconds
+                commandLineToolTimeout = seconds
             case "--json": json = true
             case "--config": configPath = try rest.value(argument)
             case "--": words += rest.remaining()
@@ -66,6 +73,15 @@ struct AgentOptions {
         // Servers named on the command line replace the file's servers of the same name.
         let names = Set(commandLineServers.map(\.name))
         mcpServers = mcpServers.filter { !names.contains($0.name) } + commandLineServers
+        // --tool-timeout limits every call, MCP calls included (the file's ToolTimeout values are defaults); an MCP
+        // server's calls are the only tools `afm agent` has.
+        if let commandLine = commandLineToolTimeout {
+            for index in mcpServers.indices { mcpServers[index].toolTimeout = .milliseconds(Int(commandLine * 1000)) }
+        } else if let toolTimeoutSeconds {
+            for index in mcpServers.indices where names.contains(mcpServers[index].name) {
+                mcpServers[index].toolTimeout = .milliseconds(Int(toolTimeoutSeconds * 1000))
+            }
+        }
     }
 
     /// The default configuration file: `$XDG_CONFIG_HOME/afm/agent.conf`, else `~/.config/afm/agent.conf`.
@@ -92,14 +108,18 @@ struct AgentOptions {
         }
         var servers: [String: MCPServerConfiguration] = [:]
         var order: [String] = []
+        // Servers with their own ToolTimeout keep it; the others take [Agent] ToolTimeout (below).
+        var ownTimeouts: Set<String> = []
+        var fileToolTimeout: Double?
         for assignment in document.assignments {
             let place = "\(path):\(assignment.line)"
-            func seconds() throws -> Duration {
-                guard let value = Double(assignment.value), value > 0 else {
-                    throw UsageError(message: "\(place): \(assignment.key) takes seconds > 0")
+            func number() throws -> Double {
+                guard let value = Double(assignment.value), value > 0, value <= Self.maximumSeconds else {
+                    throw UsageError(message: "\(place): \(assignment.key) takes seconds > 0 (at most \(Int(Self.maximumSeconds)))")
                 }
-                return .milliseconds(Int(value * 1000))
+                return value
             }
+            func seconds() throws -> Duration { .milliseconds(Int(try number() * 1000)) }
             if assignment.section == "Agent" {
                 switch assignment.key {
                 case "Model": model = model ?? assignment.value
@@ -114,9 +134,7 @@ struct AgentOptions {
                         throw UsageError(message: "\(place): MaxToolCalls takes a number ≥ 0")
                     }
                     maxToolCalls = maxToolCalls ?? number
-                case "ToolTimeout":
-                    let limit = try seconds()
-                    toolTimeoutSeconds = toolTimeoutSeconds ?? Double(limit.components.seconds)
+                case "ToolTimeout": fileToolTimeout = try number()
                 default: throw UsageError(message: "\(place): unknown key \(assignment.key) in [Agent]")
                 }
             } else if assignment.section.hasPrefix("MCP."), assignment.section.count > 4 {
@@ -133,7 +151,9 @@ struct AgentOptions {
                     server.environment[String(assignment.value[..<equals])] = String(assignment.value[assignment.value.index(after: equals)...])
                 case "Directory": server.directory = assignment.value
                 case "StartupTimeout": server.startupTimeout = try seconds()
-                case "ToolTimeout": server.toolTimeout = try seconds()
+                case "ToolTimeout":
+                    server.toolTimeout = try seconds()
+                    ownTimeouts.insert(name)
                 default: throw UsageError(message: "\(place): unknown key \(assignment.key) in [\(assignment.section)]")
                 }
                 servers[name] = server
@@ -142,11 +162,13 @@ struct AgentOptions {
             }
         }
         for name in order {
-            guard let server = servers[name], !server.command.isEmpty else {
+            guard var server = servers[name], !server.command.isEmpty else {
                 throw UsageError(message: "\(path): [MCP.\(name)] has no Command")
             }
+            if let fileToolTimeout, !ownTimeouts.contains(name) { server.toolTimeout = .milliseconds(Int(fileToolTimeout * 1000)) }
             mcpServers.append(server)
         }
+        toolTimeoutSeconds = toolTimeoutSeconds ?? fileToolTimeout
     }
 
     /// Splits a command line on whitespace, keeping single- or double-quoted words together.

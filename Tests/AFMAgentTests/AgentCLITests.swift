@@ -133,4 +133,186 @@ struct AgentCLITests {
         #expect(requests.count == 2)
         #expect(requests[1].userTexts == ["hello agent", "and now?"])
     }
+
+    /// `--instructions TEXT` and `-f FILE` are the system text of every step (the backend's `system`); an
+    /// unreadable file is a usage error.
+    @Test func theInstructionsComeFromTheFlagOrAFile() throws {
+        let gateway = try ScriptedGateway(models: [("m", #"[{"text":"aye"}]"#)])
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        let given = try CommandOutput.run(
+            Self.afm, ["agent", "--url", gateway.url.description, "--model", "m", "--instructions", "Speak like a pirate.", "Hi"],
+            environment: Self.environment(home))
+        #expect(given.status == 0, "\(given.output)")
+        let file = home + "/instructions.txt"
+        let text = "Answer in one word.\nNever apologize.\n"
+        try text.write(toFile: file, atomically: true, encoding: .utf8)
+        let fromFile = try CommandOutput.run(
+            Self.afm, ["agent", "--url", gateway.url.description, "--model", "m", "-f", file, "Hi"], environment: Self.environment(home))
+        #expect(fromFile.status == 0, "\(fromFile.output)")
+        let none = try CommandOutput.run(
+            Self.afm, ["agent", "--url", gateway.url.description, "--model", "m", "Hi"], environment: Self.environment(home))
+        #expect(none.status == 0, "\(none.output)")
+        let requests = gateway.requests()
+        #expect(requests.count == 3)
+        #expect(requests.first?["system"] == ["Speak like a pirate."])
+        #expect(requests.dropFirst().first?["system"] == [.string(text)])
+        let unset = requests.last?["system"]?.arrayValue ?? []
+        #expect(unset.isEmpty, "\(requests.last ?? .null)")
+        let missing = try CommandOutput.run(
+            Self.afm, ["agent", "--url", gateway.url.description, "--model", "m", "-f", home + "/absent.txt", "Hi"],
+            environment: Self.environment(home))
+        #expect(missing.status == 64)
+        #expect(missing.output.contains("cannot read the instructions file \(home)/absent.txt"), "\(missing.output)")
+        #expect(gateway.requests().count == 3)
+    }
+
+    /// `--tool-timeout S` limits every tool call, MCP calls included: a call past it is an error output and the
+    /// turn goes on. Failed before: it set only the local tools' timeout, which `afm agent` has none of, so the MCP
+    /// call ran its 20 s (under the server's default 60 s) and answered "slept 20".
+    @Test func theToolTimeoutFlagLimitsEveryMCPCall() throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"gave up waiting"}],"else":[{"tool_call":{"name":"sleep","arguments":"{\"seconds\":20}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        let python = try PythonEnvironment.python()
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        let clock = ContinuousClock()
+        let start = clock.now
+        let result = try CommandOutput.run(
+            Self.afm,
+            [
+                "agent", "--url", gateway.url.description, "--model", "m", "--mcp", "extras=\(python) \(PythonEnvironment.mcpTestServer) extras",
+                "--tool-timeout", "1", "--json", "Sleep",
+            ], environment: Self.environment(home))
+        #expect(clock.now - start < .seconds(18))
+        #expect(result.status == 0, "\(result.output)")
+        let events = result.output.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+        let completed = events.first { $0["type"] == "tool_call_completed" }
+        #expect(completed?["output"]?["is_error"] == true, "\(result.output)")
+        #expect(completed?["output"]?["text"]?.stringValue?.contains("did not answer tools/call within 1 s") == true, "\(result.output)")
+        #expect(events.last?["response"]?["text"] == "gave up waiting")
+        // A number of seconds too large for the clock is a usage error. Crashed before (Int overflow, signal 4).
+        let huge = try CommandOutput.run(
+            Self.afm, ["agent", "--url", gateway.url.description, "--model", "m", "--tool-timeout", "1e300", "Hi"],
+            environment: Self.environment(home))
+        #expect(huge.status == 64, "\(huge.output)")
+        #expect(huge.output.contains("--tool-timeout takes seconds > 0"))
+    }
+
+    /// `[MCP.<name>]` `Directory` and `Env` reach the server's process: it reports its working directory and the
+    /// variable through a tool, and the model reads them.
+    @Test func theConfigFileGivesAServerItsDirectoryAndEnvironment() throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"found it"}],"else":[{"tool_call":{"name":"whereami","arguments":"{}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        let python = try PythonEnvironment.python()
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        let directory = TestPaths.makeTemporaryDirectory("afm-agent-server-cwd")
+        try FileManager.default.createDirectory(atPath: home + "/afm", withIntermediateDirectories: true)
+        try """
+            [Agent]
+            Model=m
+            URL=\(gateway.url)
+
+            [MCP.where]
+            Command=\(python)
+            Args=\(PythonEnvironment.mcpTestServer) extras
+            Directory=\(directory)
+            Env=PYTHONUNBUFFERED=1
+            Env=AFM_MCP_TEST_VALUE=set in agent.conf
+            StartupTimeout=60
+            """.write(toFile: home + "/afm/agent.conf", atomically: true, encoding: .utf8)
+        let result = try CommandOutput.run(Self.afm, ["agent", "--json", "Where are you?"], environment: Self.environment(home))
+        #expect(result.status == 0, "\(result.output)")
+        let events = result.output.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+        let output = events.first { $0["type"] == "tool_call_completed" }?["output"]?["text"]?.stringValue ?? ""
+        let report = try JSONParser.parse(output)
+        #expect(report["cwd"]?.stringValue == MCPCallTests.realPath(directory), "\(output)")
+        #expect(report["value"] == "set in agent.conf")
+        // The model read the same report.
+        let sent = gateway.requests().last?["input"]?.arrayValue?.last
+        #expect(sent?["output"]?.stringValue == output)
+    }
+
+    /// Every option of `afm agent`'s usage line in `--help` has its entry in the man page, and both say what
+    /// `--instructions`/`-f` and `--tool-timeout` do.
+    @Test func helpAndTheManPageDocumentEveryAgentOption() throws {
+        let help = try CommandOutput.run(Self.afm, ["--help"])
+        #expect(help.status == 0)
+        let usage = help.output.components(separatedBy: "afm agent ").dropFirst().first?.components(separatedBy: "afm bridge").first ?? ""
+        let options = Set(usage.split(whereSeparator: { " []|…\n".contains($0) }).filter { $0.hasPrefix("-") && $0 != "-" }.map(String.init))
+        #expect(options.isSuperset(of: ["--instructions", "-f", "--tool-timeout", "--mcp", "--schema", "--max-tool-calls", "--json"]), "\(options)")
+        let manual = try String(contentsOfFile: TestPaths.root + "/share/man/afm.1", encoding: .utf8)
+        for option in options {
+            // groff writes a dash as \-.
+            let escaped = option.replacingOccurrences(of: "-", with: #"\-"#)
+            #expect(manual.contains(".BI " + escaped) || manual.contains(".B " + escaped) || manual.contains(", " + escaped), "afm.1 lacks \(option)")
+        }
+        let flat = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(flat.contains("--instructions TEXT is the system text of every step, -f FILE reads them from a file"), "\(help.output)")
+        #expect(flat.contains("--tool-timeout limits each tool call, MCP calls included"), "\(help.output)")
+        #expect(manual.contains("MCP calls included"))
+    }
+
+    /// `--max-tool-calls N` caps a turn's calls: the model that calls whenever it may gets one call, then a step
+    /// without tools; `-` reads the prompt from standard input; `--config FILE` names the configuration file.
+    @Test func maxToolCallsThePromptFromStandardInputAndAConfigFile() throws {
+        let callsWheneverOffered =
+            #"[{"if_tools_offered":true,"then":[{"tool_call":{"name":"add","arguments":"{\"a\":1,\"b\":1}"}}],"else":[{"text":"enough"}]}]"#
+        let gateway = try ScriptedGateway(models: [("m", callsWheneverOffered)])
+        let python = try PythonEnvironment.python()
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        let config = home + "/elsewhere.conf"
+        try """
+            [Agent]
+            URL=\(gateway.url)
+            Model=m
+
+            [MCP.calc]
+            Command=\(python)
+            Args=\(PythonEnvironment.mcpTestServer)
+            StartupTimeout=60
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let result = try CommandOutput.run(
+            "/bin/sh", ["-c", "printf 'Add one and one, again and again' | '\(Self.afm)' agent --config '\(config)' --max-tool-calls 1 --json -"],
+            environment: Self.environment(home))
+        #expect(result.status == 0, "\(result.output)")
+        let events = result.output.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+        #expect(events.filter { $0["type"] == "tool_call_completed" }.count == 1, "\(result.output)")
+        #expect(events.last?["response"]?["text"] == "enough")
+        let requests = gateway.requests()
+        #expect(requests.map(\.offeredTools) == [["add", "refuse", "crash", "grow"], []])
+        #expect(requests.first?.userTexts == ["Add one and one, again and again"])
+        let missing = try CommandOutput.run(Self.afm, ["agent", "--config", home + "/absent.conf", "Hi"], environment: Self.environment(home))
+        #expect(missing.status == 64)
+        #expect(missing.output.contains("cannot read the configuration file"), "\(missing.output)")
+    }
+
+    /// `[Agent] ToolTimeout` (fractions of a second too) is the call timeout of every server that sets none: the
+    /// 20 s call becomes an error output at 0.5 s.
+    @Test func theConfigFilesToolTimeoutLimitsServersWithoutTheirOwn() throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"gave up waiting"}],"else":[{"tool_call":{"name":"sleep","arguments":"{\"seconds\":20}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        let python = try PythonEnvironment.python()
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        try FileManager.default.createDirectory(atPath: home + "/afm", withIntermediateDirectories: true)
+        try """
+            [Agent]
+            Model=m
+            URL=\(gateway.url)
+            ToolTimeout=0.5
+
+            [MCP.extras]
+            Command=\(python)
+            Args=\(PythonEnvironment.mcpTestServer) extras
+            StartupTimeout=60
+            """.write(toFile: home + "/afm/agent.conf", atomically: true, encoding: .utf8)
+        let clock = ContinuousClock()
+        let start = clock.now
+        let result = try CommandOutput.run(Self.afm, ["agent", "--json", "Sleep"], environment: Self.environment(home))
+        #expect(clock.now - start < .seconds(18))
+        #expect(result.status == 0, "\(result.output)")
+        let events = result.output.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+        let output = events.first { $0["type"] == "tool_call_completed" }?["output"]
+        #expect(output?["is_error"] == true, "\(result.output)")
+        #expect(output?["text"]?.stringValue?.contains("did not answer tools/call within 0.5 s") == true, "\(result.output)")
+        #expect(events.last?["response"]?["text"] == "gave up waiting")
+    }
 }

@@ -78,6 +78,11 @@ struct AgentPiecesTests {
         #expect(AgentErrorCode(gatewayCode: "invalid_value") == .invalidRequest)
         #expect(AgentErrorCode(gatewayCode: "invalid_tool_schema") == .invalidSchema)
         #expect(AgentErrorCode(gatewayCode: "output_limit_exceeded") == .generationFailed)
+        // The gateway's 400s for an image (AFMImages' codes) are bad input too, exit 65 (they were generation_failed,
+        // exit 70, before).
+        for code in ["invalid_image_url", "invalid_base64", "image_too_large", "unsupported_image_format", "invalid_image", "invalid_image_dimensions"] {
+            #expect(AgentErrorCode(gatewayCode: code) == .invalidRequest, "\(code)")
+        }
         #expect(AgentErrorCode.allCases.count == 12)
         #expect(Set(AgentErrorCode.allCases.map(\.jsonRPCCode)).count == 12)
         #expect(AgentErrorCode.allCases.allSatisfy { (-32099 ... -32000).contains($0.jsonRPCCode) })

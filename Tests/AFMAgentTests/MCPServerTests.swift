@@ -183,13 +183,23 @@ struct MCPServerTests {
     /// descriptors close. Failed before (no deinit): the child, two threads and five descriptors stayed for ever.
     @Test func aDroppedServerEndsItsProcessThreadsAndDescriptors() async throws {
         // A first server dropped the same way, so that what the process opens once is open before counting; its
-        // process gone (at most 5 s: before the fix it never went), its threads are given time to end.
+        // process gone (at most 5 s: before the fix it never went), every MCP connection's threads ended (at most
+        // 10 s), and the descriptor count steady for a second (at most 10 s): what earlier tests left closing
+        // lazily must not close during the count (it once fell from 36 to 30 in a run of the whole target).
         let warmUp = try await Self.startAndDrop()
         let settle = ContinuousClock.now + .seconds(5)
         while kill(warmUp, 0) == 0 && ContinuousClock.now < settle { try await Task.sleep(for: .milliseconds(50)) }
-        try await Task.sleep(for: .milliseconds(300))
+        let quiet = ContinuousClock.now + .seconds(10)
+        while Self.mcpThreads() > 0 && ContinuousClock.now < quiet { try await Task.sleep(for: .milliseconds(50)) }
+        var descriptors = Self.openDescriptors()
+        let steady = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < steady {
+            try await Task.sleep(for: .seconds(1))
+            let now = Self.openDescriptors()
+            if now == descriptors { break }
+            descriptors = now
+        }
         let threads = Self.mcpThreads()
-        let descriptors = Self.openDescriptors()
         let pid = try await Self.startAndDrop()
         let deadline = ContinuousClock.now + .seconds(15)
         func gone() -> Bool {

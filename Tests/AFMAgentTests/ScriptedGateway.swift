@@ -11,15 +11,22 @@ final class ScriptedGateway {
     let recordPath: String
 
     /// Starts afmd with one scripted model per entry of `models` (id → steps JSON), each with `contextTokens`
-    /// (and `maxInputTokens`, when given).
-    init(models: [(id: String, steps: String)], contextTokens: Int = 8192, maxInputTokens: Int? = nil) throws {
+    /// (and `maxInputTokens`, when given); `capabilities` gives some models a capabilities object (JSON text,
+    /// such as `{"vision":true}`).
+    init(
+        models: [(id: String, steps: String)], contextTokens: Int = 8192, maxInputTokens: Int? = nil,
+        capabilities: [String: String] = [:]
+    ) throws {
         let directory = BackendDirectoryBuilder()
         try directory.addScripted()
         let root = TestPaths.makeTemporaryDirectory("afm-agent-script")
         let scriptPath = root + "/script.json"
         recordPath = root + "/records.jsonl"
         let input = maxInputTokens.map { #","max_input_tokens":\#($0)"# } ?? ""
-        let entries = models.map { #"{"id":"\#($0.id)","context_tokens":\#(contextTokens)\#(input),"steps":\#($0.steps)}"# }
+        let entries = models.map { model in
+            let declared = capabilities[model.id].map { #","capabilities":\#($0)"# } ?? ""
+            return #"{"id":"\#(model.id)","context_tokens":\#(contextTokens)\#(input)\#(declared),"steps":\#(model.steps)}"#
+        }
         try #"{"script_version":1,"models":[\#(entries.joined(separator: ","))]}"#.write(
             toFile: scriptPath, atomically: true, encoding: .utf8)
         daemon = try DaemonProcess(

@@ -51,4 +51,30 @@ import Testing
         }.start()
         #expect(closed.wait(timeout: .now() + 5) == .success, "the second close never returned")
     }
+
+    /// Closing from async code suspends instead of blocking a cooperative-pool thread. The last job before the close
+    /// waits for a probe task to run; with as many closes pending as the pool has threads, a close that blocked its
+    /// thread (as ``WebChatServer/stop()`` did) would leave the probe no thread until the job gave up after 10 s.
+    @Test func anAsyncCloseLeavesThePoolFree() async throws {
+        let history = try HistoryThread(directory: TestPaths.makeTemporaryDirectory("afm-history-thread"))
+        let probeRan = DispatchSemaphore(value: 0)
+        let sawProbe = Box()
+        let jobRunning = DispatchSemaphore(value: 0)
+        history.submit { _ in
+            jobRunning.signal()
+            let ran = probeRan.wait(timeout: .now() + 10) == .success
+            sawProbe.value.withLock { $0 = ran ? 1 : 0 }
+        }
+        jobRunning.wait()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<max(2, ProcessInfo.processInfo.activeProcessorCount) {
+                group.addTask { await history.close() }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(100))  // the closes start first
+                probeRan.signal()
+            }
+        }
+        #expect(sawProbe.value.withLock { $0 } == 1, "the probe task found no free thread while the closes waited")
+    }
 }

@@ -44,6 +44,22 @@ import Testing
         #expect(chat.output.contains("end."))
     }
 
+    /// The terminal's `/rename` has the web page's bound (the store's): before, a 10,000-character title was stored
+    /// and then shown in every list of both clients.
+    @Test func aTerminalRenameBeyondTheTitleBoundIsRefused() throws {
+        let harness = try ChatHarness(models: ["quick": #"{"steps":[{"text":"ok"}]}"#])
+        let chat = try PipedChat(
+            arguments: ["--url", harness.url, "--data-dir", harness.dataDirectory, "--model", "quick"], scratch: harness.scratch)
+        chat.write("a question\n")
+        chat.write("/rename " + String(repeating: "x", count: 10_000) + "\n")
+        chat.write("/rename short title\n")
+        chat.closeInput()
+        #expect(chat.waitForExit() == 0)
+        #expect(chat.output.contains("a title has at most 200 characters"), "\(chat.output.suffix(400))")
+        let connection = try Connection(path: harness.dataDirectory + "/history.sqlite")
+        #expect(try connection.scalarText("SELECT max(length(title)) FROM conversations") == "11")
+    }
+
     @Test func aPipedChatKeepsTheDraftOfTheInteractiveSession() throws {
         let harness = try ChatHarness(models: ["quick": #"{"steps":[{"text":"ok"}]}"#])
         let id: String

@@ -235,6 +235,40 @@ import Testing
         #expect(generateRequests(harness).last?["max_output_tokens"] == 50)
     }
 
+    /// `truncation: "auto"` over 20,000 turns finds its cut in one pass: two such requests at once are answered
+    /// well before the processing deadline, and a Chat stream sent meanwhile completes (each dropped turn used to
+    /// rebuild, re-encode and re-count the whole input: minutes of CPU on the event loop, past the deadline, with
+    /// every other stream stalled behind it). A turn is 20 bytes: the estimate (11 tokens) never fits the 9-token
+    /// budget, the scripted backend's exact count (5 per turn) fits one turn only, so all but the current turn go.
+    @Test func truncatingTwentyThousandTurnsIsOnePassAndStallsNoOtherStream() throws {
+        let harness = try DaemonHarness(
+            models: [
+                "tiny": #"{"context_tokens":4096,"max_input_tokens":9,"steps":[{"text":"ok"}]}"#,
+                "chat": #"[{"text":"one"},{"delay_ms":20},{"text":" two"}]"#,
+            ],
+            config: "[Server]\nProcessingDeadlineSeconds=30\n")
+        let turn = #"{"role":"user","content":"aaaaaaaaaaaaaaaaaaaa"}"#
+        let body = #"{"model":"tiny","input":[\#(Array(repeating: turn, count: 20_000).joined(separator: ","))],"truncation":"auto"}"#
+        let port = harness.port
+        let big = (0..<2).map { _ in
+            Thread.detachNewThreadWithResult { try? TestHTTPClient(port: port, timeoutSeconds: 60).post("/v1/responses", json: body) }
+        }
+        let stream = try TestHTTPClient(port: harness.port, timeoutSeconds: 60).post(
+            "/v1/chat/completions", json: #"{"model":"chat","messages":[{"role":"user","content":"x"}],"stream":true}"#)
+        #expect(stream.status == 200)
+        let chunks = ChatCompletionsTests.chunks(stream.text)
+        #expect(chunks.last == "[DONE]")
+        #expect(chunks.compactMap { $0["choices"]?[0]?["delta"]?["content"]?.stringValue }.joined() == "one two")
+        for result in big {
+            let response = try #require(result.value)
+            #expect(response.status == 200, "\(response.text.prefix(300))")
+            #expect(response.header("x-afm-truncated-turns") == "19999")
+        }
+        let sent = generateRequests(harness).filter { $0["model"] == "tiny" }
+        #expect(sent.count == 2)
+        #expect(sent.allSatisfy { $0["input"]?.arrayValue?.count == 1 })
+    }
+
     @Test func theCommonPromptComesFirst() throws {
         let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#], config: "[Responses]\nCommonPrompt=Always be kind.\n")
         _ = try harness.client().post("/v1/responses", json: #"{"model":"m","instructions":"Be brief.","input":[{"role":"developer","content":"dev"},{"role":"user","content":"x"}]}"#)

@@ -54,4 +54,23 @@ import Testing
         // The upstream's scripted backend saw the cloud's half of them.
         #expect(upstream.records().filter { $0["event"]?.stringValue == "generate" }.count == 8)
     }
+
+    /// afm-backend-check passes the private cloud, configured with a second afmd as its upstream (unconfigured, it
+    /// is unavailable and fails the generation checks, naming that).
+    @Test func afmBackendCheckPassesThePrivateCloud() throws {
+        let upstream = try CloudDaemon(
+            cloud: nil, scriptedModels: [scriptedModel("far-model", steps: #"[{"text":"from "},{"text":"far away"}]"#)])
+        let library = LocalDaemon.stagedBackends + "/private-cloud.so"
+        let result = try CommandOutput.run(
+            TestPaths.binDirectory + "/afm-backend-check",
+            ["--runner", TestPaths.runner, "--setting", "Upstreams=\(upstream.baseURL)", "--setting", "Protocol=responses",
+             "--setting", "Model=far-model", library])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.hasSuffix("\(library): 11 checks, 11 passed, 0 failed\n"), "\(result.output)")
+        let unconfigured = try CommandOutput.run(
+            TestPaths.binDirectory + "/afm-backend-check", ["--only", "describe,cancel", library])
+        #expect(unconfigured.status == 1)
+        #expect(unconfigured.output.contains("PASS  describe"), "\(unconfigured.output)")
+        #expect(unconfigured.output.contains("the backend is unavailable (private cloud is not configured)"), "\(unconfigured.output)")
+    }
 }

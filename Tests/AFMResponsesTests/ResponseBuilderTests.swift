@@ -242,6 +242,31 @@ import Testing
         builder.encodeResponseObject(into: &direct)
         #expect(String(decoding: direct, as: UTF8.self) == String(decoding: builder.responseObject().encoded(), as: UTF8.self))
     }
+
+    /// A stop sequence that cuts a structured answer fails it once: the dialects' streams end exactly once (the
+    /// failure recorded its end, and the stop recorded a second one: two error chunks and two `[DONE]`).
+    @Test func aStopThatFailsAStructuredAnswerEndsTheStepsOnce() throws {
+        let request = PipelineRequest(
+            dialect: .chatCompletions, model: "m", system: [], items: [.message(role: "user", parts: [["type": "text", "text": "x"]])],
+            stream: true, stopSequences: ["}"], outputFormat: .jsonObject(param: "response_format"))
+        var builder = ResponseBuilder(
+            responseID: "chatcmpl-1", request: request, model: "m", maxOutputTokens: 100, estimatedInputTokens: 3, createdAt: 1_760_000_000)
+        builder.streamsEvents = false
+        builder.recordsSteps = true
+        _ = builder.start()
+        var steps: [ResponseBuilder.Step] = []
+        _ = builder.consume(.textDelta(#"{"a":"x}y"}"#), now: 1_760_000_001)
+        steps += builder.takeSteps()
+        _ = builder.consume(.done(.cancelled), now: 1_760_000_002)
+        steps += builder.takeSteps()
+        #expect(steps.filter { $0 == .ended }.count == 1, "\(steps)")
+        #expect(steps.last == .ended)
+        guard case .failed(let error)? = builder.outcome else {
+            Issue.record("the cut structured answer did not fail: \(String(describing: builder.outcome))")
+            return
+        }
+        #expect(error.code == .invalidStructuredOutput)
+    }
 }
 
 /// The host's check of structured answers (`text.format`) before `completed`.

@@ -20,7 +20,7 @@ public struct ChatCompletionsRequest: Sendable {
         .init("max_tokens", .supported, "the older name of max_completion_tokens"),
         .init("temperature", .supported, "0 to 2"),
         .init("top_p", .supported, "0 to 1"),
-        .init("stop", .supported, "a string or up to 4; the text ends before the first one, finish_reason stop"),
+        .init("stop", .supported, "a string or up to 4, each 1–256 bytes; the text ends before the first one, finish_reason stop; not with a JSON response_format"),
         .init("tools", .supported, "function tools, parameters in the enforceable schema subset"),
         .init("tool_choice", .supported, "none, auto, required, or {type:function,function:{name}}"),
         .init("parallel_tool_calls", .supported, "false: at most one call per answer"),
@@ -103,6 +103,7 @@ public struct ChatCompletionsRequest: Sendable {
         let maxOutputTokens = completionCap ?? legacyCap
         let stop = try RequestFields.stopSequences(object["stop"], param: "stop", maximum: 4, allowString: true)
         let outputFormat = try Self.outputFormat(object["response_format"])
+        try RequestFields.checkStopSequences(stop, param: "stop", format: outputFormat)
         let reasoningEffort = try Self.reasoningEffort(object["reasoning_effort"])
 
         var system: [String] = []

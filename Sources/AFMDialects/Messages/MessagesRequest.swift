@@ -16,7 +16,7 @@ public struct MessagesRequest: Sendable {
         .init("max_tokens", .supported, "required (not for count_tokens); clamped to the model's output budget"),
         .init("system", .supported, "a string or text blocks; Claude Code's billing line is removed"),
         .init("stream", .supported, "true: the event stream (message_start … message_stop)"),
-        .init("stop_sequences", .supported, "up to 16; the text ends before the first one, stop_reason stop_sequence"),
+        .init("stop_sequences", .supported, "up to 16, each 1–256 bytes; the text ends before the first one, stop_reason stop_sequence; not with output_config.format"),
         .init("temperature", .supported, "0 to 1"),
         .init("top_p", .supported, "0 to 1"),
         .init("tools", .supported, "custom tools with input_schema in the enforceable subset; server tools dropped"),
@@ -63,6 +63,7 @@ public struct MessagesRequest: Sendable {
         let stop = try RequestFields.stopSequences(object["stop_sequences"], param: "stop_sequences", maximum: 16, allowString: false)
         let reasoningEffort = try Self.reasoningEffort(object["thinking"])
         let outputFormat = try Self.outputFormat(object)
+        try RequestFields.checkStopSequences(stop, param: "stop_sequences", format: outputFormat)
 
         var system: [String] = []
         if let value = object["system"], !value.isNull {

@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMSchema
+import CAFMBackendABI
+import Dispatch
+import Foundation
+
+/// The checks of the ABI conformance battery, each a function that returns what it saw or throws a failure.
+///
+/// Every check runs in a process of its own (`CheckRunner`), on a fresh load of the library, so a backend that
+/// crashes or hangs fails that check alone.
+enum ConformanceBattery {
+    /// The checks, in the order they run and print.
+    enum Check: String, CaseIterable, Sendable {
+        case exports
+        case negotiation
+        case describe
+        case lifecycle
+        case eventOrder = "event-order"
+        case utf8
+        case errorCodes = "error-codes"
+        case cancel
+        case concurrency
+        case destroyInFlight = "destroy-in-flight"
+        case runner
+
+        /// What the check asserts, for `--help`, the man page and `--list`.
+        var summary: String {
+            switch self {
+            case .exports: "the library exports afm_backend_negotiate and nothing else"
+            case .negotiation: "ABI 1.x is accepted with a complete backend info; other majors are refused (incompatible)"
+            case .describe: "create, then describe: a document that matches the describe schema, naming the backend"
+            case .lifecycle: "create, generate, cancel (finished and unknown ids), get_extension, destroy; two instances"
+            case .eventOrder: "exactly one terminal event per generation, nothing after it; a refusal sends no event"
+            case .utf8: "every text, name and message of an event is valid UTF-8 (non-ASCII input)"
+            case .errorCodes: "refusals and ERROR events use codes from the table, with a message"
+            case .cancel: "cancel from another thread ends a generation within 5 s (DONE/cancelled or ERROR/cancelled)"
+            case .concurrency: "100 concurrent generations are accepted and each ends"
+            case .destroyInFlight: "destroy with generations in flight ends them and returns (30 s); no event after it"
+            case .runner: "the same library under runner hosting (afm-backend-runner): load, generate, cancel, 10 concurrent"
+            }
+        }
+
+        /// The most a check may take before its process is killed.
+        var deadlineSeconds: Double {
+            switch self {
+            case .concurrency, .runner: 180
+            default: 60
+            }
+        }
+    }
+
+    /// What every check knows: the library and how to configure it.
+    struct Context: Sendable {
+        var library: String
+        var settings: [String: String]
+        var runnerPath: String
+        var stateDirectory: String
+    }
+
+    /// Runs one check.
+    ///
+    /// - Returns: a one-line summary of what passed.
+    static func run(_ check: Check, _ context: Context) throws(CheckFailure) -> String {
+        switch check {
+        case .exports: try exports(context)
+        case .negotiation: try negotiation(context)
+        case .describe: try describe(context)
+        case .lifecycle: try lifecycle(context)
+        case .eventOrder: try eventOrder(context)
+        case .utf8: try utf8(context)
+        case .errorCodes: try errorCodes(context)
+        case .cancel: try cancel(context)
+        case .concurrency: try concurrency(context)
+        case .destroyInFlight: try destroyInFlight(context)
+        case .runner: try RunnerHostingCheck.run(context)
+        }
+    }
+
+    // MARK: - The checks
+
+    static func exports(_ context: Context) throws(CheckFailure) -> String {
+        let names = try ELFExports.names(ofFileAt: context.library)
+        let own = names.filter { !ELFExports.linkerSymbols.contains($0) }
+        guard own.contains("afm_backend_negotiate") else { throw CheckFailure("afm_backend_negotiate is not exported") }
+        let extra = own.filter { $0 != "afm_backend_negotiate" }
+        guard extra.isEmpty else {
+            throw CheckFailure(
+                "\(extra.count) more exported symbol(s): \(extra.prefix(5).joined(separator: ", "))"
+                    + (extra.count > 5 ? ", …" : "") + " (build with hidden visibility or a version script)")
+        }
+        return "only afm_backend_negotiate"
+    }
+
+    static func negotiation(_ context: Context) throws(CheckFailure) -> String {
+        let backend = try RawBackend(path: context.library)
+        var ids: Set<String> = []
+        for minor in [UInt32(0), UInt32(AFM_ABI_MINOR)] {
+            let result = backend.negotiate(minor: minor)
+            guard result.status == AFM_OK else {
+                throw CheckFailure("host ABI 1.\(minor) refused: status \(result.status): \(result.message)")
+            }
+            let info = result.info
+            guard info.struct_size >= AFM_BACKEND_INFO_SIZE_1_0 else {
+                throw CheckFailure("afm_backend_info.struct_size \(info.struct_size) < \(AFM_BACKEND_INFO_SIZE_1_0)")
+            }
+            guard info.abi_major == UInt32(AFM_ABI_MAJOR) else {
+                throw CheckFailure("host ABI 1.\(minor) accepted, but the backend reports major \(info.abi_major)")
+            }
+            let id = info.id.map { String(cString: $0) } ?? ""
+            guard Self.isValidID(id) else { throw CheckFailure("backend id \(quote(id)) is not 1-64 of a-z 0-9 . - _") }
+            guard let version = info.version, !String(cString: version).isEmpty else {
+                throw CheckFailure("afm_backend_info.version is NULL or empty")
+            }
+            guard let table = info.vtable else { throw CheckFailure("afm_backend_info.vtable is NULL") }
+            guard table.pointee.struct_size >= AFM_BACKEND_VTABLE_SIZE_1_0 else {
+                throw CheckFailure("vtable struct_size \(table.pointee.struct_size) < \(AFM_BACKEND_VTABLE_SIZE_1_0)")
+            }
+            let slots = table.pointee
+            guard slots.create != nil, slots.describe != nil, slots.generate != nil, slots.cancel != nil,
+                slots.destroy != nil
+            else { throw CheckFailure("a required vtable slot (create … destroy) is NULL") }
+            ids.insert(id)
+        }
+        guard ids.count == 1 else { throw CheckFailure("negotiations reported different ids: \(ids.sorted())") }
+        for major in [UInt32(AFM_ABI_MAJOR) + 1, 0] {
+            let result = backend.negotiate(major: major, minor: 0)
+            guard result.status == AFM_ERR_INCOMPATIBLE else {
+                throw CheckFailure(
+                    "host ABI \(major).0 was not refused with incompatible (\(AFM_ERR_INCOMPATIBLE)): status \(result.status)")
+            }
+            guard result.errorCode == AFM_ERR_INCOMPATIBLE, !result.message.isEmpty else {
+                throw CheckFailure("host ABI \(major).0 refused, but error.code \(result.errorCode) / empty message")
+            }
+        }
+        return "\(ids.first!): ABI 1.0 and 1.\(AFM_ABI_MINOR) accepted; \(AFM_ABI_MAJOR + 1).0 and 0.0 refused (incompatible)"
+    }
+
+    static func describe(_ context: Context) throws(CheckFailure) -> String {
+        let session = try Session(context)
+        let instance = try session.instance()
+        defer { instance.destroy() }
+        let bytes: [UInt8]
+        do { bytes = try instance.describe() } catch { throw CheckFailure("describe refused: \(error)") }
+        let document: JSONValue
+        do { document = try JSONParser.parse(bytes) } catch {
+            throw CheckFailure("the describe document is not JSON: \(error.message)")
+        }
+        let schema: JSONValue
+        do { schema = try JSONParser.parse(PackageResources.describe_schema_json) } catch {
+            throw CheckFailure("internal: the describe schema does not parse: \(error.message)")
+        }
+        if let violation = SchemaInstanceValidator(schema: schema).violation(of: document) {
+            throw CheckFailure("describe schema: \(violation.path): \(violation.message)")
+        }
+        guard document["backend"]?.stringValue == session.id else {
+            throw CheckFailure("describe says backend \(document["backend"]?.stringValue ?? "?"), negotiation \(session.id)")
+        }
+        let models = document["models"]?.arrayValue ?? []
+        let ids = models.compactMap { $0["id"]?.stringValue }
+        guard Set(ids).count == ids.count else { throw CheckFailure("model ids repeat: \(ids)") }
+        if document["available"]?.boolValue == false {
+            guard document["reason"]?.stringValue != nil, document["reason_code"]?.stringValue != nil else {
+                throw CheckFailure("available is false without a reason and a reason_code")
+            }
+            return "valid; unavailable (\(document["reason_code"]?.stringValue ?? "")): \(document["reason"]?.stringValue ?? "")"
+        }
+        return "valid; \(ids.count) model(s): \(ids.prefix(4).joined(separator: ", "))"
+    }
+
+    static func lifecycle(_ context: Context) throws(CheckFailure) -> String {
+        let session = try Session(context)
+        let first = try session.instance()
+        let second = try session.instance()
+        let model = try session.model(of: first)
+        for instance in [first, second] {
+            let (recorder, refusal) = instance.generate(Session.request(model))
+            if let refusal { throw CheckFailure("generate refused: \(refusal)") }
+            guard recorder.waitForTerminal(seconds: 30) else { throw CheckFailure("no terminal event within 30 s") }
+            instance.cancel(recorder)  // finished: harmless
+            instance.cancel(unknown: 1 << 60)
+        }
+        if first.extensionTable("org.afm-backend-check.none/1") != nil {
+            throw CheckFailure("get_extension returned a table for an unknown id")
+        }
+        try Session.destroy(first, within: 10)
+        // The second instance still serves after the first is gone.
+        let (recorder, refusal) = second.generate(Session.request(model))
+        if let refusal { throw CheckFailure("generate on the second instance refused after the first was destroyed: \(refusal)") }
+        guard recorder.waitForTerminal(seconds: 30) else { throw CheckFailure("no terminal event within 30 s") }
+        try Session.destroy(second, within: 10)
+        return "two instances: create, generate, cancel, destroy"
+    }
+
+    static func eventOrder(_ context: Context) throws(CheckFailure) -> String {
+        let session = try Session(context)
+        let instance = try session.instance()
+        let model = try session.model(of: instance)
+        var recorders: [GenerationRecorder] = []
+        for round in 0..<5 {
+            let (recorder, refusal) = instance.generate(Session.request(model, text: "round \(round) of five"))
+            if let refusal { throw CheckFailure("generate refused: \(refusal)") }
+            guard recorder.waitForTerminal(seconds: 30) else {
+                throw CheckFailure("no terminal event within 30 s (generation \(recorder.requestID))")
+            }
+            recorders.append(recorder)
+        }
+        let (refused, refusal) = instance.generate(Array("{\"request_version\":1,".utf8))
+        Thread.sleep(forTimeInterval: 0.3)
+        for recorder in recorders {
+            guard recorder.terminals == 1 else {
+                throw CheckFailure("generation \(recorder.requestID) sent \(recorder.terminals) terminal events")
+            }
+            guard recorder.eventsAfterTerminal == 0 else {
+                throw CheckFailure("generation \(recorder.requestID) sent \(recorder.eventsAfterTerminal) event(s) after its terminal")
+            }
+            guard recorder.overlapping == 0 else {
+                throw CheckFailure("generation \(recorder.requestID) had overlapping emit calls")
+            }
+            if let problem = recorder.malformed.first { throw CheckFailure("generation \(recorder.requestID): \(problem)") }
+        }
+        if refusal != nil, !refused.events.isEmpty {
+            throw CheckFailure("a refused generate sent \(refused.events.count) event(s)")
+        }
+        try Session.destroy(instance, within: 10)
+        let counts = recorders.map { "\($0.events.count)" }.joined(separator: ", ")
+        return "5 generations (\(counts) events), one terminal each"
+    }
+
+    static func utf8(_ context: Context) throws(CheckFailure) -> String {
+        let session = try Session(context)
+        let instance = try session.instance()
+        let model = try session.model(of: instance)
+        var checked = 0
+        for text in ["héllo wörld — ünïcode", "日本語のテキスト 😀 🚀 emoji", "ascii only"] {
+            let (recorder, refusal) = instance.generate(Session.request(model, text: text))
+            if let refusal { throw CheckFailure("generate refused: \(refusal)") }
+            guard recorder.waitForTerminal(seconds: 30) else { throw CheckFailure("no terminal event within 30 s") }
+            for (index, event) in recorder.events.enumerated() where event.type != AFM_EVENT_REASONING_STATE {
+                // REASONING_STATE is opaque bytes; every other text is UTF-8 by the ABI.
+                for (field, bytes) in [("text", event.text), ("name", event.name)]
+                where String(validating: bytes, as: UTF8.self) == nil {
+                    throw CheckFailure(
+                        "event \(index) (type \(event.type)) of generation \(recorder.requestID): \(field) is not valid UTF-8 "
+                            + "(\(bytes.prefix(16).map { String(format: "%02x", $0) }.joined(separator: " ")))")
+                }
+                checked += 1
+            }
+        }
+        try Session.destroy(instance, within: 10)
+        return "\(checked) events of 3 generations with non-ASCII input"
+    }
+
+    static func errorCodes(_ context: Context) throws(CheckFailure) -> String {
+        let session = try Session(context)
+        let instance = try session.instance()
+        let model = try session.model(of: instance)
+        let probes: [(String, [UInt8])] = [
+            ("malformed JSON", Array("{\"request_version\":1,".utf8)),
+            ("request_version 99", Array(String(decoding: Session.request(model), as: UTF8.self)
+                .replacingOccurrences(of: "\"request_version\":1", with: "\"request_version\":99").utf8)),
+            ("an unknown model", Session.request(model: "afm-backend-check-no-such-model")),
+            ("an ordinary request", Session.request(model)),
+        ]
+        var outcomes: [String] = []
+        for (name, document) in probes {
+            let (recorder, refusal) = instance.generate(document)
+            if let refusal {
+                guard (1...14).contains(refusal.status) else {
+                    throw CheckFailure("\(name): refused with status \(refusal.status), not a code of the table (1-14)")
+                }
+                guard refusal.errorCode == refusal.status else {
+                    throw CheckFailure("\(name): returned \(refusal.status) but error.code is \(refusal.errorCode)")
+                }
+                guard !refusal.message.isEmpty else { throw CheckFailure("\(name): refused with an empty message") }
+                outcomes.append("\(name): \(Self.codeName(refusal.status))")
+                continue
+            }
+            guard recorder.waitForTerminal(seconds: 30), let terminal = recorder.terminal else {
+                throw CheckFailure("\(name): accepted, but no terminal event within 30 s")
+            }
+            if terminal.type == AFM_EVENT_ERROR {
+                guard (1...13).contains(terminal.code) else {
+                    throw CheckFailure("\(name): ERROR event with code \(terminal.code), not a code of the table (1-13)")
+                }
+                guard !terminal.text.isEmpty else { throw CheckFailure("\(name): ERROR event without a message") }
+                outcomes.append("\(name): ERROR \(Self.codeName(terminal.code))")
+            } else {
+                guard (0...3).contains(terminal.code) else {
+                    throw CheckFailure("\(name): DONE with finish reason \(terminal.code), not 0-3")
+                }
+                outcomes.append("\(name): DONE")
+            }
+        }
+        try Session.destroy(instance, within: 10)
+        return outcomes.joined(separator: "; ")
+    }
+
+    static func cancel(_ context: Context) throws(CheckFailure) -> String {
+        let session = try Session(context)
+        let instance = try session.instance()
+        let model = try session.model(of: instance)
+        var slowest = 0.0
+        var cancelledCount = 0
+        for round in 0..<3 {
+            let (recorder, refusal) = instance.generate(
+                Session.request(model, long: true))
+            if let refusal { throw CheckFailure("generate refused: \(refusal)") }
+            let finishedBefore = recorder.terminals > 0
+            let cancelled = DispatchSemaphore(value: 0)
+            let clock = ContinuousClock()
+            nonisolated(unsafe) var returnedAt = clock.now
+            Thread.detachNewThread {
+                instance.cancel(recorder)
+                instance.cancel(recorder)  // idempotent
+                returnedAt = clock.now
+                cancelled.signal()
+            }
+            guard cancelled.wait(timeout: .now() + 5) == .success else {
+                throw CheckFailure("cancel did not return within 5 s (round \(round + 1))")
+            }
+            // The ABI asks for milliseconds; 5 s leaves room for a loaded machine and still catches a deaf backend.
+            guard recorder.waitForTerminal(seconds: 5) else {
+                throw CheckFailure("no terminal event within 5 s of cancel (round \(round + 1))")
+            }
+            let terminal = recorder.terminal!
+            let after = max(0, (clock.now - returnedAt).seconds)
+            slowest = max(slowest, after)
+            let ok =
+                terminal.type == AFM_EVENT_DONE ? (0...3).contains(terminal.code) : terminal.code == AFM_ERR_CANCELLED
+            guard ok else {
+                throw CheckFailure("a cancelled generation ended with type \(terminal.type) code \(terminal.code)")
+            }
+            let endedCancelled = terminal.type == AFM_EVENT_DONE ? terminal.code == AFM_FINISH_CANCELLED : true
+            if !finishedBefore && endedCancelled { cancelledCount += 1 }
+        }
+        try Session.destroy(instance, within: 10)
+        return "3 generations cancelled from another thread (\(cancelledCount) ended as cancelled, the rest had finished); "
+            + String(format: "terminal within %.1f ms", slowest * 1000)
+    }
+
+    static func concurrency(_ context: Context) throws(CheckFailure) -> String {
+        let session = try Session(context)
+        let instance = try session.instance()
+        let model = try session.model(of: instance)
+        let count = 100
+        nonisolated(unsafe) var results = [(recorder: GenerationRecorder, refusal: RawInstance.Refusal?)?](
+            repeating: nil, count: count)
+        let lock = NSLock()
+        DispatchQueue.concurrentPerform(iterations: count) { index in
+            let result = instance.generate(Session.request(model, text: "concurrent generation \(index)"))
+            lock.withLock { results[index] = result }
+        }
+        let all = results.compactMap { $0 }
+        if let refused = all.first(where: { $0.refusal != nil }) {
+            let refusals = all.filter { $0.refusal != nil }.count
+            throw CheckFailure("\(refusals) of \(count) concurrent generations refused; first: \(refused.refusal!)")
+        }
+        let started = ContinuousClock.now
+        for (index, result) in all.enumerated() {
+            let left = 120 - (ContinuousClock.now - started).seconds
+            guard result.recorder.waitForTerminal(seconds: max(0.1, left)) else {
+                let ended = all.filter { $0.recorder.terminals > 0 }.count
+                throw CheckFailure("\(ended) of \(count) concurrent generations ended within 120 s (generation \(index) did not)")
+            }
+        }
+        let seconds = (ContinuousClock.now - started).seconds
+        try Session.destroy(instance, within: 30)
+        return "\(count) generations accepted and ended" + String(format: " (%.2f s)", seconds)
+    }
+
+    static func destroyInFlight(_ context: Context) throws(CheckFailure) -> String {
+        let session = try Session(context)
+        let instance = try session.instance()
+        let model = try session.model(of: instance)
+        var recorders: [GenerationRecorder] = []
+        for _ in 0..<4 {
+            let (recorder, refusal) = instance.generate(
+                Session.request(model, long: true))
+            if let refusal { throw CheckFailure("generate refused: \(refusal)") }
+            recorders.append(recorder)
+        }
+        let running = recorders.filter { $0.terminals == 0 }.count
+        try Session.destroy(instance, within: 30)
+        let counts = recorders.map(\.events.count)
+        let unended = recorders.filter { $0.terminals == 0 }.count
+        guard unended == 0 else {
+            throw CheckFailure("\(unended) of 4 generations had no terminal event when destroy returned")
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        guard recorders.map(\.events.count) == counts else {
+            throw CheckFailure("events arrived after destroy returned")
+        }
+        return "destroy returned with \(running) of 4 generations still running at the call; all ended, nothing after"
+    }
+
+    // MARK: - Helpers
+
+    /// `a-z 0-9 . - _`, 1 to 64 characters (the manifest's id rule).
+    static func isValidID(_ id: String) -> Bool {
+        (1...64).contains(id.utf8.count)
+            && id.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || [0x2E, 0x2D, 0x5F].contains($0) }
+    }
+
+    /// The table's name of an `AFM_ERR_*` code.
+    static func codeName(_ code: Int32) -> String {
+        let names = [
+            "invalid_request", "model_unavailable", "context_length_exceeded", "rate_limited", "quota_exceeded",
+            "guardrail_violation", "refusal", "unsupported_capability", "tool_failed", "cancelled", "busy", "timeout",
+            "internal", "incompatible",
+        ]
+        return (1...14).contains(code) ? names[Int(code) - 1] : "code \(code)"
+    }
+}

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+import CAFMBackendABI
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A backend library opened the way the host opens one, driven through the bare ABI.
+///
+/// The checker does not use AFMBackends' host here: the host tolerates (drops, clamps, times out) exactly the
+/// mistakes the checker must see. Everything a backend is handed stays valid until the process exits (host tables,
+/// sinks, writers), so even a broken backend cannot make the checker read freed memory.
+final class RawBackend: Sendable {
+    /// What one negotiation returned.
+    struct Negotiation {
+        var status: afm_status
+        var info: afm_backend_info
+        var errorCode: Int32
+        var message: String
+    }
+
+    let path: String
+    private let negotiateFunction: afm_backend_negotiate_fn
+
+    /// Lines the backend wrote through `host->log`, in every instance.
+    static let logged = Mutex<[String]>([])
+
+    /// Opens `path` (RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE, never closed) and finds the entry point.
+    init(path: String) throws(CheckFailure) {
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            throw CheckFailure("dlopen failed: \(dlerror().map { String(cString: $0) } ?? "unknown error")")
+        }
+        guard let symbol = dlsym(handle, "afm_backend_negotiate") else {
+            throw CheckFailure("the library has no afm_backend_negotiate")
+        }
+        self.path = path
+        negotiateFunction = unsafeBitCast(symbol, to: afm_backend_negotiate_fn.self)
+    }
+
+    /// A host table offering ABI `major.minor`, allocated once and never freed (the header: host-owned, valid until
+    /// the process exits).
+    static func hostTable(major: UInt32, minor: UInt32) -> UnsafePointer<afm_host_api> {
+        let table = UnsafeMutablePointer<afm_host_api>.allocate(capacity: 1)
+        var host = afm_host_api()
+        host.struct_size = UInt32(MemoryLayout<afm_host_api>.size)
+        host.abi_major = major
+        host.abi_minor = minor
+        host.log = { _, level, message in
+            let text =
+                message.data.map {
+                    String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(min(message.size, 1 << 20))), as: UTF8.self)
+                } ?? ""
+            RawBackend.logged.withLock { $0.append("[\(level)] \(text)") }
+        }
+        host.get_extension = { _, _ in nil }
+        table.initialize(to: host)
+        return UnsafePointer(table)
+    }
+
+    /// Calls `afm_backend_negotiate` with a host offering `major.minor`.
+    func negotiate(major: UInt32 = UInt32(AFM_ABI_MAJOR), minor: UInt32 = UInt32(AFM_ABI_MINOR)) -> Negotiation {
+        var info = afm_backend_info()
+        info.struct_size = UInt32(MemoryLayout<afm_backend_info>.size)
+        var error = afm_error()
+        error.struct_size = UInt32(MemoryLayout<afm_error>.size)
+        let status = negotiateFunction(Self.hostTable(major: major, minor: minor), &info, &error)
+        return Negotiation(status: status, info: info, errorCode: error.code, message: Self.message(of: &error))
+    }
+
+    /// A negotiated library's function table, or a failure naming what is wrong with the negotiation.
+    func vtable() throws(CheckFailure) -> (id: String, table: UnsafePointer<afm_backend_vtable>) {
+        let result = negotiate()
+        guard result.status == AFM_OK else {
+            throw CheckFailure("negotiation refused ABI \(AFM_ABI_MAJOR).\(AFM_ABI_MINOR): \(result.message)")
+        }
+        guard let table = result.info.vtable, table.pointee.struct_size >= AFM_BACKEND_VTABLE_SIZE_1_0,
+            table.pointee.create != nil, table.pointee.describe != nil, table.pointee.generate != nil,
+            table.pointee.cancel != nil, table.pointee.destroy != nil
+        else { throw CheckFailure("negotiation returned no usable function table") }
+        return (result.info.id.map { String(cString: $0) } ?? "", table)
+    }
+
+    /// The message of a filled `afm_error` (up to its NUL, at most the array's size).
+    static func message(of error: inout afm_error) -> String {
+        withUnsafeBytes(of: &error.message) { raw in
+            let bytes = raw.prefix(while: { $0 != 0 })
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+}
+
+/// A failure that ends one check, with what the checker saw.
+struct CheckFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

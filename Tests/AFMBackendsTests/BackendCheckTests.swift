@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+import AFMJSON
+import AFMTestSupport
+import Foundation
+import Testing
+
+/// `afm-backend-check` against real libraries: the afm-dev examples in C, Rust and Swift and the scripted backend
+/// pass every check,
+/// and each deliberately broken build of `Tests/Fixtures/backends/broken_backend.c` fails exactly the check it breaks.
+@Suite(.serialized) struct BackendCheckTests {
+    static var checker: String { TestPaths.binDirectory + "/afm-backend-check" }
+
+    /// Runs the checker with `--json` and returns its status and document.
+    static func check(_ library: String, _ extra: [String] = [], environment: [String: String]? = nil) throws
+        -> (status: Int32, document: JSONValue, output: String)
+    {
+        let result = try CommandOutput.run(checker, ["--json", "--runner", TestPaths.runner] + extra + [library], environment: environment)
+        // The JSON document is everything from the first "{" (the command writes nothing else to stdout).
+        let text = result.output[(result.output.firstIndex(of: "{") ?? result.output.endIndex)...]
+        let document = (try? JSONParser.parse(Array(text.utf8))) ?? .null
+        return (result.status, document, result.output)
+    }
+
+    /// The checks that failed, by name.
+    static func failed(_ document: JSONValue) -> [String] {
+        (document["checks"]?.arrayValue ?? []).filter { $0["passed"]?.boolValue == false }.compactMap { $0["name"]?.stringValue }
+    }
+
+    /// Compiles `source` with the `-D` flags as a vendor would (hidden visibility), into a fresh directory.
+    static func compile(_ source: String, defines: [String] = []) throws -> String {
+        let output = TestPaths.makeTemporaryDirectory("afm-check") + "/backend.so"
+        let result = try CommandOutput.run(
+            "/usr/bin/env",
+            ["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-shared", "-fPIC", "-fvisibility=hidden",
+             "-I", TestPaths.abiInclude] + defines.map { "-D" + $0 } + [source, "-o", output, "-lpthread"])
+        try #require(result.status == 0, "cc failed: \(result.output)")
+        return output
+    }
+
+    static var exampleSource: String { TestPaths.root + "/share/afm-dev/example_backend.c" }
+    static var brokenSource: String { TestPaths.root + "/Tests/Fixtures/backends/broken_backend.c" }
+
+    @Test func theAfmDevExamplePassesEveryCheck() throws {
+        let (status, document, output) = try Self.check(try Self.compile(Self.exampleSource))
+        #expect(status == 0, "\(output)")
+        #expect(document["ok"]?.boolValue == true)
+        #expect(document["checks"]?.arrayValue?.count == 11)
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
+    @Test func theScriptedBackendPassesEveryCheck() throws {
+        let (status, document, output) = try Self.check(LocalDaemon.stagedBackends + "/scripted.so")
+        #expect(status == 0, "\(output)")
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
+    /// The Swift example (share/afm-dev/examples/swift, written with AFMBackendKit) passes every check.
+    @Test func theSwiftExamplePassesEveryCheck() throws {
+        let (status, document, output) = try Self.check(TestPaths.binDirectory + "/libafm-backend-example-swift.so")
+        #expect(status == 0, "\(output)")
+        #expect(document["checks"]?.arrayValue?.count == 11)
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
+    /// The Rust example (share/afm-dev/examples/rust: a cdylib with only the standard library), built offline by
+    /// Debian's cargo and rustc (scripts/bootstrap installs them), passes every check.
+    @Test func theRustExamplePassesEveryCheck() throws {
+        let cargo = "/usr/bin/cargo"
+        try #require(
+            FileManager.default.isExecutableFile(atPath: cargo) && FileManager.default.isExecutableFile(atPath: "/usr/bin/rustc"),
+            "Debian's rustc and cargo are missing: run scripts/bootstrap (make test does), which installs them")
+        let target = TestPaths.makeTemporaryDirectory("afm-rust-example")
+        // Debian's compiler, not one a rustup in $HOME might put first on PATH; a private CARGO_HOME (no registry).
+        let build = try CommandOutput.run(
+            cargo,
+            ["build", "--release", "--offline", "--locked", "--manifest-path",
+             TestPaths.root + "/share/afm-dev/examples/rust/Cargo.toml", "--target-dir", target],
+            environment: ["PATH": "/usr/bin:/bin", "HOME": target, "CARGO_HOME": target + "/cargo", "RUSTC": "/usr/bin/rustc"])
+        try #require(build.status == 0, "cargo build failed: \(build.output)")
+        let library = target + "/example-rust.so"
+        try FileManager.default.copyItem(atPath: target + "/release/libafm_example_rust.so", toPath: library)
+        let (status, document, output) = try Self.check(library)
+        #expect(status == 0, "\(output)")
+        #expect(document["checks"]?.arrayValue?.count == 11)
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
+    /// Without a flag, the broken fixture is the example: it passes, so every failure below is its one defect's.
+    @Test func theBrokenFixtureWithoutADefectPasses() throws {
+        let (status, document, output) = try Self.check(
+            try Self.compile(Self.brokenSource), environment: ["AFM_BROKEN_FIXTURE_TOKEN": "1", "PATH": "/usr/bin:/bin"])
+        #expect(status == 0, "\(output)")
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
+    @Test(arguments: [
+        ("BREAK_EXPORTS", "exports"), ("BREAK_NEGOTIATION", "negotiation"), ("BREAK_DESCRIBE", "describe"),
+        ("BREAK_LIFECYCLE", "lifecycle"), ("BREAK_EVENT_ORDER", "event-order"), ("BREAK_UTF8", "utf8"),
+        ("BREAK_ERROR_CODES", "error-codes"), ("BREAK_CANCEL", "cancel"), ("BREAK_CONCURRENCY", "concurrency"),
+        ("BREAK_DESTROY", "destroy-in-flight"), ("BREAK_RUNNER", "runner"),
+    ])
+    func aBrokenFixtureFailsExactlyTheCheckItBreaks(define: String, check: String) throws {
+        let library = try Self.compile(Self.brokenSource, defines: [define])
+        // The token BREAK_RUNNER needs is in the checker's environment; the runner does not pass it on.
+        let (status, document, output) = try Self.check(
+            library, environment: ["AFM_BROKEN_FIXTURE_TOKEN": "1", "PATH": "/usr/bin:/bin"])
+        #expect(status == 1, "\(output)")
+        #expect(document["ok"]?.boolValue == false)
+        #expect(Self.failed(document) == [check], "\(output)")
+    }
+
+    /// The text report: one line per check, then the summary; --only narrows the battery.
+    @Test func theTextReportHasOneLinePerCheckAndASummary() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["BREAK_EXPORTS"])
+        let result = try CommandOutput.run(Self.checker, ["--only", "exports,negotiation", library])
+        #expect(result.status == 1)
+        let lines = result.output.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(result.output)")
+        #expect(lines.first?.hasPrefix("FAIL  exports") == true, "\(result.output)")
+        #expect(lines.first?.contains("example_debug_generations") == true, "\(result.output)")
+        #expect(lines.dropFirst().first?.hasPrefix("PASS  negotiation") == true, "\(result.output)")
+        #expect(lines.last == "\(library): 2 checks, 1 passed, 1 failed")
+        let usage = try CommandOutput.run(Self.checker, ["--only", "nonsense", library])
+        #expect(usage.status == 2)
+        #expect(usage.output.contains("unknown check nonsense"))
+    }
+}

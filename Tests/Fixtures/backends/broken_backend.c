@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * broken_backend.c: the afm-dev example backend (share/afm-dev/example_backend.c) with one deliberate defect per
+ * build, for afm-backend-check's own test (Tests/AFMBackendsTests/BackendCheckTests.swift). Each -D flag breaks
+ * exactly one rule of docs/backend-abi.md, and afm-backend-check must fail exactly the check named after it:
+ *
+ *   BREAK_EXPORTS            exports a second function                                  -> exports
+ *   BREAK_NEGOTIATION        accepts a host of any ABI major                            -> negotiation
+ *   BREAK_DESCRIBE           describes a capability as "no" instead of false            -> describe
+ *   BREAK_LIFECYCLE          a second create in one process fails                       -> lifecycle
+ *   BREAK_EVENT_ORDER        sends DONE twice                                           -> event-order
+ *   BREAK_UTF8               splits a two-byte character across two deltas             -> utf8
+ *   BREAK_ERROR_CODES        refuses an unknown model with status 42                    -> error-codes
+ *   BREAK_CANCEL             ignores cancel() and emit's stop; a long answer takes 8 s  -> cancel
+ *   BREAK_CONCURRENCY        refuses (busy) beyond 16 generations in flight             -> concurrency
+ *   BREAK_DESTROY            destroy returns at once, its generations still running     -> destroy-in-flight
+ *   BREAK_RUNNER             create needs an environment variable runners do not pass  -> runner
+ *
+ * Without a flag it is the example, and passes every check.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <afm_backend.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXAMPLE_ID "example"
+#define EXAMPLE_VERSION "1.0.0"
+#define EXAMPLE_MODEL "example-hello"
+
+#if defined(BREAK_UTF8)
+/* "café" with its é (C3 A9) cut in two: each delta alone is invalid UTF-8, their concatenation is fine. */
+static const char *const greeting[] = {"Hello", " caf\xC3", "\xA9", " backend."};
+#else
+static const char *const greeting[] = {"Hello", " from", " the", " example", " backend."};
+#endif
+#define GREETING_WORDS (sizeof greeting / sizeof greeting[0])
+
+/** Fills the host's error struct (within its struct_size) and returns `code`. */
+static afm_status fail(afm_error *error, afm_status code, const char *format, ...) {
+    if (!error || error->struct_size < offsetof(afm_error, message)) return code;
+    error->code = code;
+    size_t capacity = error->struct_size >= sizeof(afm_error) ? sizeof error->message
+                                                                : error->struct_size - offsetof(afm_error, message);
+    if (capacity > 0) {
+        va_list args;
+        va_start(args, format);
+        vsnprintf(error->message, capacity, format, args);
+        va_end(args);
+    }
+    return code;
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* Instances and generations                                                                             */
+/* ---------------------------------------------------------------------------------------------------- */
+
+typedef struct generation {
+    struct generation *next;
+    struct afm_instance *owner;
+    uint64_t request_id;
+    afm_event_sink sink; /* a copy: ctx and emit stay valid until the terminal event has been emitted */
+    int long_answer;     /* BREAK_CANCEL: max_output_tokens above 64 */
+    int cancelled;       /* guarded by owner->mutex */
+} generation;
+
+struct afm_instance {
+    int in_flight; /* BREAK_CONCURRENCY: generations whose thread has not ended */
+    pthread_mutex_t mutex;
+    pthread_cond_t idle;     /* signalled when a generation ends */
+    generation *running;     /* every generation whose thread has not ended */
+};
+
+static __attribute__((unused)) int is_cancelled(generation *g) {
+    pthread_mutex_lock(&g->owner->mutex);
+    int cancelled = g->cancelled;
+    pthread_mutex_unlock(&g->owner->mutex);
+    return cancelled;
+}
+
+/** Emits one event; a non-zero return means the host wants the generation to stop. */
+static int emit(generation *g, afm_event_type type, int32_t code, const char *text, int64_t output_tokens) {
+    afm_event e;
+    memset(&e, 0, sizeof e);
+    e.struct_size = (uint32_t)sizeof e;
+    e.type = type;
+    e.code = code;
+    e.text.data = text;
+    e.text.size = text ? strlen(text) : 0;
+    e.input_tokens = type == AFM_EVENT_USAGE ? 1 : -1;
+    e.output_tokens = type == AFM_EVENT_USAGE ? output_tokens : -1;
+    e.reasoning_tokens = type == AFM_EVENT_USAGE ? 0 : -1;
+    e.cached_tokens = type == AFM_EVENT_USAGE ? 0 : -1;
+    return g->sink.emit(g->sink.ctx, &e);
+}
+
+/** Where `needle` starts inside the span (which is not NUL-terminated), or NULL. */
+static __attribute__((unused)) const char *span_find(afm_str span, const char *needle) {
+    size_t length = strlen(needle);
+    for (size_t i = 0; span.data && length <= span.size && i <= span.size - length; i++)
+        if (memcmp(span.data + i, needle, length) == 0) return span.data + i;
+    return NULL;
+}
+
+static __attribute__((unused)) void pause_ms(long milliseconds) {
+    struct timespec delay = {milliseconds / 1000, (milliseconds % 1000) * 1000000L};
+    while (nanosleep(&delay, &delay) != 0) {
+    }
+}
+
+static void *generation_main(void *arg) {
+    generation *g = arg;
+    int32_t finish = AFM_FINISH_STOP;
+    int64_t words = 0;
+#if defined(BREAK_CONCURRENCY)
+    pause_ms(200); /* keep many generations in flight at once */
+#endif
+#if defined(BREAK_CANCEL)
+    for (int i = 0; g->long_answer && i < 40; i++) {
+        pause_ms(200); /* 8 s in all, deaf to cancel() and to emit's stop */
+        (void)emit(g, AFM_EVENT_TEXT_DELTA, 0, " more", 0);
+        words++;
+    }
+#endif
+    for (size_t i = 0; i < GREETING_WORDS; i++) {
+#if defined(BREAK_CANCEL)
+        (void)emit(g, AFM_EVENT_TEXT_DELTA, 0, greeting[i], 0);
+#else
+#if defined(BREAK_DESTROY)
+        pause_ms(100); /* still running when destroy returns */
+#endif
+        if (is_cancelled(g) || emit(g, AFM_EVENT_TEXT_DELTA, 0, greeting[i], 0) != 0) {
+            finish = AFM_FINISH_CANCELLED;
+            break;
+        }
+#endif
+        words++;
+    }
+    (void)emit(g, AFM_EVENT_USAGE, 0, NULL, words);
+    (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0); /* exactly one terminal event, then nothing more */
+#if defined(BREAK_EVENT_ORDER)
+    (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0);
+#endif
+
+    struct afm_instance *instance = g->owner;
+    pthread_mutex_lock(&instance->mutex);
+    instance->in_flight--;
+    for (generation **link = &instance->running; *link; link = &(*link)->next)
+        if (*link == g) {
+            *link = g->next;
+            break;
+        }
+    pthread_cond_broadcast(&instance->idle);
+    pthread_mutex_unlock(&instance->mutex);
+    free(g);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* The function table                                                                                    */
+/* ---------------------------------------------------------------------------------------------------- */
+
+static afm_status example_create(const afm_host_api *host, afm_str config_json, afm_instance **out,
+                                 afm_error *error) {
+    (void)host;
+    (void)config_json;
+    if (!out) return fail(error, AFM_ERR_INVALID_REQUEST, "create: out is NULL");
+#if defined(BREAK_LIFECYCLE)
+    static int created = 0;
+    if (created++ > 0) return fail(error, AFM_ERR_INTERNAL, "this build creates one instance per process");
+#endif
+#if defined(BREAK_RUNNER)
+    if (!getenv("AFM_BROKEN_FIXTURE_TOKEN"))
+        return fail(error, AFM_ERR_MODEL_UNAVAILABLE, "AFM_BROKEN_FIXTURE_TOKEN is not set");
+#endif
+    struct afm_instance *instance = calloc(1, sizeof *instance);
+    if (!instance) return fail(error, AFM_ERR_INTERNAL, "out of memory");
+    pthread_mutex_init(&instance->mutex, NULL);
+    pthread_cond_init(&instance->idle, NULL);
+    *out = instance;
+    return AFM_OK;
+}
+
+static afm_status example_describe(afm_instance *instance, const afm_writer *writer, afm_error *error) {
+    (void)instance;
+    if (!writer || writer->struct_size < sizeof(afm_writer) || !writer->write)
+        return fail(error, AFM_ERR_INVALID_REQUEST, "describe: bad writer");
+    static const char document[] =
+        "{\"describe_version\":1,\"backend\":\"" EXAMPLE_ID "\",\"version\":\"" EXAMPLE_VERSION "\","
+        "\"available\":true,\"reason\":null,\"reason_code\":null,\"models\":[{\"id\":\"" EXAMPLE_MODEL "\","
+        "\"context_tokens\":4096,\"max_input_tokens\":3072,\"max_output_tokens\":1024,"
+#if defined(BREAK_DESCRIBE)
+        "\"capabilities\":{\"streaming\":true,\"tools\":false,\"vision\":\"no\",\"reasoning\":false,"
+#else
+        "\"capabilities\":{\"streaming\":true,\"tools\":false,\"vision\":false,\"reasoning\":false,"
+#endif
+        "\"reasoning_optional\":true}}]}";
+    afm_str bytes = {document, sizeof document - 1};
+    writer->write(writer->ctx, bytes);
+    return AFM_OK;
+}
+
+static afm_status example_generate(afm_instance *instance, uint64_t request_id, afm_str request_json,
+                                   const afm_event_sink *sink, afm_error *error) {
+    if (!instance) return fail(error, AFM_ERR_INVALID_REQUEST, "generate: instance is NULL");
+#if defined(BREAK_ERROR_CODES)
+    if (!span_find(request_json, "\"" EXAMPLE_MODEL "\""))
+        return fail(error, 42, "unknown model");
+#elif !defined(BREAK_CANCEL)
+    (void)request_json;
+#endif
+    if (!sink || sink->struct_size < sizeof(afm_event_sink) || !sink->emit)
+        return fail(error, AFM_ERR_INVALID_REQUEST, "generate: bad event sink");
+    generation *g = calloc(1, sizeof *g);
+    if (!g) return fail(error, AFM_ERR_INTERNAL, "out of memory");
+    g->owner = instance;
+    g->request_id = request_id;
+    g->sink = *sink;
+#if defined(BREAK_CANCEL)
+    /* The digits after the key (the span is not NUL-terminated, so no atoi). */
+    const char *budget = span_find(request_json, "\"max_output_tokens\":");
+    long tokens = 0;
+    if (budget)
+        for (const char *c = budget + strlen("\"max_output_tokens\":");
+             c < request_json.data + request_json.size && *c >= '0' && *c <= '9' && tokens < 100000000; c++)
+            tokens = tokens * 10 + (*c - '0');
+    g->long_answer = tokens > 64;
+#endif
+
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    /* Registered before the thread starts, so cancel() finds it even when it arrives at once. */
+    pthread_mutex_lock(&instance->mutex);
+#if defined(BREAK_CONCURRENCY)
+    if (instance->in_flight >= 16) {
+        pthread_mutex_unlock(&instance->mutex);
+        pthread_attr_destroy(&attributes);
+        free(g);
+        return fail(error, AFM_ERR_BUSY, "16 generations are running");
+    }
+#endif
+    instance->in_flight++;
+    g->next = instance->running;
+    instance->running = g;
+    int rc = pthread_create(&thread, &attributes, generation_main, g);
+    if (rc != 0) {
+        instance->running = g->next;
+        instance->in_flight--;
+    }
+    pthread_mutex_unlock(&instance->mutex);
+    pthread_attr_destroy(&attributes);
+    if (rc != 0) {
+        free(g);
+        return fail(error, AFM_ERR_BUSY, "cannot start a generation thread");
+    }
+    return AFM_OK; /* an error returned here means no event will ever be emitted for this request */
+}
+
+static void example_cancel(afm_instance *instance, uint64_t request_id) {
+    if (!instance) return;
+    pthread_mutex_lock(&instance->mutex);
+    for (generation *g = instance->running; g; g = g->next)
+        if (g->request_id == request_id) g->cancelled = 1;
+    pthread_mutex_unlock(&instance->mutex);
+}
+
+static void example_destroy(afm_instance *instance) {
+    if (!instance) return;
+#if defined(BREAK_DESTROY)
+    return; /* neither cancels nor joins (and leaks the instance, which its threads still use) */
+#endif
+    pthread_mutex_lock(&instance->mutex);
+    for (generation *g = instance->running; g; g = g->next) g->cancelled = 1;
+    while (instance->running) pthread_cond_wait(&instance->idle, &instance->mutex);
+    pthread_mutex_unlock(&instance->mutex);
+    pthread_cond_destroy(&instance->idle);
+    pthread_mutex_destroy(&instance->mutex);
+    free(instance);
+}
+
+static const void *example_get_extension(afm_instance *instance, const char *id) {
+    (void)instance;
+    (void)id;
+    return NULL; /* no optional features */
+}
+
+static const afm_backend_vtable example_vtable = {
+    .struct_size = (uint32_t)sizeof(afm_backend_vtable),
+    .create = example_create,
+    .describe = example_describe,
+    .generate = example_generate,
+    .cancel = example_cancel,
+    .destroy = example_destroy,
+    .get_extension = example_get_extension,
+};
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* The entry point: the only exported symbol                                                             */
+/* ---------------------------------------------------------------------------------------------------- */
+
+#if defined(BREAK_EXPORTS)
+AFM_EXPORT int example_debug_generations(void) { return 0; }
+#endif
+
+AFM_EXPORT afm_status afm_backend_negotiate(const afm_host_api *host, afm_backend_info *out, afm_error *error) {
+    if (!host || !out || host->struct_size < 3 * sizeof(uint32_t) || out->struct_size < AFM_BACKEND_INFO_SIZE_1_0)
+        return fail(error, AFM_ERR_INCOMPATIBLE, EXAMPLE_ID ": host or out missing or too small");
+    out->struct_size = (uint32_t)sizeof *out;
+    out->abi_major = AFM_ABI_MAJOR;
+    out->abi_minor = AFM_ABI_MINOR;
+    out->reserved0 = 0;
+    out->id = EXAMPLE_ID;
+    out->version = EXAMPLE_VERSION;
+    out->vtable = NULL;
+#if defined(BREAK_NEGOTIATION)
+    if (0)
+#else
+    if (host->abi_major != AFM_ABI_MAJOR)
+#endif
+        return fail(error, AFM_ERR_INCOMPATIBLE, EXAMPLE_ID " speaks AFM ABI %u.%u; the host offered %u.%u",
+                    (unsigned)AFM_ABI_MAJOR, (unsigned)AFM_ABI_MINOR, (unsigned)host->abi_major,
+                    (unsigned)host->abi_minor);
+    out->vtable = &example_vtable;
+    return AFM_OK;
+}

@@ -286,7 +286,10 @@ final class UpstreamGeneration: Sendable {
     /// Adds the request's input and output tokens to the count of the upstream it was charged to.
     private func chargeTokens(_ usage: EventSink.Usage?, to charge: QuotaStore.Charge) {
         guard let usage else { return }
-        let tokens = max(0, usage.inputTokens) + max(0, usage.outputTokens)
+        // The counts come from the upstream's JSON: a sum near Int64.max would trap (and take afmd with it), and
+        // the day's total would overflow later; capped as the host caps a backend's counts (2^32 - 1).
+        let cap = Int64(UInt32.max)
+        let tokens = min(max(0, usage.inputTokens), cap) + min(max(0, usage.outputTokens), cap)
         do {
             try context.quota.chargeTokens(Int(tokens), to: charge)
         } catch {

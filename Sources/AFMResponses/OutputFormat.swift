@@ -186,6 +186,26 @@ public struct OutputFormat: Sendable {
         }
     }
 
+    /// A backend's refusal of the schema, located in the client's request: a backend names the keyword it cannot
+    /// enforce by its path in the generation request document (`output_format.schema.properties.score.maximum`,
+    /// the local backend's grammar limits); the client sees it as `param` under its own field
+    /// (`text.format.schema.properties.score.maximum`, `response_format.json_schema.schema…`). Other errors pass
+    /// unchanged.
+    public func locating(_ error: AFMError) -> AFMError {
+        let prefix = "output_format.schema"
+        guard kind == .jsonSchema, error.code == .invalidRequest, error.param == nil, error.message.hasPrefix(prefix)
+        else { return error }
+        let rest = error.message.dropFirst(prefix.count)
+        let pathEnd = rest.firstIndex { $0 == " " || $0 == ":" } ?? rest.endIndex
+        guard rest.isEmpty || rest.first == "." || rest.first == "[" || rest.first == " " || rest.first == ":" else {
+            return error
+        }
+        var located = error
+        located.param = "\(param).schema" + rest[..<pathEnd]
+        located.message = "\(param).schema" + rest
+        return located
+    }
+
     // MARK: - Checking an answer
 
     /// The deepest nesting an answer may have: the request parser's own limit, plenty for any schema a model

@@ -263,7 +263,12 @@ public final class ResponsesService: Sendable {
         let responseID = ResponseID.make(request.dialect.idPrefix, separator: request.dialect.idSeparator)
         let fitted = try fit(request, lease: lease, system: system, responseID: responseID, maxOutputTokens: maxOutputTokens)
 
-        let stream = try lease.start(requestDocument: fitted.document)
+        let stream: GenerationStream
+        do {
+            stream = try lease.start(requestDocument: fitted.document)
+        } catch {
+            throw request.outputFormat.locating(error)
+        }
         monitor.begin(
             id: responseID, model: model.id, backend: lease.generation.backendID, dialect: request.dialect, inputTokens: fitted.inputTokens,
             key: context.keyName)

@@ -202,11 +202,14 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
         }
     }
 
-    /// JSON equality: numbers by value (`1` equals `1.0`), objects regardless of member order.
+    /// JSON equality: numbers by exact decimal value (`1` equals `1.0` and `10e-1`; 9007199254740993 does not equal
+    /// 9007199254740992, as it would through a Double), objects regardless of member order.
     static func equal(_ a: JSONValue, _ b: JSONValue) -> Bool {
         switch (a, b) {
         case (.number(let x), .number(let y)):
-            return x.literal == y.literal || x.doubleValue == y.doubleValue
+            guard x.literal != y.literal else { return true }
+            guard let xKey = decimalKey(x.literal), let yKey = decimalKey(y.literal) else { return false }
+            return xKey == yKey
         case (.array(let x), .array(let y)):
             return x.count == y.count && zip(x, y).allSatisfy { equal($0, $1) }
         case (.object(let x), .object(let y)):
@@ -214,6 +217,37 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
         default:
             return a == b
         }
+    }
+
+    /// A JSON number's exact value as sign, significant digits (no leading or trailing zeros) and decimal exponent,
+    /// read from its text (`-0`, `0.0` and `0e5` are all zero); nil when the exponent does not fit an Int.
+    private static func decimalKey(_ literal: String) -> (negative: Bool, digits: Substring, exponent: Int)? {
+        var text = Substring(literal)
+        let negative = text.first == "-"
+        if negative { text = text.dropFirst() }
+        var exponent = 0
+        if let e = text.firstIndex(where: { $0 == "e" || $0 == "E" }) {
+            guard let value = Int(text[text.index(after: e)...].drop { $0 == "+" }) else { return nil }
+            exponent = value
+            text = text[..<e]
+        }
+        var digits = text
+        if let dot = text.firstIndex(of: ".") {
+            let fraction = text[text.index(after: dot)...]
+            digits = Substring(String(text[..<dot]) + fraction)
+            let (shifted, overflow) = exponent.subtractingReportingOverflow(fraction.count)
+            guard !overflow else { return nil }
+            exponent = shifted
+        }
+        digits = digits.drop { $0 == "0" }
+        guard !digits.isEmpty else { return (false, "", 0) }
+        while digits.last == "0" {
+            digits = digits.dropLast()
+            let (shifted, overflow) = exponent.addingReportingOverflow(1)
+            guard !overflow else { return nil }
+            exponent = shifted
+        }
+        return (negative, digits, exponent)
     }
 
     /// A short rendering of a value for messages (answers can be long).

@@ -11,6 +11,8 @@ struct SchemaWalker {
     let references: SchemaReferences
     let purpose: SchemaPurpose
     private(set) var warnings: [String] = []
+    /// Schema nodes seen so far (properties, items, branches, definitions, the root), for ``ToolSchemaValidator/maximumNodes``.
+    private(set) var nodeCount = 0
 
     init(references: SchemaReferences, purpose: SchemaPurpose = .toolParameters) {
         self.references = references
@@ -27,6 +29,13 @@ struct SchemaWalker {
             throw ToolSchemaError(
                 path: path,
                 message: "schemas nested more than \(ToolSchemaValidator.maximumDepth) levels deep are not supported")
+        }
+        nodeCount += 1
+        guard nodeCount <= ToolSchemaValidator.maximumNodes else {
+            throw ToolSchemaError(
+                path: path,
+                message: "schemas of more than \(ToolSchemaValidator.maximumNodes) nodes (properties, items, anyOf "
+                    + "branches, definitions) are not supported")
         }
         guard case .object(let schema) = value else {
             throw ToolSchemaError(path: path, message: SchemaReferences.notASchema(value))
@@ -141,8 +150,8 @@ struct SchemaWalker {
                 }
                 output[key] = try node(value, path: keyPath, depth: depth + 1)
             case "minItems", "maxItems", "minLength", "maxLength":
-                _ = try count(value, keyPath)
-                output[key] = value
+                // Written as an integer whatever the client wrote (`3e0`, `2.0`): converters read counts as ints.
+                output[key] = .number(JSONNumber(try count(value, keyPath)))
             case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
                 guard case .number(let number) = value else { throw wrongType(keyPath, "a number", value) }
                 // llama.cpp's converter reads an integer's bounds as int64_t (2^64-1 became -1, 1e300 undefined)
@@ -389,7 +398,9 @@ struct SchemaWalker {
 
     /// `lower` ≤ `upper` for two count keywords (already checked to be counts).
     private func checkRange(_ schema: JSONObject, lower: String, upper: String, path: String) throws(ToolSchemaError) {
-        guard let low = schema[lower]?.numberValue?.intValue, let high = schema[upper]?.numberValue?.intValue else {
+        guard let low = schema[lower]?.numberValue.flatMap(Self.wholeValue),
+            let high = schema[upper]?.numberValue.flatMap(Self.wholeValue)
+        else {
             return
         }
         guard low <= high else {
@@ -462,15 +473,29 @@ struct SchemaWalker {
         guard case .string = value else { throw wrongType(path, "a string", value) }
     }
 
-    /// A non-negative integer (`3`, also `3e0`; not `3.0` or `-1`) that fits a C `int`: llama.cpp's converter
-    /// reads counts as one, and 4294967296 became 0 there (a minLength the grammar never wrote, an answer the
-    /// host then refused).
+    /// A non-negative whole number (`3`, also `3e0` and `3.0`; not `3.5` or `-1`) that fits a C `int`: llama.cpp's
+    /// converter reads counts as one, and 4294967296 became 0 there (a minLength the grammar never wrote, an answer
+    /// the host then refused).
     private func count(_ value: JSONValue, _ path: String) throws(ToolSchemaError) -> Int {
-        guard case .number(let number) = value, let count = number.intValue, count >= 0, count <= Int(Int32.max)
+        guard case .number(let number) = value, let count = Self.wholeValue(number), count >= 0,
+            count <= Int(Int32.max)
         else {
             throw wrongType(path, "a non-negative integer no larger than 2147483647", value)
         }
         return count
+    }
+
+    /// The integer a number stands for when it has one exactly: `3`, `3e0`, `30e-1`, `3.0`, `3.00`, `3.0e0` (a
+    /// fraction of zeros is dropped from the text, never read through a Double); nil for `3.5` or `2.5e1`.
+    static func wholeValue(_ number: JSONNumber) -> Int? {
+        if let value = number.intValue { return value }
+        let text = number.literal
+        guard let dot = text.firstIndex(of: ".") else { return nil }
+        let fractionEnd = text[dot...].firstIndex { $0 == "e" || $0 == "E" } ?? text.endIndex
+        guard text[text.index(after: dot)..<fractionEnd].allSatisfy({ $0 == "0" }),
+            let whole = JSONNumber(literal: String(text[..<dot] + text[fractionEnd...]))
+        else { return nil }
+        return whole.intValue
     }
 
     private func wrongType(_ path: String, _ expected: String, _ value: JSONValue) -> ToolSchemaError {

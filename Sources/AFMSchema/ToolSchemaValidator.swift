@@ -46,6 +46,11 @@ public enum ToolSchemaValidator {
     /// How many schema levels may nest below `parameters` (properties, items, anyOf branches, definitions).
     public static let maximumDepth = 32
 
+    /// How many schema nodes (the root, each property, `items`, `anyOf` branch and definition) one schema may have:
+    /// every backend pays per node (a grammar rule or more each, the host's own walk and answer check), and a
+    /// 16 MiB body could otherwise carry hundreds of thousands. OpenAI's structured outputs allow 5,000 properties.
+    public static let maximumNodes = 10_000
+
     /// Validates `schema` (the `parameters` of a function tool, or the schema of a structured answer) and returns
     /// it normalized, or throws naming the JSON path.
     ///

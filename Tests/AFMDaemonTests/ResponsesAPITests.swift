@@ -149,6 +149,23 @@ import Testing
         #expect(remote.json?["error"]?["param"] == "input[0].content[0].image_url")
     }
 
+    /// A backend's token counts are untrusted: counts near Int64.max once made `total_tokens` (input + output)
+    /// overflow and trap, killing the daemon and every stream it served. Counts are capped where the host reads them.
+    @Test func hugeTokenCountsFromABackendNeitherCrashNorOverflow() throws {
+        let huge = #"[{"text":"x"},{"usage":{"input_tokens":9223372036854775807,"output_tokens":9223372036854775807,"reasoning_tokens":9223372036854775807,"cached_tokens":9223372036854775807}}]"#
+        let harness = try DaemonHarness(models: ["huge": huge])
+        let client = try harness.client()
+        for path in ["/v1/responses", "/v1/chat/completions"] {
+            let body = path == "/v1/responses"
+                ? #"{"model":"huge","input":"hi"}"# : #"{"model":"huge","messages":[{"role":"user","content":"hi"}]}"#
+            let answer = try client.post(path, json: body)
+            #expect(answer.status == 200, "\(answer)")
+            let total = answer.json?["usage"]?["total_tokens"]?.numberValue?.intValue ?? -1
+            #expect(total > 0 && total <= 2 * Int(UInt32.max), "\(answer.text)")
+        }
+        #expect(try client.get("/health").status == 200)
+    }
+
     @Test func reasoningStateIsSealedAndReplayed() throws {
         let reasoning = #"{"capabilities":{"streaming":true,"tools":true,"vision":false,"reasoning":true,"reasoning_optional":false},"steps":[{"reasoning_state":"secret-chain-of-thought"},{"usage":{"input_tokens":3,"output_tokens":4,"reasoning_tokens":3,"cached_tokens":0}},{"text":"answer"}]}"#
         let harness = try DaemonHarness(models: ["thinker": reasoning, "other": reasoning, "plain": #"[{"text":"x"}]"#])

@@ -102,6 +102,22 @@ import Testing
         #expect(try violation(#"{"n":{"a":[2,1],"b":null}}"#, schema) != nil)
     }
 
+    /// Numbers in enum/const compare by exact value: through a Double, 9007199254740993 equalled 9007199254740992 and
+    /// 1e400 equalled 2e400 (both infinite).
+    @Test func enumNumbersCompareExactly() throws {
+        let schema = #"{"type":"object","properties":{"n":{"enum":[9007199254740993,1e400,0.1]},"c":{"const":-0}},"required":["n"]}"#
+        #expect(try violation(#"{"n":9007199254740992}"#, schema) != nil)
+        #expect(try violation(#"{"n":2e400}"#, schema) != nil)
+        #expect(try violation(#"{"n":0.10000000000000001}"#, schema) != nil)
+        for same in ["9007199254740993", "9007199254740993.0", "90071992547409930e-1", "1e400", "10e399", "0.1", "0.10", "1e-1"] {
+            #expect(try violation(#"{"n":\#(same)}"#, schema) == nil, "\(same)")
+        }
+        for zero in ["0", "-0", "0.0", "0e7"] {
+            #expect(try violation(#"{"n":0.1,"c":\#(zero)}"#, schema) == nil, "\(zero)")
+        }
+        #expect(try violation(#"{"n":0.1,"c":1e-400}"#, schema) != nil)
+    }
+
     /// Keywords the subset keeps only as description text are not checked: they were never promised.
     @Test func unenforcedKeywordsAreNotChecked() throws {
         let schema = #"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]+$","format":"email"}},"required":["code"]}"#

@@ -605,7 +605,7 @@ struct ToolSchemaValidatorTests {
 
     @Test("long reference chains and cycles are handled without deep recursion")
     func longReferenceChains() throws {
-        let count = 20000
+        let count = ToolSchemaValidator.maximumNodes - 10  // deep enough to overflow a recursive walk
         var definitions = JSONObject()
         for index in 0..<count - 1 {
             definitions["d\(index)"] = ["$ref": .string("#/$defs/d\(index + 1)")]
@@ -625,8 +625,9 @@ struct ToolSchemaValidatorTests {
 
     @Test("unions of references to unions cost linear time")
     func unionsOfUnions() throws {
-        // d_i = anyOf[d_{i+1}, d_{i+1}]: naive object checks would take 2^count steps.
-        let count = 5000
+        // d_i = anyOf[d_{i+1}, d_{i+1}]: naive object checks would take 2^count steps. (Four nodes a definition,
+        // within maximumNodes.)
+        let count = ToolSchemaValidator.maximumNodes / 4 - 10
         var definitions = JSONObject()
         for index in 0..<count - 1 {
             let next: JSONValue = ["$ref": .string("#/$defs/d\(index + 1)")]
@@ -656,6 +657,42 @@ struct ToolSchemaValidatorTests {
         #expect(
             normalized.objectValue?["properties"]
                 == json(##"{"i":{"type":"integer","exclusiveMinimum":5,"maximum":10},"n":{"type":"number","minimum":2,"exclusiveMaximum":3}}"##))
+    }
+
+    @Test("counts written as 3e0 or 2.0 reach backends as integers (llama.cpp's converter read them as floats)")
+    func countsAreNormalizedToIntegers() throws {
+        let schema = json(
+            ##"{"type":"object","properties":{"s":{"type":"string","minLength":3e0,"maxLength":2.0e1},"t":{"type":"array","items":{"type":"string"},"minItems":1.0,"maxItems":20e-1}}}"##)
+        let normalized = try ToolSchemaValidator.validate(schema, path: root).normalized
+        #expect(
+            normalized.objectValue?["properties"]
+                == json(##"{"s":{"type":"string","minLength":3,"maxLength":20},"t":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":2}}"##))
+        // A fraction that is not zero, or a minimum above the maximum once both are read as integers, is still refused.
+        #expect(schemaError(json(##"{"type":"object","properties":{"s":{"type":"string","maxLength":2.5}}}"##))?.path
+            == root + ".properties.s.maxLength")
+        #expect(schemaError(json(##"{"type":"object","properties":{"s":{"type":"string","minLength":3.0,"maxLength":2.00}}}"##))?.path
+            == root + ".properties.s.maxLength")
+    }
+
+    @Test("a schema has at most maximumNodes nodes; the first one over is named")
+    func nodeCountIsLimited() throws {
+        func schema(properties: Int) -> JSONValue {
+            var members = JSONObject()
+            for index in 0..<properties { members["p\(index)"] = ["type": "boolean"] }
+            return ["type": "object", "properties": .object(members)]
+        }
+        // The root and maximumNodes - 1 properties.
+        _ = try ToolSchemaValidator.validate(schema(properties: ToolSchemaValidator.maximumNodes - 1), path: root)
+        let error = try #require(schemaError(schema(properties: ToolSchemaValidator.maximumNodes)))
+        #expect(error.path == root + ".properties.p\(ToolSchemaValidator.maximumNodes - 1)")
+        #expect(error.message.contains("more than \(ToolSchemaValidator.maximumNodes) nodes"))
+        // Definitions, items and branches count too.
+        var definitions = JSONObject()
+        for index in 0..<ToolSchemaValidator.maximumNodes / 2 {
+            definitions["d\(index)"] = ["type": "array", "items": ["anyOf": [["type": "null"], ["type": "string"]]]]
+        }
+        let withDefinitions: JSONValue = ["type": "object", "properties": [:], "$defs": .object(definitions)]
+        #expect(schemaError(withDefinitions)?.message.contains("nodes") == true)
     }
 
     @Test("errors are reported in document order within a node")

@@ -127,3 +127,71 @@ def test_a_bound_the_grammar_sampler_cannot_take_is_a_400(local_gateway: Gateway
         )
     assert raised.value.code == "invalid_request"
     assert "minLength" in str(raised.value)
+
+
+def test_a_length_bound_above_the_grammar_limit_is_a_400_naming_it(local_gateway: Gateway) -> None:
+    """llama.cpp's grammar reads a maxLength/maxItems above 2000 as unbounded, so a longer answer failed the host's
+    check (500 ``invalid_structured_output``). The local backend refuses such a bound: 400 naming the keyword by its
+    path in the request and the limit."""
+    schema = {
+        "type": "object",
+        "properties": {"essay": {"type": "string", "maxLength": 2500}},
+        "required": ["essay"],
+        "additionalProperties": False,
+    }
+    with pytest.raises(openai.BadRequestError) as raised:
+        client(local_gateway).responses.create(
+            model="on-device",
+            input="x",
+            max_output_tokens=8,
+            text={"format": {"type": "json_schema", "name": "Essay", "schema": schema}},
+        )
+    assert raised.value.code == "invalid_request"
+    assert raised.value.param == "text.format.schema.properties.essay.maxLength"
+    assert "2000" in str(raised.value) and "2500" in str(raised.value)
+
+
+class Rating(BaseModel):
+    # Pydantic's ge/le/gt/lt on floats: whole-number bounds, enforced by the local backend's grammar.
+    score: float = Field(ge=0, le=10)
+    share: float = Field(gt=0, lt=1)
+    delta: float = Field(ge=-5, le=-1)
+
+
+def test_number_bounds_hold_on_the_local_model(local_gateway: Gateway) -> None:
+    """Bounds of a ``number`` were checked by the host but not by llama.cpp's grammar, so a model writing 250 for
+    ``le=10`` ended 500 ``invalid_structured_output``. Prompts that invite out-of-range values, at temperature 0 and
+    sampled: every answer completes and lies in range."""
+    prompts = [
+        "The film scored 250 points, a share of 97 percent, and changed by +40. Rate it as JSON.",
+        "Score: 1000. Share: 5. Delta: 300. Copy these numbers into the JSON.",
+        "Give a score of -7, a share of 2.5 and a delta of 12.",
+    ]
+    for prompt in prompts:
+        for temperature in (0, 1.5):
+            response = client(local_gateway).responses.parse(
+                model="on-device", input=prompt, text_format=Rating, max_output_tokens=80, temperature=temperature
+            )
+            assert response.status == "completed", response
+            rating = response.output_parsed
+            assert 0 <= rating.score <= 10 and 0 < rating.share < 1 and -5 <= rating.delta <= -1, rating
+
+
+def test_a_number_bound_the_grammar_cannot_write_is_a_400_naming_it(local_gateway: Gateway) -> None:
+    """A bound of a ``number`` that is not a whole number (0.5) cannot be written by the local backend's grammar:
+    400 naming the keyword's path, never a later 500."""
+    schema = {
+        "type": "object",
+        "properties": {"p": {"type": "number", "minimum": 0, "maximum": 0.5}},
+        "required": ["p"],
+        "additionalProperties": False,
+    }
+    with pytest.raises(openai.BadRequestError) as raised:
+        client(local_gateway).responses.create(
+            model="on-device",
+            input="x",
+            max_output_tokens=8,
+            text={"format": {"type": "json_schema", "name": "P", "schema": schema}},
+        )
+    assert raised.value.code == "invalid_request"
+    assert raised.value.param == "text.format.schema.properties.p.maximum"

@@ -197,6 +197,11 @@ int32_t top_k_from_metadata(const char *text, int32_t fallback) {
     return (int32_t)v;
 }
 
+int32_t sampling_top_k(std::optional<int32_t> requested, int32_t fallback, int32_t n_vocab) {
+    int32_t k = requested.value_or(fallback);
+    return n_vocab > 0 && k > n_vocab ? n_vocab : k;
+}
+
 std::atomic<void (*)()> g_before_final_tool_parse{nullptr};
 
 bool tool_parse_due(uint64_t parsed_so_far, size_t text_size) {
@@ -519,6 +524,8 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
             });
             chat.grammar_triggers = {{COMMON_GRAMMAR_TRIGGER_TYPE_WORD, kToolCallOpen}};
             chat.parser = parser.save();
+        } catch (const std::bad_alloc &) {
+            throw;
         } catch (const std::exception &e) {
             // The schemas come from the request: one that has no grammar equivalent is the request's problem.
             throw BackendError(AFM_ERR_INVALID_REQUEST,
@@ -539,13 +546,12 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     p.max_output = output_cap(request.max_output_tokens, n);
 
     common_params_sampling sp;
-    sp.top_k = defaults_.top_k;
+    sp.top_k = sampling_top_k(request.top_k, defaults_.top_k, llama_vocab_n_tokens(vocab_));
     sp.top_p = request.top_p.value_or(defaults_.top_p);
     sp.min_p = defaults_.min_p;
     sp.temp = request.temperature.value_or(defaults_.temp);
     sp.no_perf = true;
     if (request.seed) sp.seed = *request.seed;
-    if (request.top_k) sp.top_k = *request.top_k;
     if (sp.temp <= 0.0f) {
         // Greedy: the most likely token (among those the grammar allows).
         sp.samplers = {COMMON_SAMPLER_TYPE_TOP_K};
@@ -603,11 +609,13 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
         // "Structured output"). The schema is the host's normalized one, so everything in it is enforceable; a
         // conversion failure is still the request's problem, not a silent fallback to free text.
         try {
-            std::string schema = request.output == OutputKind::JsonObject ? std::string(R"({"type":"object"})")
-                                                                          : request.output_schema;
-            sp.grammar = common_grammar(COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT,
-                                        json_schema_to_grammar(common_json::parse(schema), /*force_gbnf*/ true));
+            std::string grammar = request.output == OutputKind::JsonObject
+                                      ? json_schema_to_grammar(common_json::parse(R"({"type":"object"})"), true)
+                                      : output_schema_grammar(request.output_schema);
+            sp.grammar = common_grammar(COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT, grammar);
             sp.grammar_lazy = false;
+        } catch (const std::bad_alloc &) {
+            throw;  // the server's problem (5xx), not the request's
         } catch (const std::exception &e) {
             throw BackendError(AFM_ERR_INVALID_REQUEST,
                                std::string("the output schema cannot be turned into a grammar: ") + e.what());
@@ -615,15 +623,16 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
     }
     try {
         p.sampler = common_sampler_init(model_, sp);
+    } catch (const std::bad_alloc &) {
+        throw;  // out of memory is the server's problem (5xx), never the request's
     } catch (const std::exception &e) {
-        // A grammar from the client's schemas that llama.cpp's parser refuses is the request's problem: its
-        // repetition limit (2000) rejects large minLength/minItems bounds that json_schema_to_grammar writes out.
+        // A grammar from the client's schemas that llama.cpp's parser refuses is the request's problem. The bounds
+        // it is known to refuse (minLength/minItems above 2000) and the repetition budget are checked when the
+        // request is read (grammar.cpp), so this is a rule complexity llama.cpp finds too large.
         if (structured || !sp.grammar.empty())
             throw BackendError(AFM_ERR_INVALID_REQUEST,
                                std::string(structured ? "the output schema's" : "a tool's parameters schema's") +
-                                   " grammar was refused (" + e.what() +
-                                   "); llama.cpp's grammar sampler takes repetition bounds (minLength, maxLength, "
-                                   "minItems, maxItems) up to 2000");
+                                   " grammar was refused by llama.cpp's grammar parser (" + e.what() + ")");
         throw BackendError(offer_tools ? AFM_ERR_TOOL_FAILED : AFM_ERR_INTERNAL,
                            std::string("cannot set up sampling: ") + e.what());
     }

@@ -23,6 +23,8 @@
 #include "chat.h"      // llama.cpp common: chat templates, tool-call parsing
 #include "llama.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 struct ggml_threadpool;
 
 struct common_sampler;
@@ -105,6 +107,32 @@ struct Request {
 Request parse_request(afm_str request_json);
 
 // ---------------------------------------------------------------------------------------------------------------
+// Schemas and grammars (grammar.cpp): what llama.cpp's grammar enforces of a schema, checked when a request is read.
+// ---------------------------------------------------------------------------------------------------------------
+
+/** llama.cpp's grammar parser (llama-grammar.cpp, MAX_REPETITION_THRESHOLD) refuses a repetition minimum above this
+ *  and reads a maximum above it as "unbounded": a minLength/minItems above it is refused (output and tools), a
+ *  maxLength/maxItems above it is refused for the output schema (the host checks the answer; a longer one would
+ *  end `invalid_structured_output`) and left open for tools (whose arguments the host does not check). */
+constexpr int64_t kMaxGrammarRepetition = 2000;
+
+/** The sum of the length and count bounds over one request's schemas (output and every tool): llama.cpp spends
+ *  about one grammar rule per unit of each bound, so without a cap a 16 MiB body of `maxLength: 2000` properties
+ *  would make the grammar parser allocate millions of rules. 50,000 is 25 strings of 2,000 characters. */
+constexpr int64_t kGrammarRepetitionBudget = 50000;
+
+/** Checks one schema (the host's normalized output schema, or a tool's parameters) against the limits above and,
+ *  for the output schema, that every bound of a `number` is a whole number within ±(2^53-1) (the ones
+ *  output_schema_grammar enforces). `where` is its path in the request document; `budget` the repetitions used so
+ *  far by the request's schemas. Throws BackendError(invalid_request) naming the keyword's path. */
+void check_schema_limits(const nlohmann::json &schema, const std::string &where, bool output, int64_t &budget);
+
+/** The GBNF grammar of the output schema: llama.cpp's json_schema_to_grammar, except that a `number` with bounds
+ *  (whole numbers, checked by check_schema_limits) is written as the numbers in range: integers (optionally ".0")
+ *  and, where no value of the fraction can cross a bound, decimal fractions; no exponent. Throws on failure. */
+std::string output_schema_grammar(const std::string &schema_text);
+
+// ---------------------------------------------------------------------------------------------------------------
 // UTF-8 (utf8.cpp)
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -133,6 +161,10 @@ size_t partial_stop_length(std::string_view text, const std::vector<std::string>
 /** `general.sampling.top_k` from GGUF metadata text: a whole number in 0..INT32_MAX, else `fallback` (the value
  *  is written as a float by some converters; NaN, infinities and out-of-range values are not converted). */
 int32_t top_k_from_metadata(const char *text, int32_t fallback);
+
+/** The top_k the sampler gets: the request's, else the model's default, never more than the vocabulary (llama.cpp's
+ *  CPU sampler clamps by itself, but its backend top_k, ggml_top_k, asserts k <= n; 0 keeps "no cut"). */
+int32_t sampling_top_k(std::optional<int32_t> requested, int32_t fallback, int32_t n_vocab);
 
 /** Whether the tool-call parser should run now, given the bytes it parsed so far in this generation and the
  *  length of the text it would parse: the parser re-reads the whole output, so its runs are spaced out as the

@@ -13,6 +13,8 @@
 // instance still serves afterwards.
 #include "local.h"
 
+#include "common.h"
+
 #include <nlohmann/json.hpp>
 
 #include <dlfcn.h>
@@ -21,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -341,6 +344,12 @@ void test_helpers() {
     CHECK(top_k_from_metadata("-3", 7) == 7, "-3");
     CHECK(top_k_from_metadata("2.5", 7) == 7, "2.5");
     CHECK(top_k_from_metadata("", 7) == 7, "empty");
+    // top_k beyond the vocabulary (a client's 2^31-1, a model's metadata) is the vocabulary; 0 stays "no cut".
+    CHECK(sampling_top_k(INT32_MAX, 40, 49152) == 49152, "INT32_MAX");
+    CHECK(sampling_top_k(std::nullopt, 100000, 49152) == 49152, "metadata 100000");
+    CHECK(sampling_top_k(7, 40, 49152) == 7, "7");
+    CHECK(sampling_top_k(std::nullopt, 40, 49152) == 40, "default");
+    CHECK(sampling_top_k(std::nullopt, 0, 49152) == 0, "0");
     // The tool-call parser's total work stays linear in the output: simulate 100 kB growing by 4 bytes a token.
     uint64_t parsed = 0;
     size_t runs = 0;
@@ -453,7 +462,7 @@ void exhaust_memory_from_every_allocation(const char *what, const std::function<
 void test_schemas_keep_their_order() {
     const std::string schema =
         R"({"type":"object","properties":{"reasoning":{"type":"string","description":"a \"quoted\\ note\u0001"},)"
-        R"("choice":{"enum":["b","a"]},"n":{"type":"number","maximum":1.50}},"required":["reasoning","choice","n"],)"
+        R"("choice":{"enum":["b","a"]},"n":{"type":"number","maximum":1.50e2}},"required":["reasoning","choice","n"],)"
         R"("additionalProperties":false})";
     const std::string parameters = R"({"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"}}})";
     const std::string body = R"({"request_version":1,"model":")" + model_id() +
@@ -467,6 +476,196 @@ void test_schemas_keep_their_order() {
           r.tools[0].parameters.c_str());
     CHECK(r.tools[1].parameters == parameters, "parameters: %s", r.tools[1].parameters.c_str());
     exhaust_memory_from_every_allocation("parse_request (schema)", [&] { parse_request(span(body)); });
+}
+
+// --- Schemas the grammar cannot enforce, and bounded numbers --------------------------------------------------
+
+/** A request document with an output schema (and optionally tools), for parse_request. */
+std::string structured_request(const json &schema, const json &tools = json()) {
+    json r = {{"request_version", 1},
+              {"model", model_id()},
+              {"system", json::array()},
+              {"input", {{{"type", "message"}, {"role", "user"}, {"content", "Hi."}}}},
+              {"output_format", {{"type", "json_schema"}, {"name", "S"}, {"schema", schema}}}};
+    if (!tools.is_null()) r["tools"] = tools;
+    return r.dump();
+}
+
+/** The message of the invalid_request that parsing `body` throws, or "" when it is accepted. */
+std::string refusal(const std::string &body) {
+    try {
+        parse_request(span(body));
+    } catch (const BackendError &e) {
+        if (e.code() == AFM_ERR_INVALID_REQUEST) return e.what();
+        return std::string("wrong code ") + std::to_string(e.code()) + ": " + e.what();
+    }
+    return "";
+}
+
+json object_of(const json &properties) {
+    json required = json::array();
+    for (auto &[name, _] : properties.items()) required.push_back(name);
+    return {{"type", "object"}, {"properties", properties}, {"required", required}, {"additionalProperties", false}};
+}
+
+/** maxLength/maxItems above llama.cpp's 2000 were read by its grammar parser as unbounded, so a longer answer
+ *  ended invalid_structured_output (500): the output schema's are refused, naming the keyword and the limit; a
+ *  tool's stay open (the host does not check arguments). Minimums above 2000 are refused for both. */
+void test_repetition_bounds_above_the_grammar_limit() {
+    std::string m = refusal(structured_request(object_of({{"essay", {{"type", "string"}, {"maxLength", 2500}}}})));
+    CHECK(m.find("output_format.schema.properties.essay.maxLength is 2500") != std::string::npos &&
+              m.find("2000") != std::string::npos,
+          "maxLength 2500: \"%s\"", m.c_str());
+    m = refusal(structured_request(
+        object_of({{"tags", {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 2001}}}})));
+    CHECK(m.find("output_format.schema.properties.tags.maxItems is 2001") != std::string::npos, "maxItems: \"%s\"",
+          m.c_str());
+    json nested = {{"type", "object"},
+                   {"properties", {{"a", {{"$ref", "#/$defs/Row"}}}}},
+                   {"$defs", {{"Row", object_of({{"note", {{"type", "string"}, {"minLength", 1}, {"maxLength", 9000}}}})}}}};
+    m = refusal(structured_request(nested));
+    CHECK(m.find("output_format.schema.$defs.Row.properties.note.maxLength is 9000") != std::string::npos,
+          "in $defs: \"%s\"", m.c_str());
+    m = refusal(structured_request(object_of({{"s", {{"type", "string"}, {"minLength", 2001}}}})));
+    CHECK(m.find("properties.s.minLength is 2001") != std::string::npos, "minLength: \"%s\"", m.c_str());
+    // At the limit: accepted.
+    m = refusal(structured_request(object_of({{"essay", {{"type", "string"}, {"maxLength", 2000}}}})));
+    CHECK(m.empty(), "maxLength 2000 refused: %s", m.c_str());
+    // A tool's maxLength above the limit stays (open); its minLength does not.
+    json tool = {{"name", "save"}, {"parameters", object_of({{"text", {{"type", "string"}, {"maxLength", 100000}}}})}};
+    m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), json::array({tool})));
+    CHECK(m.empty(), "tool maxLength refused: %s", m.c_str());
+    tool["parameters"]["properties"]["text"]["minLength"] = 5000;
+    m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), json::array({tool})));
+    CHECK(m.find("tools[0].parameters.properties.text.minLength is 5000") != std::string::npos, "tool minLength: %s",
+          m.c_str());
+}
+
+/** Each unit of a length or count bound becomes a grammar rule: thousands of `maxLength: 2000` properties made
+ *  llama.cpp's grammar parser allocate millions of rules. The sum over the request's schemas is capped. */
+void test_repetition_budget() {
+    json properties = json::object();
+    for (int i = 0; i < 25; i++) properties["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 2000}};
+    std::string m = refusal(structured_request(object_of(properties)));
+    CHECK(m.empty(), "25 x 2000 (the budget) refused: %s", m.c_str());
+    properties["p25"] = {{"type", "string"}, {"maxLength", 1}};
+    m = refusal(structured_request(object_of(properties)));
+    // (The document's members are read in name order, so the property that goes over is p9.)
+    CHECK(m.find("output_format.schema.properties.p9.maxLength: the length and count bounds") != std::string::npos &&
+              m.find("50000") != std::string::npos,
+          "over the budget: \"%s\"", m.c_str());
+    // Tools count too, and an attack-sized body is refused before any grammar is built.
+    json many = json::object();
+    for (int i = 0; i < 5000; i++) many["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 2000}};
+    json tool = {{"name", "t"}, {"parameters", object_of(many)}};
+    auto t0 = std::chrono::steady_clock::now();
+    m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), json::array({tool})));
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(m.find("tools[0].parameters.properties.") != std::string::npos && m.find("50000") != std::string::npos,
+          "tool over the budget: \"%s\"", m.c_str());
+    std::fprintf(stderr, "  5,000 x maxLength 2000 in a tool: refused in %.2f s\n", seconds);
+}
+
+/** Bounds of a `number` that the grammar cannot write exactly are refused, naming the keyword; whole numbers are
+ *  enforced (see number_bounds_are_in_the_grammar). */
+void test_number_bounds_the_grammar_cannot_take() {
+    std::string m = refusal(structured_request(object_of({{"p", {{"type", "number"}, {"maximum", 0.5}}}})));
+    CHECK(m.find("output_format.schema.properties.p.maximum is 0.5") != std::string::npos, "0.5: \"%s\"", m.c_str());
+    m = refusal(structured_request(object_of({{"p", {{"type", "number"}, {"exclusiveMinimum", 1e300}}}})));
+    CHECK(m.find("properties.p.exclusiveMinimum") != std::string::npos, "1e300: \"%s\"", m.c_str());
+    for (const char *text : {"0", "0.0", "1.0", "-100", "1e2", "9007199254740991"}) {
+        json schema = object_of({{"p", {{"type", "number"}, {"minimum", json::parse(text)}}}});
+        m = refusal(structured_request(schema));
+        CHECK(m.empty(), "minimum %s refused: %s", text, m.c_str());
+    }
+    // Integers, and numbers fixed by enum, are not this check's business.
+    m = refusal(structured_request(object_of({{"p", {{"type", "number"}, {"enum", {0.5}}, {"maximum", 0.5}}}})));
+    CHECK(m.empty(), "enum refused: %s", m.c_str());
+}
+
+/** Whether the grammar takes `text` whole (each token of it in turn). */
+bool grammar_accepts(const llama_vocab *vocab, const std::string &grammar, const std::string &text) {
+    llama_sampler *sampler = llama_sampler_init_grammar(vocab, grammar.c_str(), "root");
+    if (!sampler) return false;
+    bool ok = true;
+    for (llama_token token : common_tokenize(vocab, text, false, true)) {
+        llama_token_data data{token, 0.0f, 0.0f};
+        llama_token_data_array candidates{&data, 1, -1, false};
+        llama_sampler_apply(sampler, &candidates);
+        if (std::isinf(data.logit)) {
+            ok = false;
+            break;
+        }
+        llama_sampler_accept(sampler, token);
+    }
+    if (ok) {  // the end of generation must be allowed too
+        llama_token eog = llama_vocab_eos(vocab);
+        llama_token_data data{eog, 0.0f, 0.0f};
+        llama_token_data_array candidates{&data, 1, -1, false};
+        llama_sampler_apply(sampler, &candidates);
+        ok = !std::isinf(data.logit);
+    }
+    llama_sampler_free(sampler);
+    return ok;
+}
+
+/** llama.cpp's converter writes every `number` as an unbounded number, so a model could write 150 for
+ *  `maximum: 100` and the host then failed the answer (500 invalid_structured_output). Whole-number bounds are now
+ *  in the grammar: inclusive and exclusive, negative ranges, nullable, in arrays and definitions. */
+void test_number_bounds_are_in_the_grammar() {
+    llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    llama_model *model = llama_model_load_from_file(g_model.c_str(), mp);
+    CHECK(model != nullptr, "vocab of %s", g_model.c_str());
+    if (!model) return;
+    const llama_vocab *vocab = llama_model_get_vocab(model);
+    struct Case {
+        json bounds;
+        std::vector<const char *> in, out;
+    };
+    const std::vector<Case> cases = {
+        {{{"minimum", 0}, {"maximum", 100}},
+         {"0", "100", "99.5", "100.0", "0.25", "7", "42.125"},
+         {"150", "100.5", "-1", "-0.5", "101", "1e3", "1000"}},
+        {{{"exclusiveMinimum", 0}, {"maximum", 1.0}}, {"0.5", "1", "0.001", "1.0"}, {"0", "0.0", "-0.5", "1.5", "2"}},
+        {{{"minimum", -10}, {"exclusiveMaximum", -2}}, {"-10", "-9.5", "-3", "-2.5", "-10.0"}, {"-2", "-1.5", "-10.5", "-11", "0", "3"}},
+        {{{"minimum", 5}}, {"5", "5.5", "123456", "6"}, {"4.99", "4", "-5", "0"}},
+        {{{"exclusiveMaximum", 0}}, {"-1", "-0.5", "-123.25"}, {"0", "0.5", "1"}},
+    };
+    for (const auto &c : cases) {
+        json number = {{"type", "number"}};
+        for (auto &[k, v] : c.bounds.items()) number[k] = v;
+        json schema = object_of({{"x", number}});
+        std::string grammar = output_schema_grammar(schema.dump());
+        for (const char *v : c.in)
+            CHECK(grammar_accepts(vocab, grammar, std::string(R"({"x": )") + v + "}"), "%s: %s refused",
+                  c.bounds.dump().c_str(), v);
+        for (const char *v : c.out)
+            CHECK(!grammar_accepts(vocab, grammar, std::string(R"({"x": )") + v + "}"), "%s: %s allowed",
+                  c.bounds.dump().c_str(), v);
+    }
+    // Nullable, in an array, behind a $ref: each bounded number has its own rule.
+    json schema = {{"type", "object"},
+                   {"properties",
+                    {{"a", {{"type", {"number", "null"}}, {"minimum", 0}, {"maximum", 10}}},
+                     {"b", {{"type", "array"}, {"items", {{"type", "number"}, {"minimum", 1}, {"maximum", 2}}}}},
+                     {"c", {{"$ref", "#/$defs/C"}}}}},
+                   {"required", {"a", "b", "c"}},
+                   {"additionalProperties", false},
+                   {"$defs", {{"C", {{"type", "number"}, {"maximum", -1}}}}}};
+    std::string grammar = output_schema_grammar(schema.dump());
+    CHECK(grammar_accepts(vocab, grammar, R"({"a": null, "b": [1.5, 2], "c": -3.5})"), "combined: valid refused");
+    CHECK(grammar_accepts(vocab, grammar, R"({"a": 10, "b": [], "c": -1})"), "combined: valid refused");
+    CHECK(!grammar_accepts(vocab, grammar, R"({"a": 11, "b": [], "c": -1})"), "combined: a 11 allowed");
+    CHECK(!grammar_accepts(vocab, grammar, R"({"a": 1, "b": [2.5], "c": -1})"), "combined: b 2.5 allowed");
+    CHECK(!grammar_accepts(vocab, grammar, R"({"a": 1, "b": [], "c": -0.5})"), "combined: c -0.5 allowed");
+    // A string that looks like the marker is left alone.
+    // (object_of's members are in name order: nlohmann::json sorts keys.)
+    json tricky = object_of({{"s", {{"const", "afm-number-bound-value-0"}}}, {"n", {{"type", "number"}, {"maximum", 3}}}});
+    grammar = output_schema_grammar(tricky.dump());
+    CHECK(grammar_accepts(vocab, grammar, R"({"n": 2, "s": "afm-number-bound-value-0"})"), "marker-like const refused");
+    CHECK(!grammar_accepts(vocab, grammar, R"({"n": 4, "s": "afm-number-bound-value-0"})"), "marker: n 4 allowed");
+    llama_model_free(model);
 }
 
 void test_parse_with_memory_exhausted() {
@@ -686,6 +885,10 @@ int main(int argc, char **argv) {
     run("helpers", test_helpers);
     run("parse_with_memory_exhausted", test_parse_with_memory_exhausted);
     run("schemas_keep_their_order", test_schemas_keep_their_order);
+    run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
+    run("repetition_budget", test_repetition_budget);
+    run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);
+    run("number_bounds_are_in_the_grammar", test_number_bounds_are_in_the_grammar);
     const afm_backend_vtable *vt = negotiate();
     if (!vt) {
         std::fprintf(stderr, "negotiation failed\n");

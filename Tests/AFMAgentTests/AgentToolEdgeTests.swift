@@ -418,6 +418,23 @@ struct AgentToolEdgeTests {
         await second.shutdown()
     }
 
+    /// A tool's MIME type reaches the model as at most 64 printable characters. Failed before: a 10,000-character
+    /// type was copied whole into the output text.
+    @Test func aLongMimeTypeIsCutInThePlaceholder() async throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"seen"}],"else":[{"tool_call":{"name":"odd","arguments":"{}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("eyes", steps)], capabilities: ["eyes": #"{"vision":true}"#])
+        let type = "image/" + String(repeating: "x\n", count: 5000)
+        let odd = AgentTool.local(name: "odd", description: "Odd.", parameters: Self.noArguments) { _ in
+            AgentToolOutput(content: [.image(mimeType: type, base64: Self.png)])
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "eyes", tools: [odd]))
+        #expect(try await agent.run("Odd").response().text == "seen")
+        let output = gateway.requests().last?["input"]?[2]?["output"]?.stringValue ?? ""
+        #expect(output.hasPrefix("[image image/xxxx"), "\(output.prefix(200))")
+        #expect(output.utf8.count < 400, "\(output.prefix(200))")
+        #expect(!output.contains("\n"))
+    }
+
     /// An image the gateway would refuse (a format it does not take, or data that is not base64) is not sent: the
     /// model reads a placeholder saying why, the valid image beside it still goes, and the turn answers. Failed
     /// before: the request carried the SVG, the gateway refused it with 400 and the turn failed (`generation_failed`:

@@ -230,14 +230,35 @@ struct APIHandler: Sendable {
                 self.refuse(request, writer, error, origin: origin, dialect: .messages, context: context)
             }
         }
-        guard prepared.startMayBlock else {
-            answer()
+        // Counting takes a slot like a generation: a runner's tokenizer works through the whole body, so count
+        // calls must not bypass `MaxConcurrent`/`MaxQueued` (a full backend answers 503 with Retry-After).
+        switch service.admission.admit(backend: prepared.backendID) {
+        case .admitted(let ticket):
+            guard prepared.startMayBlock else {
+                answer()
+                ticket.release()
+                return .answered
+            }
+            // A runner-hosted backend's tokenizer answers over its channel, which must not hold up the loop.
+            return .continueAsync {
+                await writer.leaveEventLoop()
+                defer { ticket.release() }
+                answer()
+            }
+        case .refused(let error):
+            service.release(prepared)
+            refuse(request, writer, error, origin: origin, dialect: .messages, context: context, model: prepared.request.model)
             return .answered
-        }
-        // A runner-hosted backend's tokenizer answers over its channel, which must not hold up the loop.
-        return .continueAsync {
-            await writer.leaveEventLoop()
-            answer()
+        case .queued(let waiter):
+            return .continueAsync {
+                await writer.leaveEventLoop()
+                guard let admitted = await waiter.wait() else {
+                    self.service.release(prepared)  // the client left while queued
+                    return
+                }
+                defer { admitted.release() }
+                answer()
+            }
         }
     }
 

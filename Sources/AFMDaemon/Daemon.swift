@@ -103,6 +103,7 @@ public final class Daemon: Sendable {
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
         http.processingDeadline = configuration.processingDeadline
         http.ioThreadCount = configuration.ioThreads
+        http.errorBody = Self.httpErrorBody
         http.maxConnections = Self.fitConnectionLimit(
             configuration.maxConnections, refusalHeadroom: http.refusalHeadroom, logger: logger)
         let statusBox = StatusBox()
@@ -124,6 +125,14 @@ public final class Daemon: Sendable {
     /// Raises the soft `RLIMIT_NOFILE` so `wanted` connections (plus the refusal headroom and the reserve) fit; when
     /// the hard limit is too low, returns the most connections it allows and says so: refusing with 503 at a known
     /// count beats failing `accept` (or opening a model file) with EMFILE at an unknown one.
+    /// The body of an error the HTTP server raises itself (413, 431, 408, 504): Anthropic's envelope on a path
+    /// under `/v1/messages` (docs/anthropic-messages.md, "Errors"), the server's default (OpenAI's) elsewhere.
+    @Sendable static func httpErrorBody(path: String?, status: Int, code: String, message: String) -> [UInt8]? {
+        guard let path, APIDialect(path: path) == .messages else { return nil }
+        let envelope: JSONValue = ["type": "error", "error": ["type": .string(AFMErrorCode.anthropicType(forStatus: status)), "message": .string(message)]]
+        return envelope.encoded()
+    }
+
     static func fitConnectionLimit(_ wanted: Int, refusalHeadroom: Int, logger: Logger) -> Int {
         let needed = UInt64(wanted + refusalHeadroom + reservedDescriptors)
         let soft = ResourceLimits.raiseOpenFilesSoftLimit(to: needed)

@@ -238,10 +238,11 @@ final class HTTPConnection: Sendable {
 
     /// The processing deadline passed for request `sequence`: cancel the handler and answer 504 if nothing was
     /// sent yet. Returns true when the connection must be torn down instead (a response had already started).
-    func processingDeadlineExpired(sequence: UInt64) -> Bool {
+    func processingDeadlineExpired(sequence: UInt64, path: String?) -> Bool {
+        let message = "The request took too long to process."
         let response = HTTPResponseEncoder.errorResponse(
-            status: 504, code: "timeout", message: "The request took too long to process.",
-            date: core.dateCache.current(), serverName: core.configuration.serverName)
+            status: 504, code: "timeout", message: message, date: core.dateCache.current(),
+            serverName: core.configuration.serverName, body: core.configuration.errorBody?(path, 504, "timeout", message))
         let (task, waiters, flush, dead) = state.withLock {
             state -> (Task<Void, Never>?, [Waiter], Bool, Bool) in
             guard state.phase == .handling, state.sequence == sequence, !state.closed else {

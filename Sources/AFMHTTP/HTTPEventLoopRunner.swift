@@ -25,6 +25,8 @@ final class HTTPEventLoopRunner {
         var waitingSince: UInt64
         /// When the first byte of the request being received arrived.
         var requestStartedAt: UInt64?
+        /// The path of the request whose handler runs (for the body of a 504).
+        var requestPath: String?
         var served = 0
 
         init(connection: HTTPConnection, limits: HTTPRequestParser.Limits, now: UInt64) {
@@ -343,17 +345,17 @@ final class HTTPEventLoopRunner {
             case .error(let error):
                 logger.debug(
                     "rejecting request", ["connection.id": "\(context.connection.id)", "status": "\(error.status)"])
-                sendError(context, status: error.status, code: error.code, message: error.message)
+                sendError(context, status: error.status, code: error.code, message: error.message, path: context.parser.failedPath)
             case .request(let parsed):
                 startHandler(context, parsed)
             }
         }
     }
 
-    private func sendError(_ context: Context, status: Int, code: String, message: String) {
+    private func sendError(_ context: Context, status: Int, code: String, message: String, path: String?) {
         let bytes = HTTPResponseEncoder.errorResponse(
             status: status, code: code, message: message, date: core.dateCache.current(),
-            serverName: core.configuration.serverName)
+            serverName: core.configuration.serverName, body: core.configuration.errorBody?(path, status, code, message))
         context.connection.sendErrorAndClose(bytes)
         context.closing = true
     }
@@ -372,6 +374,7 @@ final class HTTPEventLoopRunner {
         context.handlerStartedAt = SystemClock.coarseMonotonicNanoseconds()
         context.served += 1
         let head = parsed.head
+        context.requestPath = head.path
         let request = HTTPRequest(
             method: head.method, target: head.target, path: head.path, query: head.query, version: head.version,
             headers: head.headers, body: parsed.body, remoteAddress: connection.remoteAddress,
@@ -438,7 +441,7 @@ final class HTTPEventLoopRunner {
                             [
                                 "connection.id": "\(connection.id)"
                             ])
-                        if connection.processingDeadlineExpired(sequence: context.sequence) {
+                        if connection.processingDeadlineExpired(sequence: context.sequence, path: context.requestPath) {
                             teardown(context, "deadline passed mid-response")
                             continue
                         }
@@ -478,12 +481,21 @@ final class HTTPEventLoopRunner {
                 let start = context.requestStartedAt ?? context.waitingSince
                 if elapsed(from: start, to: now) > configuration.requestHeader {
                     if context.parser.hasPartialRequest || context.served == 0 {
-                        let answer =
-                            timeoutAnswer
-                            ?? HTTPResponseEncoder.errorResponse(
-                                status: 408, code: "request_timeout", message: "The request was not received in time.",
-                                date: core.dateCache.current(), serverName: core.configuration.serverName)
-                        timeoutAnswer = answer
+                        let message = "The request was not received in time."
+                        let answer: [UInt8]
+                        if let body = core.configuration.errorBody?(context.parser.pendingPath, 408, "request_timeout", message) {
+                            // An envelope for the path: not the shared default answer.
+                            answer = HTTPResponseEncoder.errorResponse(
+                                status: 408, code: "request_timeout", message: message, date: core.dateCache.current(),
+                                serverName: core.configuration.serverName, body: body)
+                        } else {
+                            answer =
+                                timeoutAnswer
+                                ?? HTTPResponseEncoder.errorResponse(
+                                    status: 408, code: "request_timeout", message: message,
+                                    date: core.dateCache.current(), serverName: core.configuration.serverName)
+                            timeoutAnswer = answer
+                        }
                         context.connection.sendErrorAndClose(answer)
                         context.closing = true
                     } else {

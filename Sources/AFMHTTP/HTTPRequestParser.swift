@@ -94,6 +94,13 @@ struct HTTPRequestParser {
     /// Whether part of a request (head bytes or body) has been received.
     var hasPartialRequest: Bool { phase != .head || readIndex < buffer.count }
 
+    /// The path of the request being received, once its head was parsed (for the body of a 408).
+    var pendingPath: String? { head?.path }
+
+    /// The path of the request that failed, when its head had been parsed (a 413 is decided from the head), so
+    /// the error can be answered in the envelope of the endpoint it was sent to.
+    private(set) var failedPath: String?
+
     /// Whether the parser is in the failed state.
     var isFailed: Bool { phase == .failed }
 
@@ -246,6 +253,7 @@ struct HTTPRequestParser {
 
     private mutating func fail(_ error: HTTPParseError) -> Event {
         phase = .failed
+        failedPath = head?.path
         head = nil
         body = []
         return .error(error)

@@ -138,6 +138,9 @@ enum HTTPResponseEncoder {
     static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     /// A complete error response with the JSON envelope, always closing the connection unless told otherwise.
+    ///
+    /// - Parameter body: the error body to send instead of the default ``HTTPErrorBody`` envelope (rendered by
+    ///   ``HTTPServer/Configuration/errorBody`` for the request's path).
     static func errorResponse(
         status: Int,
         code: String,
@@ -146,9 +149,10 @@ enum HTTPResponseEncoder {
         serverName: String?,
         close: Bool = true,
         headOnly: Bool = false,
-        retryAfterSeconds: Int? = nil
+        retryAfterSeconds: Int? = nil,
+        body rendered: [UInt8]? = nil
     ) -> [UInt8] {
-        let body = HTTPErrorBody.json(message: message, type: HTTPErrorBody.type(forStatus: status), code: code)
+        let body = rendered ?? HTTPErrorBody.json(message: message, type: HTTPErrorBody.type(forStatus: status), code: code)
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         if let retryAfterSeconds { headers.add(name: "Retry-After", value: "\(retryAfterSeconds)") }

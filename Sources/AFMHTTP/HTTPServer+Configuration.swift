@@ -55,6 +55,13 @@ extension HTTPServer {
         /// response in flight. Ends earlier when the client closes. Default: 2 s.
         public var lingerTimeout: Duration = .seconds(2)
 
+        /// Renders the body of an error the server answers itself (413, 431, 400, 408, 504) for the path of the
+        /// request it answers (nil when no request head was read), or returns nil for the default
+        /// ``HTTPErrorBody`` envelope. The server knows no API dialects: the daemon injects this to answer in each
+        /// endpoint's envelope (Anthropic's under `/v1/messages`). A 503 for a connection over the limit is sent
+        /// before any request is read and always uses the default. Default: nil.
+        public var errorBody: (@Sendable (_ path: String?, _ status: Int, _ code: String, _ message: String) -> [UInt8]?)?
+
         /// The defaults.
         public init() {}
     }

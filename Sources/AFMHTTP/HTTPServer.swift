@@ -27,7 +27,8 @@ import Synchronization
 ///   up its own connection instead of filling the server's memory (reading resumes below the low watermark).
 /// - Bodies are read fully before the handler runs (`Content-Length` or chunked); `Expect: 100-continue`
 ///   gets `100 Continue` when the declared size is acceptable, 413 at once when not.
-/// - Every error the server answers itself uses the JSON envelope of ``HTTPErrorBody``.
+/// - Every error the server answers itself uses the JSON envelope of ``HTTPErrorBody``, unless
+///   ``Configuration/errorBody`` renders another for the request's path (the daemon's per-dialect envelopes).
 /// - A client disconnect (EOF, reset, `EPOLLRDHUP`) cancels the running handler at once. A client that
 ///   half-closes after sending its request is treated as gone too: the gateway cancels work for clients
 ///   that left, and no HTTP client in use half-closes.

@@ -84,6 +84,50 @@ import Testing
         #expect(!events.contains { $0.event == "message_stop" })
     }
 
+    /// count_tokens passes the same admission control as generation: with MaxConcurrent=1, MaxQueued=0 and a
+    /// generation holding the slot it is refused with 503 and Retry-After in Anthropic's envelope (it was counted
+    /// at once, and on a runner-hosted backend every such call tokenized up to the body limit on a new thread).
+    @Test func countTokensWaitsForAdmissionLikeAGeneration() throws {
+        let harness = try DaemonHarness(
+            models: ["slow": #"[{"text":"a"},{"delay_ms":3000},{"text":"b"}]"#], config: "[Backend.scripted]\nMaxConcurrent=1\nMaxQueued=0\n")
+        let holder = try harness.client()
+        try holder.sendRequest(
+            "POST", "/v1/messages", body: Array(#"{"model":"slow","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}"#.utf8),
+            headers: ["Content-Type": "application/json"])
+        #expect(try holder.readStreamHead() == 200)
+        let count = #"{"model":"slow","messages":[{"role":"user","content":"hello"}]}"#
+        let refused = try harness.client().post("/v1/messages/count_tokens", json: count)
+        #expect(refused.status == 503)
+        #expect(refused.header("Retry-After") == "1")
+        #expect(refused.json?["type"] == "error")
+        #expect(refused.json?["error"]?["type"] == "overloaded_error")
+        let generation = try harness.client().post("/v1/messages", json: #"{"model":"slow","max_tokens":5,"messages":[{"role":"user","content":"x"}]}"#)
+        #expect(generation.status == 503)
+        _ = try holder.readUntil { $0.contains("message_stop") }
+        #expect(waitUntil(seconds: 10) { (try? harness.client().post("/v1/messages/count_tokens", json: count).status) == 200 })
+    }
+
+    /// Errors the HTTP server raises itself (here 413 for a body over the limit, decided from Content-Length
+    /// before the body is read) use Anthropic's envelope on `/v1/messages` (with a query too) and OpenAI's
+    /// elsewhere: the server renders them by path through the daemon's dialect table.
+    @Test func errorsTheHTTPServerRaisesUseTheDialectsEnvelope() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"ok"}]"#])
+        let size = 17 * 1024 * 1024
+        let anthropic = try harness.client()
+        try anthropic.send("POST /v1/messages?beta=true HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: \(size)\r\n\r\n")
+        let tooLarge = try anthropic.readResponse()
+        #expect(tooLarge.status == 413)
+        #expect(tooLarge.json?["type"] == "error")
+        #expect(tooLarge.json?["error"]?["type"] == "request_too_large")
+        #expect(tooLarge.json?["error"]?["message"]?.stringValue?.isEmpty == false)
+        let openAI = try harness.client()
+        try openAI.send("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: \(size)\r\n\r\n")
+        let chat = try openAI.readResponse()
+        #expect(chat.status == 413)
+        #expect(chat.json?["error"]?["code"] == "request_too_large")
+        #expect(chat.json?["type"] == nil)
+    }
+
     @Test func countTokensCountsTheRequestWithoutGenerating() throws {
         let harness = try DaemonHarness(models: ["demo": #"[{"text":"x"}]"#])
         let short = try harness.client().post("/v1/messages/count_tokens?beta=true", json: #"{"model":"demo","messages":[{"role":"user","content":"hi"}]}"#)

@@ -93,10 +93,20 @@ public struct ConversationItems: Sendable {
 
     /// Appends an item.
     ///
-    /// - Parameter outputParam: the field a tool output's call id is in, named in the error when it answers no
-    ///   earlier call (`input[3].call_id`, `messages[2].tool_call_id`).
+    /// A user message without any content part is refused in every dialect (400 `empty_array` naming its
+    /// content): a turn that says nothing is a client mistake, and the dialects used to disagree (200 with an
+    /// empty turn, or 400).
+    ///
+    /// - Parameter outputParam: the field named in the error: a tool output's call id when it answers no earlier
+    ///   call (`input[3].call_id`, `messages[2].tool_call_id`), a message's content when it is empty
+    ///   (`messages[2].content`).
     public mutating func append(_ item: PipelineRequest.Item, outputParam: @autoclosure () -> String) throws(AFMError) {
         switch item {
+        case .message(let role, let parts) where parts.isEmpty && role == "user":
+            let param = outputParam()
+            throw AFMError(
+                .invalidRequest, "'\(param)' must not be empty: a user message needs at least one content part.", param: param,
+                publicCode: "empty_array")
         case .functionCall(let callID, _, _, _), .customToolCall(let callID, _, _):
             callIDs.insert(callID)
         case .functionCallOutput(let callID, _), .customToolCallOutput(let callID, _):

@@ -97,7 +97,11 @@ public struct ResponsesRequest: Sendable {
             for (index, element) in list.enumerated() {
                 let param = "input[\(index)]"
                 guard let item = try Self.parseItem(element, param: param, system: &system, images: &images) else { continue }
-                try conversation.append(item, outputParam: "\(param).call_id")
+                if case .message = item {
+                    try conversation.append(item, outputParam: "\(param).content")
+                } else {
+                    try conversation.append(item, outputParam: "\(param).call_id")
+                }
             }
             imageCount = images
         default:

@@ -184,4 +184,33 @@ import Testing
         }
         #expect(try harness.client().get("/health").status == 200)
     }
+
+    /// One rule for an empty message in every dialect (ConversationItems): a user message whose content is an
+    /// empty list is a 400 naming its content (Chat Completions and Responses answered 200 with an empty turn,
+    /// Messages 400), and a Chat assistant message with `content: null` and `tool_calls: []` is a 400 too (it added
+    /// nothing, silently).
+    @Test func anEmptyMessageIsRefusedAlikeInEveryDialect() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"ok"}]"#])
+        let client = try harness.client()
+        let chat = try client.post("/v1/chat/completions", json: #"{"model":"demo","messages":[{"role":"user","content":[]}]}"#)
+        #expect(chat.status == 400, "\(chat.text)")
+        #expect(chat.json?["error"]?["param"] == "messages[0].content")
+        #expect(chat.json?["error"]?["code"] == "empty_array")
+        let responses = try client.post("/v1/responses", json: #"{"model":"demo","input":[{"role":"user","content":[]}]}"#)
+        #expect(responses.status == 400, "\(responses.text)")
+        #expect(responses.json?["error"]?["param"] == "input[0].content")
+        #expect(responses.json?["error"]?["code"] == "empty_array")
+        let messages = try client.post(
+            "/v1/messages", json: #"{"model":"demo","max_tokens":5,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yes"},{"role":"user","content":[]}]}"#)
+        #expect(messages.status == 400, "\(messages.text)")
+        #expect(messages.json?["error"]?["message"]?.stringValue?.contains("messages[2].content") == true, "\(messages.text)")
+        let assistant = try client.post(
+            "/v1/chat/completions",
+            json: #"{"model":"demo","messages":[{"role":"user","content":"a"},{"role":"assistant","content":null,"tool_calls":[]},{"role":"user","content":"b"}]}"#)
+        #expect(assistant.status == 400, "\(assistant.text)")
+        #expect(assistant.json?["error"]?["param"] == "messages[1].content")
+        // A non-empty conversation around them is answered as before.
+        let fine = try client.post("/v1/chat/completions", json: #"{"model":"demo","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}"#)
+        #expect(fine.status == 200)
+    }
 }

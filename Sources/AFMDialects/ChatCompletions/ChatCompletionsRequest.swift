@@ -157,12 +157,14 @@ public struct ChatCompletionsRequest: Sendable {
             if !text.isEmpty { system.append(text) }
         case "user":
             let parts = try userParts(object["content"], param: "\(param).content", images: &images)
-            try conversation.append(.message(role: "user", parts: parts), outputParam: param)
+            try conversation.append(.message(role: "user", parts: parts), outputParam: "\(param).content")
         case "assistant":
             let text = try texts(object["content"], param: "\(param).content", required: false, allowRefusal: true).joined()
             if !text.isEmpty { try conversation.append(.message(role: "assistant", parts: [["type": "text", "text": .string(text)]]), outputParam: param) }
+            var list: [JSONValue] = []
             if let calls = object["tool_calls"], !calls.isNull {
-                guard let list = calls.arrayValue else { throw RequestFields.typeError("\(param).tool_calls", expected: "an array", got: calls) }
+                guard let calls = calls.arrayValue else { throw RequestFields.typeError("\(param).tool_calls", expected: "an array", got: calls) }
+                list = calls
                 for (index, call) in list.enumerated() {
                     let callParam = "\(param).tool_calls[\(index)]"
                     guard let id = call["id"]?.stringValue, !id.isEmpty else { throw RequestFields.missing("\(callParam).id") }
@@ -175,7 +177,9 @@ public struct ChatCompletionsRequest: Sendable {
                     }
                     try conversation.append(.functionCall(callID: id, name: name, arguments: arguments, namespace: nil), outputParam: callParam)
                 }
-            } else if text.isEmpty, object["content"]?.isNull ?? true {
+            }
+            // `tool_calls: []` is no call: with no content the message says nothing.
+            if list.isEmpty, text.isEmpty, object["content"]?.isNull ?? true {
                 throw AFMError(
                     .invalidRequest, "'\(param)' needs content or tool_calls.", param: "\(param).content", publicCode: "missing_required_parameter")
             }

@@ -130,6 +130,8 @@ public final class Agent: Sendable {
                 if let limit = configuration.historyLimit, state.turns.count > max(limit, 0) {
                     state.turns.removeFirst(state.turns.count - max(limit, 0))
                 }
+                // An image no request will carry again keeps only its placeholder (what the model reads anyway).
+                state.turns = ToolOutputItems.limitingImages(state.turns)
             }
             result = .success(response)
         } catch {

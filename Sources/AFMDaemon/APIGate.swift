@@ -16,6 +16,9 @@ final class APIGate: Sendable {
     }
 
     private let settings = Mutex(Settings())
+    /// Whether keys are configured: read first by every request, so the usual loopback set-up without keys takes
+    /// no lock shared by every event loop (and copies no key table).
+    private let keysEnabled = Atomic<Bool>(false)
     /// Set from the moment a drain starts (SIGTERM, `afmctl drain`) until `afmctl listener start`.
     private let draining = Atomic<Bool>(false)
 
@@ -23,7 +26,12 @@ final class APIGate: Sendable {
     static let openPaths: Set<String> = ["/health", "/ready"]
 
     var current: Settings { settings.withLock { $0 } }
-    func set(_ value: Settings) { settings.withLock { $0 = value } }
+    func set(_ value: Settings) {
+        settings.withLock { settings in
+            settings = value
+            keysEnabled.store(value.keys.isEnabled, ordering: .relaxed)
+        }
+    }
 
     var isDraining: Bool { draining.load(ordering: .relaxed) }
     func setDraining(_ value: Bool) { draining.store(value, ordering: .relaxed) }
@@ -39,6 +47,7 @@ final class APIGate: Sendable {
     /// Checks `request`'s key (`Authorization: Bearer`, else `x-api-key`) when keys are configured and its path
     /// is guarded. CORS preflights are let through: browsers never send credentials on them.
     func check(_ request: HTTPRequest) -> Verdict {
+        guard keysEnabled.load(ordering: .relaxed) else { return .allowed(keyName: nil) }
         let settings = self.settings.withLock { $0 }
         guard settings.keys.isEnabled, request.method != "OPTIONS", !Self.openPaths.contains(request.path) else {
             return .allowed(keyName: nil)

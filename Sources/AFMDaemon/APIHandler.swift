@@ -189,17 +189,18 @@ struct APIHandler: Sendable {
                 await self.respond(started, writer, origin: origin, encoder: encoder)
             }
         }
-        guard let started = start(prepared, request, writer, origin: origin, dialect: dialect) else {
+        guard var started = start(prepared, request, writer, origin: origin, dialect: dialect) else {
             ticket.release()
             return .answered
         }
-        if !started.request.stream, let (status, body, error) = service.completeIfEnded(started, encoder: encoder) {
+        if !started.request.stream, let (status, body, error) = service.completeIfEnded(&started, encoder: encoder) {
             deliver(started, writer, status: status, body: body, error: error, origin: origin, dialect: dialect)
             ticket.release()
             return .answered
         }
+        let waiting = started
         return .continueAsync {
-            await self.respond(started, writer, origin: origin, encoder: encoder)
+            await self.respond(waiting, writer, origin: origin, encoder: encoder)
             ticket.release()
         }
     }

@@ -71,6 +71,8 @@ public final class AdmissionControl: Sendable {
         }
     }
 
+    private enum AdmitOutcome { case admitted, queued(UInt64), refused(Lane) }
+
     private let state = Mutex(State())
     /// The `Retry-After` of a refusal, in seconds.
     public static let retryAfterSeconds = 1
@@ -96,18 +98,11 @@ public final class AdmissionControl: Sendable {
 
     /// Admits one request for `backend`: a slot now, a place in its queue, or a refusal.
     public func admit(backend: String) -> Decision {
-        enum Outcome { case admitted, queued(UInt64), refused(Lane) }
-        let outcome = state.withLock { state -> Outcome in
-            var lane = state.lanes[backend] ?? Lane()
-            defer { state.lanes[backend] = lane }
-            if lane.hasFreeSlot {
-                lane.running += 1
-                return .admitted
-            }
-            guard lane.waiting.count < lane.limits.maxQueued else { return .refused(lane) }
-            state.nextWaiter += 1
-            lane.waiting.append((state.nextWaiter, nil))
-            return .queued(state.nextWaiter)
+        let outcome = state.withLock { state -> AdmitOutcome in
+            // The lane is changed in place (one lookup, no copy of its waiters taken out and stored back).
+            var nextWaiter = state.nextWaiter
+            defer { state.nextWaiter = nextWaiter }
+            return Self.admit(&state.lanes[backend, default: Lane()], nextWaiter: &nextWaiter)
         }
         switch outcome {
         case .admitted:
@@ -122,6 +117,17 @@ public final class AdmissionControl: Sendable {
                         + "its limits (MaxConcurrent=\(lane.limits.maxConcurrent), MaxQueued=\(lane.limits.maxQueued)). Retry later.",
                     retryAfterSeconds: Self.retryAfterSeconds))
         }
+    }
+
+    private static func admit(_ lane: inout Lane, nextWaiter: inout UInt64) -> AdmitOutcome {
+        if lane.hasFreeSlot {
+            lane.running += 1
+            return .admitted
+        }
+        guard lane.waiting.count < lane.limits.maxQueued else { return .refused(lane) }
+        nextWaiter += 1
+        lane.waiting.append((nextWaiter, nil))
+        return .queued(nextWaiter)
     }
 
     /// The load of every backend that has limits or has had requests.
@@ -157,12 +163,14 @@ public final class AdmissionControl: Sendable {
     /// Gives a slot back: the first waiter takes it over (running stays), or it is freed.
     fileprivate func release(backend: String) {
         let next = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-            guard let lane = state.lanes[backend] else { return nil }
+            guard let index = state.lanes.index(forKey: backend) else { return nil }
+            let lane = state.lanes.values[index]
             // Over the limit (it was lowered): free the slot rather than pass it on.
             if !lane.waiting.isEmpty, lane.limits.maxConcurrent == 0 || lane.running <= lane.limits.maxConcurrent {
                 return state.grantFirst(of: backend)
             }
-            state.lanes[backend]!.running = max(0, lane.running - 1)  // safe: the lane was read above
+            // In place through the index found above: no second lookup.
+            state.lanes.values[index].running = max(0, lane.running - 1)
             return nil
         }
         next?.resume(returning: true)

@@ -38,10 +38,14 @@ public struct PolicyTable: Sendable {
     /// Every top-level field the dialect knows, in documentation order.
     public let fields: [Field]
     private let index: [String: Int]
+    /// Whether the field at each position is rejected: the check of an accepted body reads only this, not the
+    /// rows (a row copied out of the table costs a retain and a release of each of its strings, per body member).
+    private let rejected: [Bool]
 
     public init(_ fields: [Field]) {
         self.fields = fields
         index = Dictionary(uniqueKeysWithValues: fields.enumerated().map { ($1.name, $0) })
+        rejected = fields.map { if case .rejected = $0.disposition { true } else { false } }
     }
 
     /// The disposition of a top-level field, or nil when the dialect does not know it.
@@ -56,6 +60,7 @@ public struct PolicyTable: Sendable {
             guard let position = index[key] else {
                 throw AFMError(.invalidRequest, "Unknown parameter: '\(key)'.", param: key, publicCode: "unknown_parameter")
             }
+            guard rejected[position] else { continue }
             let field = fields[position]
             guard case .rejected(let code, let message) = field.disposition else { continue }
             if value.isNull || (field.accepted.map { $0 == value } ?? false) { continue }

@@ -207,7 +207,7 @@ public struct ResponseBuilder: Sendable {
     /// The opening events: `response.created` and `response.in_progress`.
     public mutating func start() -> [JSONValue] {
         let snapshot = responseObject()
-        return [event(nextSequence(), "response.created", ["response": snapshot]), event(nextSequence(), "response.in_progress", ["response": snapshot])]
+        return [Self.event(streamsEvents, nextSequence(), "response.created", ["response": snapshot]), Self.event(streamsEvents, nextSequence(), "response.in_progress", ["response": snapshot])]
     }
 
     /// The stream events one backend event produces (possibly none).
@@ -243,13 +243,13 @@ public struct ResponseBuilder: Sendable {
             if !items[index].hasTextPart {
                 items[index].hasTextPart = true
                 out.append(
-                    event(
-                        nextSequence(), "response.content_part.added",
+                    Self.event(
+                        streamsEvents, nextSequence(), "response.content_part.added",
                         ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": ""]]))
             }
             items[index].text += text
             out.append(
-                event(nextSequence(), "response.reasoning_text.delta", ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text)]))
+                Self.event(streamsEvents, nextSequence(), "response.reasoning_text.delta", ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text)]))
         case .reasoningState(let bytes):
             let index = openItem(.reasoning, into: &out)
             items[index].state += bytes
@@ -273,14 +273,14 @@ public struct ResponseBuilder: Sendable {
             item.toolIndex = toolIndex
             items.append(item)
             if recordsSteps { steps.append(.callBegan(call: callsStarted - 1, callID: item.callID, name: name)) }
-            out.append(event(nextSequence(), "response.output_item.added", ["output_index": number(items.count - 1), "item": itemSnapshot(items.count - 1)]))
+            out.append(Self.event(streamsEvents, nextSequence(), "response.output_item.added", ["output_index": number(items.count - 1), "item": itemSnapshot(items.count - 1)]))
         case .toolCallArguments(let toolIndex, let delta):
             guard !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) else { return [] }
             items[index].text += delta
             if recordsSteps, !delta.isEmpty { steps.append(.callArguments(call: callOrdinal(index), delta: delta)) }
             if items[index].kind == .functionCall {
                 out.append(
-                    event(nextSequence(), "response.function_call_arguments.delta", ["item_id": .string(items[index].id), "output_index": number(index), "delta": .string(delta)]))
+                    Self.event(streamsEvents, nextSequence(), "response.function_call_arguments.delta", ["item_id": .string(items[index].id), "output_index": number(index), "delta": .string(delta)]))
             }
         case .toolCallEnd(let toolIndex):
             if !droppedToolIndices.contains(toolIndex), let index = openCall(toolIndex) { items[index].ended = true }
@@ -296,7 +296,7 @@ public struct ResponseBuilder: Sendable {
                 closeOpenItems(into: &out, incomplete: true)
                 outcome = .incomplete(reason: "max_output_tokens")
                 stopReason = .length
-                out.append(event(nextSequence(), "response.incomplete", ["response": responseSnapshot()]))
+                out.append(Self.event(streamsEvents, nextSequence(), "response.incomplete", ["response": responseSnapshot()]))
             case .cancelled:
                 out += fail(AFMError(.cancelled, "The response was cancelled before it finished."))
             }
@@ -338,7 +338,7 @@ public struct ResponseBuilder: Sendable {
         }
         outcome = .completed
         stopReason = reason
-        out.append(event(nextSequence(), "response.completed", ["response": responseSnapshot()]))
+        out.append(Self.event(streamsEvents, nextSequence(), "response.completed", ["response": responseSnapshot()]))
     }
 
     /// Appends text to the open message (opening one).
@@ -347,8 +347,8 @@ public struct ResponseBuilder: Sendable {
         items[index].text += text
         if recordsSteps { steps.append(.text(text)) }
         out.append(
-            event(
-                nextSequence(), "response.output_text.delta",
+            Self.event(
+                streamsEvents, nextSequence(), "response.output_text.delta",
                 ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "delta": .string(text), "logprobs": []]))
     }
 
@@ -472,8 +472,8 @@ public struct ResponseBuilder: Sendable {
         outcome = .failed(error)
         // The error event has code/message/param at top level and never an "error" key: the OpenAI SDK raises
         // on any event whose data has a truthy "error" (reference §0.6).
-        out.append(event(nextSequence(), "error", ["code": .string(error.publicCode), "message": .string(error.message), "param": error.param.map(JSONValue.string) ?? nil]))
-        out.append(event(nextSequence(), "response.failed", ["response": responseSnapshot()]))
+        out.append(Self.event(streamsEvents, nextSequence(), "error", ["code": .string(error.publicCode), "message": .string(error.message), "param": error.param.map(JSONValue.string) ?? nil]))
+        out.append(Self.event(streamsEvents, nextSequence(), "response.failed", ["response": responseSnapshot()]))
         if recordsSteps { steps.append(.ended) }
         return out
     }
@@ -484,12 +484,12 @@ public struct ResponseBuilder: Sendable {
         closeOpenItems(into: &out, incomplete: false)
         items.append(OutputItem(kind: kind, id: ResponseID.make(kind == .message ? "msg" : "rs")))
         let index = items.count - 1
-        out.append(event(nextSequence(), "response.output_item.added", ["output_index": number(index), "item": itemSnapshot(index)]))
+        out.append(Self.event(streamsEvents, nextSequence(), "response.output_item.added", ["output_index": number(index), "item": itemSnapshot(index)]))
         if kind == .message {
             items[index].hasTextPart = true
             out.append(
-                event(
-                    nextSequence(), "response.content_part.added",
+                Self.event(
+                    streamsEvents, nextSequence(), "response.content_part.added",
                     ["item_id": .string(items[index].id), "output_index": number(index), "content_index": 0, "part": ["type": "output_text", "text": "", "annotations": [], "logprobs": []]]))
         }
         return index
@@ -516,27 +516,27 @@ public struct ResponseBuilder: Sendable {
         let id = JSONValue.string(item.id)
         switch item.kind {
         case .message:
-            out.append(event(nextSequence(), "response.output_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text), "logprobs": []]))
+            out.append(Self.event(streamsEvents, nextSequence(), "response.output_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text), "logprobs": []]))
             out.append(
-                event(
-                    nextSequence(), "response.content_part.done",
+                Self.event(
+                    streamsEvents, nextSequence(), "response.content_part.done",
                     ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "output_text", "text": .string(item.text), "annotations": [], "logprobs": []]]))
         case .reasoning:
             if !item.state.isEmpty { items[index].sealed = seal(item.state) }
             if item.hasTextPart {
-                out.append(event(nextSequence(), "response.reasoning_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text)]))
+                out.append(Self.event(streamsEvents, nextSequence(), "response.reasoning_text.done", ["item_id": id, "output_index": number(index), "content_index": 0, "text": .string(item.text)]))
                 out.append(
-                    event(nextSequence(), "response.content_part.done", ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": .string(item.text)]]))
+                    Self.event(streamsEvents, nextSequence(), "response.content_part.done", ["item_id": id, "output_index": number(index), "content_index": 0, "part": ["type": "reasoning_text", "text": .string(item.text)]]))
             }
         case .functionCall:
             out.append(
-                event(nextSequence(), "response.function_call_arguments.done", ["item_id": id, "output_index": number(index), "name": .string(item.name), "arguments": .string(item.text)]))
+                Self.event(streamsEvents, nextSequence(), "response.function_call_arguments.done", ["item_id": id, "output_index": number(index), "name": .string(item.name), "arguments": .string(item.text)]))
         case .customToolCall:
             let input = Self.customInput(item.text)
-            out.append(event(nextSequence(), "response.custom_tool_call_input.delta", ["item_id": id, "output_index": number(index), "delta": .string(input)]))
-            out.append(event(nextSequence(), "response.custom_tool_call_input.done", ["item_id": id, "output_index": number(index), "input": .string(input)]))
+            out.append(Self.event(streamsEvents, nextSequence(), "response.custom_tool_call_input.delta", ["item_id": id, "output_index": number(index), "delta": .string(input)]))
+            out.append(Self.event(streamsEvents, nextSequence(), "response.custom_tool_call_input.done", ["item_id": id, "output_index": number(index), "input": .string(input)]))
         }
-        out.append(event(nextSequence(), "response.output_item.done", ["output_index": number(index), "item": itemSnapshot(index)]))
+        out.append(Self.event(streamsEvents, nextSequence(), "response.output_item.done", ["output_index": number(index), "item": itemSnapshot(index)]))
     }
 
     /// A custom tool's input: the model called it as a function with `{"input": …}`.
@@ -547,11 +547,13 @@ public struct ResponseBuilder: Sendable {
     /// One stream event. Without `streamsEvents` (a non-streaming request only needs the final object) nothing
     /// is built: `fields` is not even evaluated.
     ///
-    /// `sequence` comes from `nextSequence()` at the call site, so this method only reads `self` and `fields` may
-    /// read it too (a mutating method could not take an autoclosure that reads `self`).
-    private func event(_ sequence: Int, _ type: String, _ fields: @autoclosure () -> JSONObject) -> JSONValue {
-        guard streamsEvents else { return .null }
-        var object: JSONObject = ["type": .string(type), "sequence_number": number(sequence)]
+    /// `sequence` comes from `nextSequence()` at the call site, and `build` is `streamsEvents`, so `fields` may read
+    /// the builder. Static on purpose: an instance method borrowing the builder while `fields` captures it made
+    /// Swift copy the whole builder (the request, its echo, the output) for every call, built or not — eight
+    /// copies per small answer (docs/PERFORMANCE.md, "Session 7: the regression since the production features").
+    private static func event(_ build: Bool, _ sequence: Int, _ type: String, _ fields: @autoclosure () -> JSONObject) -> JSONValue {
+        guard build else { return .null }
+        var object: JSONObject = ["type": .string(type), "sequence_number": .number(JSONNumber(sequence))]
         for (key, value) in fields() { object[key] = value }
         return .object(object)
     }

@@ -70,7 +70,8 @@ public final class ResponsesService: Sendable {
     public struct Started: Sendable {
         public let request: PipelineRequest
         public let stream: GenerationStream
-        public let builder: ResponseBuilder
+        /// The answer so far; ``ResponsesService/completeIfEnded(_:encoder:)`` advances it in place.
+        public internal(set) var builder: ResponseBuilder
         public let backendID: String
         /// Warnings for `x-afm-warning` headers (dropped hosted tools, unenforced schema keywords).
         public let warnings: [String]
@@ -374,16 +375,19 @@ public final class ResponsesService: Sendable {
     /// The non-streaming answer without waiting, when the generation has already ended (a backend that answered
     /// from inside `generate`: docs/backend-abi.md §5); nil when it has not, and then nothing was consumed.
     public func completeIfEnded(_ started: Started) -> (status: Int, body: [UInt8], error: AFMError?)? {
-        completeIfEnded(started, encoder: ResponsesEncoder())
+        var started = started
+        return completeIfEnded(&started, encoder: ResponsesEncoder())
     }
 
-    /// ``completeIfEnded(_:)`` in `encoder`'s dialect.
-    public func completeIfEnded(_ started: Started, encoder: some AnswerEncoder) -> (status: Int, body: [UInt8], error: AFMError?)? {
+    /// ``completeIfEnded(_:)`` in `encoder`'s dialect. The events are taken into `started`'s builder in place: a
+    /// copy of the builder (the request, its echo and the output so far) per answer was a measurable part of a
+    /// small request's CPU (docs/PERFORMANCE.md). Only for a non-streaming request.
+    public func completeIfEnded(_ started: inout Started, encoder: some AnswerEncoder) -> (status: Int, body: [UInt8], error: AFMError?)? {
         guard started.stream.hasEnded else { return nil }
-        var builder = started.builder
-        builder.streamsEvents = false
-        guard Self.takeBuffered(started.stream, into: &builder) else { return nil }
-        return answer(builder, encoder: encoder)
+        let stream = started.stream
+        started.builder.streamsEvents = false
+        guard Self.takeBuffered(stream, into: &started.builder) else { return nil }
+        return answer(started.builder, encoder: encoder)
     }
 
     /// Consumes the buffered events; returns whether the terminal one was among them.

@@ -110,6 +110,22 @@ public final class ServingMetrics: Sendable {
         var generationTokens: UInt64 = 0
         var cachedTokens: UInt64 = 0
         var finished: [String: UInt64] = [:]
+
+        mutating func add(_ request: Finished) {
+            if let first = request.timeToFirstToken {
+                firstToken.observe(first, buckets: ServingMetrics.firstTokenBuckets)
+                if request.generationTokens > 1 {
+                    let perTokenSeconds = max(0, request.duration - first) / Double(request.generationTokens - 1)
+                    perToken.observe(perTokenSeconds, buckets: ServingMetrics.perTokenBuckets)
+                }
+            }
+            latency.observe(request.duration, buckets: ServingMetrics.latencyBuckets)
+            queue.observe(request.queueSeconds, buckets: ServingMetrics.latencyBuckets)
+            promptTokens += UInt64(max(0, request.promptTokens))
+            generationTokens += UInt64(max(0, request.generationTokens))
+            cachedTokens += UInt64(max(0, request.cachedTokens))
+            finished[request.finishedReason, default: 0] += 1
+        }
     }
 
     struct State {
@@ -137,21 +153,9 @@ public final class ServingMetrics: Sendable {
     public func record(_ finished: Finished) {
         let key = ModelKey(model: finished.model, backend: finished.backend)
         state.withLock { state in
-            var entry = state.models[key] ?? PerModel()
-            if let first = finished.timeToFirstToken {
-                entry.firstToken.observe(first, buckets: Self.firstTokenBuckets)
-                if finished.generationTokens > 1 {
-                    let perToken = max(0, finished.duration - first) / Double(finished.generationTokens - 1)
-                    entry.perToken.observe(perToken, buckets: Self.perTokenBuckets)
-                }
-            }
-            entry.latency.observe(finished.duration, buckets: Self.latencyBuckets)
-            entry.queue.observe(finished.queueSeconds, buckets: Self.latencyBuckets)
-            entry.promptTokens += UInt64(max(0, finished.promptTokens))
-            entry.generationTokens += UInt64(max(0, finished.generationTokens))
-            entry.cachedTokens += UInt64(max(0, finished.cachedTokens))
-            entry.finished[finished.finishedReason, default: 0] += 1
-            state.models[key] = entry
+            // Updated in place: a copy of the entry taken out and stored back shares its histograms' arrays with
+            // the dictionary, so every observation copied them (four arrays and a dictionary per request).
+            state.models[key, default: PerModel()].add(finished)
             state.requests[RequestKey(dialect: finished.dialect, code: finished.status), default: 0] += 1
             if let name = finished.keyName { state.keys[name, default: 0] += 1 }
         }

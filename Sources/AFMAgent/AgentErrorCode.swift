@@ -87,7 +87,8 @@ public enum AgentErrorCode: String, Sendable, Hashable, CaseIterable {
             "integer_below_min_value", "invalid_encrypted_content", "invalid_image_url", "too_many_images",
             "invalid_base64", "image_too_large", "unsupported_image_format", "invalid_image", "invalid_image_dimensions",
             "previous_response_not_found", "duplicate_header", "unsupported_media_type", "forbidden_host",
-            "forbidden_origin", "http_400", "http_403", "http_413", "http_415":
+            "forbidden_origin", "request_too_large", "headers_too_large", "http_400", "http_403", "http_413", "http_415",
+            "http_431":
             self = .invalidRequest
         default: self = .generationFailed
         }

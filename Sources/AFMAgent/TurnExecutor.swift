@@ -79,11 +79,15 @@ struct TurnExecutor: Sendable {
         let definitions = plan.tools.map(\.definition)
         var fixed = instructions.map { ContextTrimmer.tokens(of: $0) + 4 } ?? 0
         fixed += definitions.reduce(0) { $0 + ContextTrimmer.tokens(of: $1.jsonString) }
+        // Images are limited before trimming: one that will not be sent is priced as its placeholder, not as an
+        // image (which would leave out earlier turns for nothing).
+        let limited = ToolOutputItems.limitingImages(history + [items])
         let fitted = ContextTrimmer.fit(
-            history: history, current: items, fixedTokens: fixed, budget: policy.trimsContext ? inputBudget : nil)
+            history: Array(limited.dropLast()), current: limited.last ?? [], fixedTokens: fixed,
+            budget: policy.trimsContext ? inputBudget : nil)
         var body: JSONObject = ["model": .string(model)]
         if let instructions, !instructions.isEmpty { body["instructions"] = .string(instructions) }
-        body["input"] = .array(ToolOutputItems.limitingImages(fitted.input))
+        body["input"] = .array(fitted.input)
         if !definitions.isEmpty {
             body["tools"] = .array(definitions)
             body["tool_choice"] = plan.toolChoice

@@ -22,6 +22,8 @@ struct AgentOptions {
 
     /// The longest timeout accepted (a million seconds; larger numbers would overflow the millisecond count).
     static let maximumSeconds = 1_000_000.0
+    /// The shortest timeout accepted (a millisecond; shorter ones would become 0 ms, a limit no call can meet).
+    static let minimumSeconds = 0.001
 
     init(arguments: ArraySlice<String>) throws {
         var rest = ArgumentCursor(arguments)
@@ -55,8 +57,8 @@ struct AgentOptions {
                 maxToolCalls = number
             case "--tool-timeout":
                 let text = try rest.value(argument)
-                guard let seconds = Double(text), seconds > 0, seconds <= Self.maximumSeconds else {
-                    throw UsageError(message: "--tool-timeout takes seconds > 0 (at most \(Int(Self.maximumSeconds)))")
+                guard let seconds = Double(text), seconds >= Self.minimumSeconds, seconds <= Self.maximumSeconds else {
+                    throw UsageError(message: "--tool-timeout takes seconds ≥ 0.001 (at most \(Int(Self.maximumSeconds)))")
                 }
                 toolTimeoutSeconds = seconds
                 commandLineToolTimeout = seconds
@@ -114,8 +116,8 @@ struct AgentOptions {
         for assignment in document.assignments {
             let place = "\(path):\(assignment.line)"
             func number() throws -> Double {
-                guard let value = Double(assignment.value), value > 0, value <= Self.maximumSeconds else {
-                    throw UsageError(message: "\(place): \(assignment.key) takes seconds > 0 (at most \(Int(Self.maximumSeconds)))")
+                guard let value = Double(assignment.value), value >= Self.minimumSeconds, value <= Self.maximumSeconds else {
+                    throw UsageError(message: "\(place): \(assignment.key) takes seconds ≥ 0.001 (at most \(Int(Self.maximumSeconds)))")
                 }
                 return value
             }

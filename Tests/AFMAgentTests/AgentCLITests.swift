@@ -194,7 +194,32 @@ struct AgentCLITests {
             Self.afm, ["agent", "--url", gateway.url.description, "--model", "m", "--tool-timeout", "1e300", "Hi"],
             environment: Self.environment(home))
         #expect(huge.status == 64, "\(huge.output)")
-        #expect(huge.output.contains("--tool-timeout takes seconds > 0"))
+        #expect(huge.output.contains("--tool-timeout takes seconds ≥ 0.001"))
+    }
+
+    /// A timeout under a millisecond is refused (it would become 0 ms, a limit no call can meet): `--tool-timeout`
+    /// with exit 64, a file's `StartupTimeout` with an error naming its line. Failed before: both were taken
+    /// as 0 and the command went on to run.
+    @Test func timeoutsUnderAMillisecondAreRefused() throws {
+        let home = TestPaths.makeTemporaryDirectory("afm-agent-home")
+        let tiny = try CommandOutput.run(
+            Self.afm, ["agent", "--url", "http://127.0.0.1:1", "--model", "m", "--tool-timeout", "0.0004", "Hi"],
+            environment: Self.environment(home))
+        #expect(tiny.status == 64, "\(tiny.output)")
+        #expect(tiny.output.contains("--tool-timeout takes seconds ≥ 0.001"), "\(tiny.output)")
+        try FileManager.default.createDirectory(atPath: home + "/afm", withIntermediateDirectories: true)
+        try """
+            [Agent]
+            Model=m
+            URL=http://127.0.0.1:1
+
+            [MCP.quick]
+            Command=/bin/true
+            StartupTimeout=0.0001
+            """.write(toFile: home + "/afm/agent.conf", atomically: true, encoding: .utf8)
+        let file = try CommandOutput.run(Self.afm, ["agent", "Hi"], environment: Self.environment(home))
+        #expect(file.status == 64, "\(file.output)")
+        #expect(file.output.contains("agent.conf:7: StartupTimeout takes seconds ≥ 0.001"), "\(file.output)")
     }
 
     /// `[MCP.<name>]` `Directory` and `Env` reach the server's process: it reports its working directory and the

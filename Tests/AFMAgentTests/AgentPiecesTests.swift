@@ -83,6 +83,9 @@ struct AgentPiecesTests {
         for code in ["invalid_image_url", "invalid_base64", "image_too_large", "unsupported_image_format", "invalid_image", "invalid_image_dimensions"] {
             #expect(AgentErrorCode(gatewayCode: code) == .invalidRequest, "\(code)")
         }
+        // afmd's own 413 and 431 (a body or headers over its limits) are bad input too. Were generation_failed before.
+        #expect(AgentErrorCode(gatewayCode: "request_too_large") == .invalidRequest)
+        #expect(AgentErrorCode(gatewayCode: "headers_too_large") == .invalidRequest)
         #expect(AgentErrorCode.allCases.count == 12)
         #expect(Set(AgentErrorCode.allCases.map(\.jsonRPCCode)).count == 12)
         #expect(AgentErrorCode.allCases.allSatisfy { (-32099 ... -32000).contains($0.jsonRPCCode) })

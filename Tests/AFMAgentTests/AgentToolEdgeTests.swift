@@ -314,6 +314,127 @@ struct AgentToolEdgeTests {
         #expect(Self.images(gateway.requests().last ?? .null).isEmpty)
     }
 
+    /// A 4×4 PNG (75 bytes), base64.
+    static let png = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEElEQVR4nGP4z8AARwzEcQCukw/x0F8jngAAAABJRU5ErkJggg=="
+
+    /// The 4×4 PNG followed by `padding` zero bytes (a valid PNG of that size to the gateway's check), base64.
+    static func paddedPNG(_ padding: Int) throws -> String {
+        var bytes = try #require(Data(base64Encoded: png))
+        bytes.append(Data(count: padding))
+        return bytes.base64EncodedString()
+    }
+
+    /// The base64 bytes of a recorded request's images.
+    static func imageBytes(_ request: JSONValue) -> Int {
+        images(request).reduce(0) { $0 + ($1["data_base64"]?.stringValue?.utf8.count ?? 0) }
+    }
+
+    /// Images are limited by their bytes as well as their count: three images that each pass the gateway's check
+    /// (5 MiB each) would make a 20 MiB body, over afmd's 16 MiB limit. Failed before: afmd refused the step with
+    /// 413 and the turn failed (`generation_failed`).
+    @Test func toolImagesTogetherStayUnderTheGatewaysBodyLimit() async throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"seen"}],"else":[{"tool_call":{"name":"shots","arguments":"{}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("eyes", steps)], capabilities: ["eyes": #"{"vision":true}"#])
+        let big = try Self.paddedPNG(5 * 1024 * 1024)
+        let shots = AgentTool.local(name: "shots", description: "Takes pictures.", parameters: Self.noArguments) { _ in
+            AgentToolOutput(content: Array(repeating: .image(mimeType: "image/png", base64: big), count: 3))
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "eyes", tools: [shots]))
+        let response = try await agent.run("Three shots").response()
+        #expect(response.text == "seen")
+        let requests = gateway.requests()
+        try #require(requests.count == 2)
+        #expect(requests[1].jsonString.utf8.count < 16 * 1024 * 1024)
+        #expect(Self.images(requests[1]).count == 1)
+        #expect(Self.imageBytes(requests[1]) <= 12 * 1024 * 1024)
+        // The newest image is the one sent; the older two are text saying why not.
+        let texts = requests[1].userTexts.last ?? ""
+        #expect(texts.contains("image not shown: a request carries at most 4 images and"), "\(texts)")
+    }
+
+    /// Trimming prices an image that will be replaced by its placeholder as the placeholder: six small images in
+    /// the current turn (four are sent) leave room for the earlier turn. Failed before: all six were priced at 765
+    /// tokens, so the first turn was left out for nothing (trimmedTurns 1).
+    @Test func imagesThatWillNotBeSentDoNotCostHistory() async throws {
+        let steps = #"""
+            [{"if_input_has":"function_call_output","then":[{"text":"six"}],
+              "else":[{"if_tools_offered":true,"then":[{"tool_call":{"name":"shots","arguments":"{}"}}],"else":[{"text":"hi"}]}]}]
+            """#
+        let gateway = try ScriptedGateway(
+            models: [("eyes", steps)], contextTokens: 8000, maxInputTokens: 4000, capabilities: ["eyes": #"{"vision":true}"#])
+        let shots = AgentTool.local(name: "shots", description: "Takes pictures.", parameters: Self.noArguments) { _ in
+            AgentToolOutput(content: Array(repeating: .image(mimeType: "image/png", base64: Self.png), count: 6))
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "eyes", tools: [shots]))
+        #expect(try await agent.run("hello", policy: TurnPolicy(toolMode: .none)).response().text == "hi")
+        let second = try await agent.run("Six shots").response()
+        #expect(second.text == "six")
+        #expect(second.trimmedTurns == 0)
+        let last = gateway.requests().last ?? .null
+        #expect(last.userTexts.first == "hello", "\(last.userTexts)")
+        #expect(Self.images(last).count == 4)
+    }
+
+    /// The history keeps at most the images a request may carry: older ones become the placeholder the model
+    /// would read anyway. Failed before: every turn's image stayed in the history as base64, forever.
+    @Test func theHistoryKeepsOnlyTheImagesARequestCarries() async throws {
+        // One call per turn (the budget), so the second step offers no tool and the model answers.
+        let steps = #"[{"if_tools_offered":true,"then":[{"tool_call":{"name":"shot","arguments":"{}"}}],"else":[{"text":"seen"}]}]"#
+        let gateway = try ScriptedGateway(models: [("eyes", steps)], capabilities: ["eyes": #"{"vision":true}"#])
+        let image = try Self.paddedPNG(1024 * 1024)
+        let shot = AgentTool.local(name: "shot", description: "Takes a picture.", parameters: Self.noArguments) { _ in
+            AgentToolOutput(content: [.image(mimeType: "image/png", base64: image)])
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "eyes", tools: [shot]))
+        for turn in 1...6 {
+            let text = try await agent.run("Picture \(turn)", policy: TurnPolicy(maxToolCalls: 1)).response().text
+            #expect(text == "seen")
+        }
+        let parts = agent.history.flatMap { $0["content"]?.arrayValue ?? [] }
+        #expect(parts.filter { $0["type"] == "input_image" }.count == 4)
+        #expect(parts.contains { $0["text"]?.stringValue?.contains("image not shown") == true })
+        #expect(Self.images(gateway.requests().last ?? .null).count == 4)
+    }
+
+    /// Two MCP servers offering a tool of the same name make the turn fail with `invalid_request` naming both
+    /// servers, before any request. Failed before: both tools were offered and every step was a 400 from the
+    /// gateway (duplicate tool names).
+    @Test func twoServersWithTheSameToolNameAreRefusedNamingBoth() async throws {
+        let gateway = try ScriptedGateway(models: [("m", #"[{"text":"never"}]"#)])
+        let first = try await MCPServer.start(try MCPCallTests.extras())
+        var twin = try MCPCallTests.extras()
+        twin.name = "twin"
+        let second = try await MCPServer.start(twin)
+        let agent = Agent(configuration: .init(url: gateway.url, model: "m", toolProviders: [first, second]))
+        do {
+            _ = try await agent.run("Hi").response()
+            Issue.record("the turn answered")
+        } catch {
+            #expect(error.code == .invalidRequest)
+            #expect(error.message.contains("MCP server extras") && error.message.contains("MCP server twin"), "\(error.message)")
+        }
+        #expect(gateway.requests().isEmpty)
+        await first.shutdown()
+        await second.shutdown()
+    }
+
+    /// A tool's MIME type reaches the model as at most 64 printable characters. Failed before: a 10,000-character
+    /// type was copied whole into the output text.
+    @Test func aLongMimeTypeIsCutInThePlaceholder() async throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"seen"}],"else":[{"tool_call":{"name":"odd","arguments":"{}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("eyes", steps)], capabilities: ["eyes": #"{"vision":true}"#])
+        let type = "image/" + String(repeating: "x\n", count: 5000)
+        let odd = AgentTool.local(name: "odd", description: "Odd.", parameters: Self.noArguments) { _ in
+            AgentToolOutput(content: [.image(mimeType: type, base64: Self.png)])
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "eyes", tools: [odd]))
+        #expect(try await agent.run("Odd").response().text == "seen")
+        let output = gateway.requests().last?["input"]?[2]?["output"]?.stringValue ?? ""
+        #expect(output.hasPrefix("[image image/xxxx"), "\(output.prefix(200))")
+        #expect(output.utf8.count < 400, "\(output.prefix(200))")
+        #expect(!output.contains("\n"))
+    }
+
     /// An image the gateway would refuse (a format it does not take, or data that is not base64) is not sent: the
     /// model reads a placeholder saying why, the valid image beside it still goes, and the turn answers. Failed
     /// before: the request carried the SVG, the gateway refused it with 400 and the turn failed (`generation_failed`:

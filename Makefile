@@ -17,6 +17,9 @@ CACHE        ?= $(CURDIR)/.cache/afm
 MODEL        := $(CACHE)/models/smollm2-135m-instruct-q4_1.gguf
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZ_SECONDS ?= 60
+# `make test-asan`/`make test-tsan` run every suite unless SANITIZER_SUITES names some (a `swift test --filter`
+# pattern; .ci/run gives the parser and C-ABI suites, see docs/ARCHITECTURE.md "Fuzzing and sanitizers").
+SANITIZER_SUITES ?=
 
 .PHONY: all bootstrap llama model local-backend test-local-backend build stage run test test-fleet bench-http clean help deb test-package
 .PHONY: fuzz test-asan test-tsan
@@ -31,8 +34,8 @@ help:
 	@echo "make test-package  install them in a clean Debian 12 root (debootstrap) and test the installed service"
 	@echo "make bench-http  compare afmd with nginx under wrk (release build); see docs/PERFORMANCE.md"
 	@echo "make fuzz        run every fuzz target (libFuzzer + ASan) for FUZZ_SECONDS (default $(FUZZ_SECONDS)) each"
-	@echo "make test-asan   the Swift test suite under AddressSanitizer (its own build in .build/asan)"
-	@echo "make test-tsan   the Swift test suite under ThreadSanitizer (its own build in .build/tsan)"
+	@echo "make test-asan   the Swift test suite under AddressSanitizer (its own build in .build/asan; SANITIZER_SUITES=pattern for some)"
+	@echo "make test-tsan   the Swift test suite under ThreadSanitizer (its own build in .build/tsan; SANITIZER_SUITES likewise)"
 	@echo "make clean       remove build outputs"
 
 bootstrap:
@@ -102,10 +105,10 @@ fuzz: bootstrap
 
 # The Swift suite under a sanitizer (scripts/test-sanitized), each in a build directory of its own.
 test-asan: build model-gemma
-	scripts/test-sanitized address
+	scripts/test-sanitized address $(if $(SANITIZER_SUITES),--filter '$(SANITIZER_SUITES)')
 
 test-tsan: build model-gemma
-	scripts/test-sanitized thread
+	scripts/test-sanitized thread $(if $(SANITIZER_SUITES),--filter '$(SANITIZER_SUITES)')
 
 bench-http: bootstrap
 	scripts/bench-http

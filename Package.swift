@@ -286,7 +286,7 @@ let package = Package(
             name: "AFMFuzzTests",
             dependencies: [
                 "AFMHTTP", "AFMJSON", "AFMSchema", "AFMResponses", "AFMDialects", "AFMCore", "AFMImages", "AFMConfig",
-                "AFMAdmin", "AFMBackends", "AFMClient", "AFMChat", "AFMTestSupport",
+                "AFMAdmin", "AFMBackends", "AFMClient", "AFMChat", "AFMBridge", "AFMTestSupport",
             ],
             swiftSettings: swiftSettings
         ),

@@ -110,7 +110,23 @@ public final class Agent: Sendable {
         }
         defer { queue.release() }
         var tools = configuration.tools
-        for provider in configuration.toolProviders { tools += await provider.currentTools() }
+        // Who offers each tool name: two tools of one name would make every step a 400 from the gateway.
+        var owners: [String: String] = [:]
+        for tool in tools { owners[tool.name] = "the agent's own tools" }
+        for provider in configuration.toolProviders {
+            let owner = (provider as? MCPServer).map { "MCP server \($0.configuration.name)" } ?? "a tool provider"
+            for tool in await provider.currentTools() {
+                if let earlier = owners[tool.name] {
+                    control.end()
+                    finish(
+                        .failure(AgentError(.invalidRequest, "two tools are named \"\(tool.name)\": one from \(earlier), one from \(owner)")),
+                        continuation: continuation, outcome: outcome)
+                    return
+                }
+                owners[tool.name] = owner
+                tools.append(tool)
+            }
+        }
         var instructions = configuration.instructions
         if let context = await configuration.turnContext?(), !context.isEmpty {
             instructions = instructions.map { $0.isEmpty ? context : $0 + "\n\n" + context } ?? context

@@ -28,16 +28,17 @@ enum ToolOutputItems {
         var items: [JSONValue] = []
         var parts: [JSONValue] = []
         for record in records {
-            let text = record.output.text { mimeType, base64 in
+            let text = record.output.text { rawType, base64 in
+                let mimeType = Self.shown(rawType)
                 let size = "[image \(mimeType), \(AgentToolOutput.byteCount(base64)) bytes, not shown: "
                 guard acceptsImages else { return size + "the model \(model) does not accept images]" }
                 // The gateway's own image policy (AFMImages): an image it would refuse would fail the whole step.
                 do throws(ImageError) {
-                    _ = try ImageInspector.inspect(dataURL: "data:\(mimeType);base64,\(base64)")
+                    _ = try ImageInspector.inspect(dataURL: "data:\(rawType);base64,\(base64)")
                 } catch {
                     return size + "\(error.message)]"
                 }
-                let url = "data:\(mimeType);base64,\(base64)"
+                let url = "data:\(rawType);base64,\(base64)"
                 guard url.utf8.count <= maximumImageBytesPerRequest else {
                     return size + "larger than the \(maximumImageBytesPerRequest / 1_048_576) MiB of images a request may carry]"
                 }
@@ -53,6 +54,13 @@ enum ToolOutputItems {
         }
         if !parts.isEmpty { items.append(["type": "message", "role": "user", "content": .array(parts)]) }
         return items
+    }
+
+    /// A tool's MIME type as the model reads it: printable ASCII only, at most 64 characters (a hostile server's
+    /// type would otherwise fill the model's input).
+    static func shown(_ mimeType: String) -> String {
+        let printable = String(String.UnicodeScalarView(mimeType.unicodeScalars.filter { (0x21...0x7E).contains($0.value) }.prefix(64)))
+        return printable.count < mimeType.count ? printable + "…" : printable
     }
 
     /// `turns` (oldest first, the current turn last) with at most ``maximumImagesPerRequest`` images and

@@ -464,7 +464,65 @@ struct APIHandler: Sendable {
                 samples: statuses.map { ([("backend", $0.id)], Double($0.restarts)) }),
             .init(name: "afm_draining", help: "1 while the node drains (/ready answers 503).", samples: [([], gate.isDraining ? 1 : 0)]),
         ]
-        return service.metrics.render(gauges: gauges)
+        return service.metrics.render(gauges: gauges + Self.promptCacheGauges(statuses))
+    }
+
+    /// The `afm_prompt_cache_*` families from the `prompt_cache` object a backend's describe document carries (the
+    /// local backend's saved sequence states; /status and `afmctl top` show the same object). The counters belong
+    /// to the backend's active generation: a reload starts them again from 0, which Prometheus reads as a reset.
+    static func promptCacheGauges(_ statuses: [BackendStatus]) -> [ServingMetrics.Gauge] {
+        typealias Samples = [(labels: [(String, String)], value: Double)]
+        var bytes: Samples = [], entries: Samples = [], limits: Samples = [], hits: Samples = [], evictions: Samples = []
+        var misses: Samples = [], restored: Samples = [], discarded: Samples = [], writes: Samples = [], dropped: Samples = []
+        for status in statuses.sorted(by: { $0.id < $1.id }) {
+            guard let cache = status.details["prompt_cache"]?.objectValue else { continue }
+            func value(_ key: String) -> Double { cache[key]?.numberValue?.doubleValue ?? 0 }
+            let backend = ("backend", status.id)
+            for tier in ["ram", "disk"] {
+                let labels = [backend, ("tier", tier)]
+                bytes.append((labels, value("\(tier)_bytes")))
+                entries.append((labels, value("\(tier)_entries")))
+                limits.append((labels, value("\(tier)_limit_bytes")))
+                evictions.append((labels, value(tier == "ram" ? "evictions" : "disk_evictions")))
+            }
+            // `hits` counts both tiers; `disk_hits` those restored from disk.
+            hits.append(([backend, ("tier", "ram")], max(0, value("hits") - value("disk_hits"))))
+            hits.append(([backend, ("tier", "disk")], value("disk_hits")))
+            misses.append(([backend], value("misses")))
+            restored.append(([backend], value("restored_tokens")))
+            discarded.append(([backend], value("discarded")))
+            writes.append(([backend], value("disk_writes")))
+            dropped.append(([backend], value("dropped_writes")))
+        }
+        if bytes.isEmpty { return [] }
+        return [
+            .init(name: "afm_prompt_cache_bytes", help: "Bytes of saved sequence states in the prompt cache, per tier.", samples: bytes),
+            .init(name: "afm_prompt_cache_entries", help: "Saved sequence states in the prompt cache, per tier.", samples: entries),
+            .init(
+                name: "afm_prompt_cache_limit_bytes", help: "The prompt cache's bound per tier (PromptCacheMiB, PromptCacheDiskMiB; 0: off).",
+                samples: limits),
+            .init(
+                name: "afm_prompt_cache_hits_total", help: "Requests that restored a saved state, by the tier it came from.",
+                type: "counter", samples: hits),
+            .init(
+                name: "afm_prompt_cache_misses_total", help: "Requests that consulted the prompt cache and found nothing usable.",
+                type: "counter", samples: misses),
+            .init(
+                name: "afm_prompt_cache_evictions_total", help: "Entries evicted to keep the prompt cache within its bound, per tier.",
+                type: "counter", samples: evictions),
+            .init(
+                name: "afm_prompt_cache_restored_tokens_total", help: "Prompt tokens restored from the prompt cache instead of computed.",
+                type: "counter", samples: restored),
+            .init(
+                name: "afm_prompt_cache_discarded_total", help: "Prompt cache entries deleted because they did not verify (damaged, truncated).",
+                type: "counter", samples: discarded),
+            .init(
+                name: "afm_prompt_cache_disk_writes_total", help: "Entries written to the prompt cache's disk tier.",
+                type: "counter", samples: writes),
+            .init(
+                name: "afm_prompt_cache_dropped_writes_total", help: "States not written to the disk tier (no room in the queue, a write error).",
+                type: "counter", samples: dropped),
+        ]
     }
 
     /// Lets the page of an accepted origin read the answer (and tells caches the answer depends on `Origin`).

@@ -47,7 +47,9 @@ public final class ResponsesService: Sendable {
         self.registry = registry
         self.logger = logger
         self.sealer = sealer
-        monitor = TokenMonitor { TokenMonitor.quotas(registry.statuses()) }
+        monitor = TokenMonitor(
+            quotas: { TokenMonitor.quotas(registry.statuses()) },
+            promptCaches: { TokenMonitor.promptCaches(registry.statuses()) })
         self.commonPrompt = Mutex(commonPrompt)
     }
 

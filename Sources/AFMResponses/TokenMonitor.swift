@@ -85,10 +85,29 @@ public final class TokenMonitor: Sendable {
     public let startedAt = Date()
     private let state = Mutex(State())
     private let quotas: @Sendable () -> JSONValue
+    private let promptCaches: @Sendable () -> JSONValue
 
-    /// - Parameter quotas: the backends' quotas for each snapshot, as an array (see `quotas(_:)`).
-    public init(quotas: @escaping @Sendable () -> JSONValue = { .array([]) }) {
+    /// - Parameters:
+    ///   - quotas: the backends' quotas for each snapshot, as an array (see `quotas(_:)`).
+    ///   - promptCaches: the backends' prompt caches for each snapshot, as an array (see `promptCaches(_:)`).
+    public init(
+        quotas: @escaping @Sendable () -> JSONValue = { .array([]) },
+        promptCaches: @escaping @Sendable () -> JSONValue = { .array([]) }
+    ) {
         self.quotas = quotas
+        self.promptCaches = promptCaches
+    }
+
+    /// The `prompt_cache` object of every backend whose describe document has one (the local backend's saved
+    /// sequence states: bytes, entries, hits, misses, evictions per tier), each with the backend's id first.
+    public static func promptCaches(_ statuses: [BackendStatus]) -> JSONValue {
+        .array(
+            statuses.compactMap { status -> JSONValue? in
+                guard let cache = status.details["prompt_cache"]?.objectValue else { return nil }
+                var entry: JSONObject = ["backend": .string(status.id)]
+                for (key, value) in cache where key != "backend" { entry[key] = value }
+                return .object(entry)
+            })
     }
 
     /// The `quota` object of every backend whose describe document has one, each with the backend's id first:
@@ -170,6 +189,7 @@ public final class TokenMonitor: Sendable {
             "last_updated": lastRequest.map(\.json) ?? nil,
             "requests": .array((recent + running.sorted { $0.updatedVersion < $1.updatedVersion }).suffix(20).map(\.json)),
             "quota": quotas(),
+            "prompt_cache": promptCaches(),
         ]
     }
 }

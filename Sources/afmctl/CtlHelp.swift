@@ -44,9 +44,10 @@ enum CtlHelp {
         "top": """
             Usage: afmctl top [--interval MS] [--json]
 
-            Show the live token monitor: totals since the last start, the most recently updated request, and
-            what remains of each backend's daily quota (per upstream for the private cloud). In a terminal the
-            screen is redrawn on every update; when piped, one line per update.
+            Show the live token monitor: totals since the last start, the most recently updated request, what
+            remains of each backend's daily quota (per upstream for the private cloud), and each backend's prompt
+            cache (entries and bytes in RAM and on disk, hits, misses, evictions). In a terminal the screen is
+            redrawn on every update; when piped, one line per update.
             Ctrl-C (SIGINT) or SIGTERM stops it, with exit status 0. Level: user.
             """,
         "backends": """

@@ -132,6 +132,40 @@ enum CtlOutput {
         return pairs
     }
 
+    // MARK: - Prompt caches (afmctl top)
+
+    /// The monitor's `prompt_cache` list for humans, one line per backend:
+    ///
+    /// ```
+    /// prompt cache local: RAM 12 entries, 190.3 of 2048 MiB; disk 30 entries, 480.0 of 8192 MiB; 40 hits (3 from disk), 10 misses, 5 evictions
+    /// ```
+    static func promptCacheLines(_ caches: JSONValue) -> [String] {
+        (caches.arrayValue ?? []).map { cache in
+            func count(_ key: String) -> String { cache[key]?.numberValue?.literal ?? "0" }
+            func mib(_ key: String) -> String {
+                String(format: "%.1f", (cache[key]?.numberValue.flatMap { Double($0.literal) } ?? 0) / 1_048_576)
+            }
+            var line = "prompt cache \(scalar(cache["backend"] ?? .null)): "
+            line += "RAM \(count("ram_entries")) entries, \(mib("ram_bytes")) of \(mib("ram_limit_bytes")) MiB"
+            if cache["directory"]?.stringValue != nil {
+                line += "; disk \(count("disk_entries")) entries, \(mib("disk_bytes")) of \(mib("disk_limit_bytes")) MiB"
+            }
+            line += "; \(count("hits")) hits (\(count("disk_hits")) from disk), \(count("misses")) misses, "
+            return line + "\(count("evictions")) evictions"
+        }
+    }
+
+    /// The monitor's `prompt_cache` list as `key=value` pairs for `line`: `prompt_cache.<backend>.<field>=…`.
+    static func promptCachePairs(_ caches: JSONValue) -> [String] {
+        var pairs: [String] = []
+        let fields = ["ram_bytes", "ram_entries", "disk_bytes", "disk_entries", "hits", "disk_hits", "misses", "evictions"]
+        for cache in caches.arrayValue ?? [] {
+            let prefix = "prompt_cache.\(scalar(cache["backend"] ?? .null))"
+            for field in fields where cache[field] != nil { pairs.append("\(prefix).\(field)=\(scalar(cache[field] ?? .null))") }
+        }
+        return pairs
+    }
+
     /// "3 of 5 requests, unlimited tokens" from `requests_remaining`/`daily_request_quota` and the token pair.
     private static func remaining(_ quota: JSONValue) -> String {
         func part(_ noun: String, _ left: JSONValue?, _ limit: JSONValue?) -> String {

@@ -185,15 +185,17 @@ struct CtlRunner {
                 // The quotas get their own rendering: the generic one would print every field of every upstream.
                 var counters = reply.parameters.objectValue ?? [:]
                 let quotas = counters.removeValue(forKey: "quota") ?? .array([])
+                let caches = counters.removeValue(forKey: "prompt_cache") ?? .array([])
                 if terminal {
                     // Home the cursor and clear the screen, then draw the snapshot.
                     CtlOutput.raw("\u{1B}[H\u{1B}[2J" + "afmctl top — \(CtlOutput.field(socket)) — Ctrl-C exits\n\n")
-                    let quotaLines = CtlOutput.quotaLines(quotas)
+                    let extra = CtlOutput.quotaLines(quotas) + CtlOutput.promptCacheLines(caches)
                     CtlOutput.print(
-                        (CtlOutput.outline(.object(counters)) + (quotaLines.isEmpty ? [] : [""] + quotaLines))
+                        (CtlOutput.outline(.object(counters)) + (extra.isEmpty ? [] : [""] + extra))
                             .joined(separator: "\n"))
                 } else {
-                    let pairs = [CtlOutput.line(.object(counters))] + CtlOutput.quotaPairs(quotas)
+                    let pairs =
+                        [CtlOutput.line(.object(counters))] + CtlOutput.quotaPairs(quotas) + CtlOutput.promptCachePairs(caches)
                     CtlOutput.print(pairs.joined(separator: " "))
                 }
             }

@@ -396,6 +396,45 @@ struct AgentToolEdgeTests {
         #expect(Self.images(gateway.requests().last ?? .null).count == 4)
     }
 
+    /// Two MCP servers offering a tool of the same name make the turn fail with `invalid_request` naming both
+    /// servers, before any request. Failed before: both tools were offered and every step was a 400 from the
+    /// gateway (duplicate tool names).
+    @Test func twoServersWithTheSameToolNameAreRefusedNamingBoth() async throws {
+        let gateway = try ScriptedGateway(models: [("m", #"[{"text":"never"}]"#)])
+        let first = try await MCPServer.start(try MCPCallTests.extras())
+        var twin = try MCPCallTests.extras()
+        twin.name = "twin"
+        let second = try await MCPServer.start(twin)
+        let agent = Agent(configuration: .init(url: gateway.url, model: "m", toolProviders: [first, second]))
+        do {
+            _ = try await agent.run("Hi").response()
+            Issue.record("the turn answered")
+        } catch {
+            #expect(error.code == .invalidRequest)
+            #expect(error.message.contains("MCP server extras") && error.message.contains("MCP server twin"), "\(error.message)")
+        }
+        #expect(gateway.requests().isEmpty)
+        await first.shutdown()
+        await second.shutdown()
+    }
+
+    /// A tool's MIME type reaches the model as at most 64 printable characters. Failed before: a 10,000-character
+    /// type was copied whole into the output text.
+    @Test func aLongMimeTypeIsCutInThePlaceholder() async throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"seen"}],"else":[{"tool_call":{"name":"odd","arguments":"{}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("eyes", steps)], capabilities: ["eyes": #"{"vision":true}"#])
+        let type = "image/" + String(repeating: "x\n", count: 5000)
+        let odd = AgentTool.local(name: "odd", description: "Odd.", parameters: Self.noArguments) { _ in
+            AgentToolOutput(content: [.image(mimeType: type, base64: Self.png)])
+        }
+        let agent = Agent(configuration: .init(url: gateway.url, model: "eyes", tools: [odd]))
+        #expect(try await agent.run("Odd").response().text == "seen")
+        let output = gateway.requests().last?["input"]?[2]?["output"]?.stringValue ?? ""
+        #expect(output.hasPrefix("[image image/xxxx"), "\(output.prefix(200))")
+        #expect(output.utf8.count < 400, "\(output.prefix(200))")
+        #expect(!output.contains("\n"))
+    }
+
     /// An image the gateway would refuse (a format it does not take, or data that is not base64) is not sent: the
     /// model reads a placeholder saying why, the valid image beside it still goes, and the turn answers. Failed
     /// before: the request carried the SVG, the gateway refused it with 400 and the turn failed (`generation_failed`:

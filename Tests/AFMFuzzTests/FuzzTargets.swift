@@ -39,6 +39,7 @@ enum FuzzTargets {
         FuzzTarget(name: "sse-client", run: SSEFuzz.client),
         FuzzTarget(name: "sse-private-cloud", run: SSEFuzz.privateCloud),
         FuzzTarget(name: "chat-archive", run: ChatArchiveFuzz.run),
+        FuzzTarget(name: "bridge-message", run: BridgeMessageFuzz.run),
     ]
 
     static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }

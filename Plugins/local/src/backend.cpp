@@ -117,6 +117,33 @@ afm_status local_describe(afm_instance *instance, const afm_writer *writer, afm_
         model["capabilities"] = {{"streaming", true},  {"tools", true},    {"vision", false},
                                  {"reasoning", false}, {"structured_output", true}};
         doc["models"] = nlohmann::ordered_json::array({model});
+        if (instance->engine) {
+            // The prompt cache's figures: /status shows them with the backend, `afmctl top` and metrics read them.
+            nlohmann::ordered_json cache;
+            if (const afm_local::PromptCache *pc = instance->engine->prompt_cache()) {
+                afm_local::PromptCacheStats st = pc->stats();
+                cache["ram_bytes"] = st.ram_bytes;
+                cache["ram_entries"] = st.ram_entries;
+                cache["ram_limit_bytes"] = st.ram_limit;
+                cache["disk_bytes"] = st.disk_bytes;
+                cache["disk_entries"] = st.disk_entries;
+                cache["disk_limit_bytes"] = st.disk ? st.disk_limit : 0;
+                cache["directory"] = st.disk ? nlohmann::ordered_json(pc->directory()) : nlohmann::ordered_json();
+                cache["hits"] = st.hits;
+                cache["disk_hits"] = st.disk_hits;
+                cache["misses"] = st.misses;
+                cache["evictions"] = st.evictions;
+                cache["disk_evictions"] = st.disk_evictions;
+                cache["disk_writes"] = st.disk_writes;
+                cache["discarded"] = st.discarded;
+                cache["dropped_writes"] = st.dropped_writes;
+                cache["restored_tokens"] = st.restored_tokens;
+            } else {
+                cache["ram_limit_bytes"] = 0;
+                cache["disk_limit_bytes"] = 0;
+            }
+            doc["prompt_cache"] = cache;
+        }
         std::string text = doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
         writer->write(writer->ctx, afm_str{text.data(), (uint64_t)text.size()});
         return AFM_OK;

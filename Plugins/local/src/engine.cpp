@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -58,6 +59,9 @@ int64_t now_us() {
 
 // Borrowing another slot's prefix copies a whole KV stream (tens of MB): worth it only for a long prefix.
 constexpr size_t kMinBorrowTokens = 128;
+// The prompt cache keeps sequences of at least this many tokens (shorter ones are recomputed in a few ms); a request
+// restores an entry only when PromptCache::worth_restoring() says so.
+constexpr size_t kMinCacheTokens = PromptCache::kMinCacheTokens;
 
 size_t common_prefix(const std::vector<llama_token> &a, const std::vector<llama_token> &b) {
     size_t n = std::min(a.size(), b.size()), i = 0;
@@ -369,6 +373,24 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
         engine->slots_.push_back(slot);
     }
     engine->readers_.reserve(engine->slots_.size());  // no allocation on the decode thread's hot path
+    if (settings.prompt_cache_mib > 0 || (!settings.prompt_cache_dir.empty() && settings.prompt_cache_disk_mib > 0)) {
+        std::string dir = settings.prompt_cache_disk_mib > 0 ? settings.prompt_cache_dir : std::string();
+        uint64_t fingerprint = dir.empty() ? 0 : model_fingerprint(path);
+        if (!dir.empty() && fingerprint == 0) {
+            log_line(AFM_LOG_WARNING, settings.instance + ": cannot fingerprint " + path + "; the prompt cache's disk tier is off");
+            dir.clear();
+        }
+        // A sequence's saved state depends on the model, on the number of KV streams (llama.cpp checks the latter
+        // when restoring) and on llama.cpp's state format: the three name the directory, so no other model, layout
+        // or llama.cpp build ever reads its entries.
+#ifndef AFM_LLAMA_BUILD
+#define AFM_LLAMA_BUILD "unknown"
+#endif
+        std::string layout = "n" + std::to_string(engine->kv_unified_ ? 1 : settings.parallel) + "-llama" AFM_LLAMA_BUILD;
+        engine->cache_ = std::make_unique<PromptCache>((size_t)settings.prompt_cache_mib << 20, dir,
+                                                       (size_t)settings.prompt_cache_disk_mib << 20, fingerprint,
+                                                       layout, settings.instance, (size_t)settings.context_tokens);
+    }
     if (const char *ms = std::getenv("AFM_LOCAL_PROGRESS_MS")) {
         long v = std::strtol(ms, nullptr, 10);
         if (v > 0 && v <= 60000) engine->progress_interval_us_ = (int64_t)v * 1000;
@@ -418,12 +440,17 @@ void Engine::stop() {
 
 Engine::~Engine() {
     stop();
+    cache_.reset();  // finishes queued disk writes, then frees the cache
+
     for (Slot *slot : slots_) delete slot;
     slots_.clear();
     templates_.reset();
     if (ctx_) llama_free(ctx_);
     if (threadpool_ && threadpool_free_) threadpool_free_(threadpool_);
     if (model_) llama_model_free(model_);
+    // Hand the freed cache and KV memory back to the system now: glibc keeps freed heap for reuse otherwise, and
+    // a generation that drained after a reload should not hold on to hundreds of MiB.
+    malloc_trim(0);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -685,6 +712,22 @@ void Engine::release(Slot &slot, bool clear_cache) noexcept {
     slot.batch_count = 0;
 }
 
+void Engine::stash(Slot &slot, bool ram) noexcept {
+    if (!cache_ || slot.cache.size() < kMinCacheTokens) return;
+    try {
+        if (!cache_->needs(slot.cache, ram)) return;
+        size_t size = llama_state_seq_get_size(ctx_, slot.id);
+        if (size == 0) return;
+        auto state = std::make_shared<std::vector<uint8_t>>(size);
+        size_t n = llama_state_seq_get_data(ctx_, state->data(), size, slot.id);
+        if (n == 0 || n > size) return;
+        state->resize(n);
+        cache_->save(slot.cache, std::move(state), ram);
+    } catch (...) {
+        // Out of memory copying the state: it is not kept.
+    }
+}
+
 void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
     llama_memory_t mem = llama_get_memory(ctx_);
     const auto &prompt = job->prep.prompt;
@@ -701,8 +744,54 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
             donor_len = len;
         }
     }
+    const bool borrow = donor && donor_len >= kMinBorrowTokens && donor_len > own + kMinBorrowTokens / 2;
+    const size_t from_slots = borrow ? donor_len : own;
+
+    // The prompt cache may hold a longer prefix still: a conversation that lost its slot, or one from before a
+    // restart (disk tier).
+    PromptCache::Match match;
+    PromptCache::State state;
+    if (cache_ && prompt.size() >= from_slots + PromptCache::kMinRestoreGain) {
+        match = cache_->find(prompt);  // never throws: out of memory is a miss
+        if (PromptCache::worth_restoring(match.length, match.entry_tokens, from_slots) && !cache_->take(match, state))
+            state.reset();
+        if (!state) cache_->count_miss();
+    }
+    // What the slot holds and this request does not keep goes to the prompt cache first (unless it is a prefix of
+    // what is restored: that entry comes back to the cache later and serves it too).
+    const size_t keep = state || borrow ? 0 : own;
+    const bool superseded = state && own == slot.cache.size();
+    if (cache_ && !superseded && slot.cache.size() >= keep + kMinCacheTokens && 2 * keep < slot.cache.size())
+        stash(slot, true);
+
     size_t reuse;
-    if (donor && donor_len >= kMinBorrowTokens && donor_len > own + kMinBorrowTokens / 2) {
+    bool restored = false;
+    if (state) {
+        llama_memory_seq_rm(mem, slot.id, -1, -1);
+        slot.cache.clear();
+        size_t n = llama_state_seq_set_data(ctx_, state->data(), state->size(), slot.id);
+        if (n == state->size()) {
+            restored = true;
+            reuse = std::min(match.length, match.entry_tokens);
+            if (!llama_memory_seq_rm(mem, slot.id, (llama_pos)reuse, -1)) {
+                llama_memory_seq_rm(mem, slot.id, -1, -1);
+                reuse = 0;
+            }
+        } else {
+            llama_memory_seq_rm(mem, slot.id, -1, -1);
+            if (kv_unified_) {
+                // One stream for every sequence: the others' cells may leave too few free for this state now. That
+                // says nothing about the entry, which stays for a later request.
+                cache_->restore_refused(match, std::move(state));
+            } else {
+                // The slot's own stream was emptied above, so there was room: llama.cpp refused the state itself
+                // (it does not fit this context): it is never offered again.
+                log_line(AFM_LOG_WARNING, settings_.instance + ": a prompt cache entry did not restore; recomputing");
+                cache_->discard(match);
+            }
+            reuse = 0;
+        }
+    } else if (borrow) {
         llama_memory_seq_rm(mem, slot.id, -1, -1);
         if (kv_unified_) {
             llama_memory_seq_cp(mem, donor->id, slot.id, 0, (llama_pos)donor_len);  // shares the cells
@@ -718,6 +807,7 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
             reuse = 0;
         }
     }
+    state.reset();  // the state is in the KV cache now: its copy is returned at once
     // The last prompt token is always decoded again: its logits give the first output token.
     if (reuse >= prompt.size()) {
         reuse = prompt.size() - 1;
@@ -730,6 +820,7 @@ void Engine::assign(Slot &slot, const std::shared_ptr<Job> &job) {
         llama_memory_seq_rm(mem, slot.id, -1, -1);
         reuse = 0;
     }
+    if (restored) cache_->count_hit(!match.ram, reuse);
     slot.cache.assign(prompt.begin(), prompt.begin() + (std::ptrdiff_t)reuse);
     job->n_prompt_done = reuse;
     job->cached_tokens.store((int64_t)reuse);
@@ -942,6 +1033,9 @@ void Engine::finish(Slot &slot, int32_t reason) {
     done.cached_tokens = job.cached_tokens.load();
     job.push(std::move(done));
     job.done = true;
+    // With a disk tier, the conversation is written in the background now (after its last event: no delay for
+    // the client), so it survives a restart; the slot keeps it too.
+    if (cache_ && cache_->disk_enabled()) stash(slot, false);
     release(slot, false);
 }
 
@@ -1050,12 +1144,18 @@ void Engine::run(std::promise<int> warmed) {
         if (token == LLAMA_TOKEN_NULL) token = 0;
         llama_batch one = llama_batch_init(1, 0, 1);
         batch_add(one, token, 0, 0, true);
+        const size_t empty_state = llama_state_seq_get_size(ctx_, 0);
         try {
             rc = llama_decode(ctx_, one);
         } catch (...) {
             rc = -1;
         }
         llama_batch_free(one);
+        if (rc == 0 && cache_) {
+            // A sequence's state with one token against none: what the prompt cache admits from a file follows.
+            const size_t one_token = llama_state_seq_get_size(ctx_, 0);
+            if (one_token > empty_state) cache_->set_state_size(empty_state, one_token - empty_state);
+        }
         llama_memory_clear(llama_get_memory(ctx_), true);
     } catch (...) {
         rc = -1;

@@ -22,6 +22,7 @@
 
 #include "chat.h"      // llama.cpp common: chat templates, tool-call parsing
 #include "llama.h"
+#include "prompt_cache.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -33,6 +34,10 @@ namespace afm_local {
 
 constexpr const char *kBackendId = "local";
 constexpr const char *kBackendVersion = "0.1.0";
+// A 700-token conversation of SmolLM2-135M saves ~16 MiB of KV state (an 8B model's, ~90 MiB): 2 GiB keeps about a
+// hundred of the small model's, or twenty of a large one's, and is a small part of the 24 GiB machines AFM targets.
+constexpr int32_t kDefaultPromptCacheMiB = 2048;
+constexpr int32_t kDefaultPromptCacheDiskMiB = 8192;
 
 /** A failure with an AFM status code; thrown inside the backend, turned into afm_error at the boundary. */
 class BackendError : public std::runtime_error {
@@ -68,6 +73,11 @@ struct Settings {
     int32_t context_tokens = 4096;
     int32_t threads = 0;          // resolved: the number of usable cores by default
     int32_t parallel = 4;
+    // The prompt cache beyond the slots (prompt_cache.h): RAM bound (0: no RAM tier), disk directory ("" : no disk
+    // tier) and disk bound, in MiB.
+    int32_t prompt_cache_mib = kDefaultPromptCacheMiB;
+    std::string prompt_cache_dir;
+    int32_t prompt_cache_disk_mib = kDefaultPromptCacheDiskMiB;
 };
 
 /** Parses and validates the config document. Throws BackendError (invalid_request, incompatible). */
@@ -337,6 +347,9 @@ public:
 
     const llama_vocab *vocab() const { return vocab_; }
 
+    /** The prompt cache, or nullptr when both tiers are off. Its stats() may be read from any thread. */
+    PromptCache *prompt_cache() const { return cache_.get(); }
+
 private:
     Engine() = default;
     struct Slot;
@@ -355,6 +368,9 @@ private:
     /** Ends every generation the decode thread knows of with ERROR (a failure outside any one slot). */
     void fail_all(std::deque<std::shared_ptr<Job>> &waiting, const char *message) noexcept;
     void release(Slot &slot, bool clear_cache) noexcept;
+    /** Copies the slot's sequence state into the prompt cache (RAM when `ram`, and the disk tier) unless it holds
+     *  it already. Never throws: a state that cannot be kept is not. */
+    void stash(Slot &slot, bool ram) noexcept;
 
     Settings settings_;
     llama_model *model_ = nullptr;
@@ -375,6 +391,8 @@ private:
     bool default_template_ = false;  // the GGUF has no chat template: llama.cpp's ChatML default is used
     ggml_threadpool *threadpool_ = nullptr;
     void (*threadpool_free_)(ggml_threadpool *) = nullptr;
+
+    std::unique_ptr<PromptCache> cache_;
 
     std::vector<Slot *> slots_;
     std::vector<Slot *> readers_;                 // decode thread: slots reading their prompt this step (reserved)

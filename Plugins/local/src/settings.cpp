@@ -128,16 +128,26 @@ Settings parse_config(afm_str config_json) {
                                        "control characters");
                 model_id = value;
             } else if (key == "ContextTokens") {
-                if (!value.empty()) s.context_tokens = parse_int(key, value, 256, 1 << 20);
+                if (!value.empty()) s.context_tokens = parse_int(key, value, 256, (int32_t)kMaxEntryTokens);
             } else if (key == "Threads") {
                 if (!value.empty()) s.threads = parse_int(key, value, 1, 512);
             } else if (key == "ParallelSequences") {
                 if (!value.empty()) s.parallel = parse_int(key, value, 1, 64);
+            } else if (key == "PromptCacheMiB") {
+                if (!value.empty()) s.prompt_cache_mib = parse_int(key, value, 0, 1 << 20);
+            } else if (key == "PromptCacheDiskMiB") {
+                if (!value.empty()) s.prompt_cache_disk_mib = parse_int(key, value, 0, 1 << 24);
+            } else if (key == "PromptCacheDir") {
+                if (!value.empty() && value[0] != '/')
+                    throw BackendError(AFM_ERR_INVALID_REQUEST, "setting PromptCacheDir must be an absolute path");
+                if (value.size() > 3000)
+                    throw BackendError(AFM_ERR_INVALID_REQUEST, "setting PromptCacheDir is too long");
+                s.prompt_cache_dir = value;
             } else {
                 throw BackendError(AFM_ERR_INVALID_REQUEST,
                                    "unknown setting \"" + key.substr(0, 64) +
                                        "\" (the local backend knows Model, ModelID, ContextTokens, Threads, "
-                                       "ParallelSequences)");
+                                       "ParallelSequences, PromptCacheMiB, PromptCacheDir, PromptCacheDiskMiB)");
             }
         }
     }

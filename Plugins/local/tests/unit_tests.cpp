@@ -17,8 +17,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -28,10 +33,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -49,6 +56,10 @@ thread_local int t_exempt = 0;         // > 0: this thread's allocations are not
 std::atomic<bool> g_window{false};
 thread_local bool t_window = false;
 std::atomic<long> g_injected{0};       // failures injected so far
+// A cap on any one allocation (0: none): a larger one is refused (std::bad_alloc) and counted, so a test can show
+// that hostile input never makes the backend ask for a huge block, whatever the machine's overcommit policy.
+std::atomic<size_t> g_allocation_cap{0};
+std::atomic<long> g_over_cap{0};
 
 struct Exempt {
     Exempt() { t_exempt++; }
@@ -69,6 +80,10 @@ bool inside_llama_common() {
 }
 
 void *allocate(size_t n) {
+    if (size_t cap = g_allocation_cap.load(std::memory_order_relaxed); cap && n > cap) {
+        g_over_cap.fetch_add(1);
+        throw std::bad_alloc();
+    }
     if (!t_exempt && (!g_window.load(std::memory_order_relaxed) || t_window)) {
         if (g_counting.load(std::memory_order_relaxed)) g_counted.fetch_add(1, std::memory_order_relaxed);
         if (g_countdown.load(std::memory_order_relaxed) > 0 && g_countdown.fetch_sub(1) == 1) {
@@ -149,6 +164,8 @@ struct Ev {
     std::string text;
     std::string name;
     int64_t output_tokens;
+    int64_t input_tokens = -1;
+    int64_t cached_tokens = -1;
 };
 
 /** One generation's events, as the host's sink receives them. */
@@ -170,7 +187,8 @@ struct Collector {
             std::lock_guard<std::mutex> lock(self->mutex);
             if (self->terminals) self->after_terminal++;
             Ev ev{e->type, e->index, e->code, std::string(e->text.data ? e->text.data : "", e->text.size),
-                  std::string(e->name.data ? e->name.data : "", e->name.size), e->output_tokens};
+                  std::string(e->name.data ? e->name.data : "", e->name.size), e->output_tokens,
+                  e->input_tokens, e->cached_tokens};
             self->events.push_back(std::move(ev));
             if (e->type == AFM_EVENT_DONE || e->type == AFM_EVENT_ERROR) self->terminals++;
             // Under the lock: the test may destroy the collector as soon as it sees the terminal event.
@@ -230,9 +248,10 @@ const afm_backend_vtable *negotiate() {
     return info.vtable;
 }
 
-afm_instance *create(const afm_backend_vtable *vt, int context_tokens, int parallel) {
+afm_instance *create(const afm_backend_vtable *vt, int context_tokens, int parallel, const json &extra = json::object()) {
     json settings = {{"Model", g_model}, {"ContextTokens", std::to_string(context_tokens)},
                      {"ParallelSequences", std::to_string(parallel)}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) settings[it.key()] = it.value();
     std::string config = json{{"config_version", 1}, {"backend", "local"}, {"instance", "local#1"},
                               {"generation", 1}, {"state_dir", "/tmp/afm-local-unit"}, {"settings", settings}}
                              .dump();
@@ -836,6 +855,802 @@ void sweep(const char *what, const afm_backend_vtable *vt, afm_instance *instanc
     CHECK(t && t->type == AFM_EVENT_DONE, "%s: after the sweep: %s", what, t ? t->text.c_str() : "no terminal");
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// The prompt cache (prompt_cache.cpp): RAM and disk tiers, on the real model
+// ---------------------------------------------------------------------------------------------------------------
+
+/** A conversation of some 250 tokens about `topic`, ending in a user turn. */
+json conversation(const std::string &topic, int turns = 4) {
+    json input = json::array();
+    for (int t = 0; t < turns; t++) {
+        input.push_back({{"type", "message"}, {"role", "user"},
+                         {"content", "Tell me something about " + topic + ", part " + std::to_string(t) +
+                                         ", in two short sentences please."}});
+        input.push_back({{"type", "message"}, {"role", "assistant"},
+                         {"content", "Here is part " + std::to_string(t) + " about " + topic +
+                                         ": it is well known and often discussed. Many people find it interesting."}});
+    }
+    input.push_back({{"type", "message"}, {"role", "user"}, {"content", "Summarise " + topic + " in one line."}});
+    return input;
+}
+
+std::string conversation_request(const json &input, int max_output = 12) {
+    return json{{"request_version", 1}, {"model", model_id()}, {"system", json::array()}, {"input", input},
+                {"max_output_tokens", max_output}, {"temperature", 0}}
+        .dump();
+}
+
+struct Answer {
+    bool ok = false;
+    std::string text;
+    int64_t input = -1, cached = -1;
+};
+
+Answer ask(const afm_backend_vtable *vt, afm_instance *instance, uint64_t id, const std::string &body) {
+    Collector c;
+    Answer a;
+    if (generate(vt, instance, id, body, c) != AFM_OK) return a;
+    if (!c.wait(300)) return a;
+    const Ev *t = c.terminal();
+    a.ok = t && t->type == AFM_EVENT_DONE;
+    a.text = c.text();
+    for (const auto &e : c.events)
+        if (e.type == AFM_EVENT_USAGE) {
+            a.input = e.input_tokens;
+            a.cached = e.cached_tokens;
+        }
+    return a;
+}
+
+/** The prompt_cache object of the instance's describe document. */
+json cache_stats(const afm_backend_vtable *vt, afm_instance *instance) {
+    std::string text;
+    afm_writer writer{sizeof(afm_writer), 0, &text, [](void *ctx, afm_str b) {
+                          Exempt exempt;
+                          static_cast<std::string *>(ctx)->append(b.data, b.size);
+                      }};
+    afm_error error{};
+    error.struct_size = sizeof error;
+    if (vt->describe(instance, &writer, &error) != AFM_OK) return json();
+    json doc = json::parse(text, nullptr, false);
+    return doc.is_object() && doc.contains("prompt_cache") ? doc["prompt_cache"] : json();
+}
+
+uint64_t stat_u64(const json &stats, const char *key) {
+    return stats.is_object() && stats.contains(key) && stats[key].is_number_unsigned() ? stats[key].get<uint64_t>() : 0;
+}
+
+std::string make_temp_dir() {
+    char templ[] = "/tmp/afm-prompt-cache-XXXXXX";
+    const char *dir = mkdtemp(templ);
+    return dir ? dir : "";
+}
+
+/** The entry files (*.kv) under `dir`, one level of subdirectories down (`<fingerprint>-<layout>/`). */
+std::vector<std::string> cache_files(const std::string &dir) {
+    std::vector<std::string> out;
+    if (DIR *d = opendir(dir.c_str())) {
+        while (struct dirent *e = readdir(d)) {
+            std::string sub = e->d_name;
+            if (sub == "." || sub == "..") continue;
+            if (DIR *s = opendir((dir + "/" + sub).c_str())) {
+                while (struct dirent *f = readdir(s)) {
+                    std::string name = f->d_name;
+                    if (name.size() > 3 && name.compare(name.size() - 3, 3, ".kv") == 0) out.push_back(dir + "/" + sub + "/" + name);
+                }
+                closedir(s);
+            }
+        }
+        closedir(d);
+    }
+    return out;
+}
+
+long rss_kib() {
+    long pages = 0, resident = 0;
+    if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        std::fclose(f);
+    }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+void test_prompt_cache_restores_an_evicted_conversation(const afm_backend_vtable *vt) {
+    // Two slots: five other conversations take them over; the first comes back from the RAM tier, with the same
+    // greedy answer as an instance without a prompt cache gives after the same five.
+    const char *others[] = {"volcanoes", "the moon", "bread baking", "chess openings", "tides"};
+    std::string first = conversation_request(conversation("rivers"));
+    Answer with_cache, without_cache;
+    for (int cached = 1; cached >= 0; cached--) {
+        afm_instance *instance = create(vt, 2048, 2, {{"PromptCacheMiB", cached ? "256" : "0"}});
+        CHECK(instance != nullptr, "create");
+        if (!instance) return;
+        uint64_t id = 100;
+        Answer a = ask(vt, instance, id++, first);
+        CHECK(a.ok && a.input > 200, "first turn: ok %d, %lld input tokens", a.ok, (long long)a.input);
+        for (const char *topic : others) {
+            Answer o = ask(vt, instance, id++, conversation_request(conversation(topic)));
+            CHECK(o.ok, "conversation about %s", topic);
+        }
+        Answer again = ask(vt, instance, id++, first);
+        CHECK(again.ok, "the conversation again");
+        json stats = cache_stats(vt, instance);
+        if (cached) {
+            with_cache = again;
+            CHECK(again.cached >= again.input - 1 && again.cached > 0, "cached_tokens %lld of %lld: not restored",
+                  (long long)again.cached, (long long)again.input);
+            CHECK(stat_u64(stats, "hits") >= 1, "hits: %s", stats.dump().c_str());
+            CHECK(stat_u64(stats, "ram_entries") >= 1 && stat_u64(stats, "ram_bytes") > 0, "%s", stats.dump().c_str());
+            CHECK(stat_u64(stats, "ram_bytes") <= (uint64_t)256 << 20, "%s", stats.dump().c_str());
+            CHECK(stat_u64(stats, "misses") >= 5, "the five others missed: %s", stats.dump().c_str());
+        } else {
+            without_cache = again;
+            // Only the system prompt the conversations share stays in a slot.
+            CHECK(again.cached < 64, "without a prompt cache, %lld cached tokens", (long long)again.cached);
+            CHECK(stat_u64(stats, "ram_limit_bytes") == 0 && !stats.contains("hits"), "%s", stats.dump().c_str());
+        }
+        vt->destroy(instance);
+    }
+    CHECK(!with_cache.text.empty() && with_cache.text == without_cache.text, "answers differ: \"%s\" vs \"%s\"",
+          with_cache.text.c_str(), without_cache.text.c_str());
+}
+
+void test_prompt_cache_disk_tier(const afm_backend_vtable *vt) {
+    // An instance writes its conversation to the disk tier; the next instance (a restart, a reload) restores it;
+    // a damaged or truncated entry is deleted, never loaded, and the answer is the same.
+    std::string dir = make_temp_dir();
+    CHECK(!dir.empty(), "mkdtemp");
+    json settings = {{"PromptCacheDir", dir}, {"PromptCacheDiskMiB", "512"}};
+    std::string body = conversation_request(conversation("glaciers"));
+
+    afm_instance *one = create(vt, 2048, 1, settings);
+    CHECK(one != nullptr, "create");
+    if (!one) return;
+    Answer first = ask(vt, one, 1, body);
+    CHECK(first.ok && first.cached == 0, "first: ok %d cached %lld", first.ok, (long long)first.cached);
+    vt->destroy(one);  // finishes the background write
+    auto files = cache_files(dir);
+    CHECK(files.size() == 1, "%zu entry files after the first instance", files.size());
+    if (files.size() != 1) return;
+
+    afm_instance *two = create(vt, 2048, 1, settings);
+    CHECK(two != nullptr, "create");
+    if (!two) return;
+    Answer restored = ask(vt, two, 2, body);
+    json stats = cache_stats(vt, two);
+    CHECK(restored.ok && restored.cached >= restored.input - 1, "restart: cached %lld of %lld",
+          (long long)restored.cached, (long long)restored.input);
+    CHECK(restored.text == first.text, "\"%s\" vs \"%s\"", restored.text.c_str(), first.text.c_str());
+    CHECK(stat_u64(stats, "disk_hits") == 1 && stat_u64(stats, "disk_entries") >= 1, "%s", stats.dump().c_str());
+    vt->destroy(two);
+
+    // Damage the state of the entry (one byte near the end) and leave a truncated copy under another name.
+    files = cache_files(dir);
+    CHECK(files.size() == 1, "%zu entry files after the second instance", files.size());
+    if (files.size() != 1) return;
+    std::string truncated = files[0].substr(0, files[0].size() - 3) + "1.kv";
+    {
+        FILE *f = std::fopen(files[0].c_str(), "r+b");
+        CHECK(f != nullptr, "open %s", files[0].c_str());
+        if (!f) return;
+        std::fseek(f, -100, SEEK_END);
+        int byte = std::fgetc(f);
+        std::fseek(f, -100, SEEK_END);
+        std::fputc(byte ^ 0x5a, f);
+        std::fclose(f);
+        struct stat st;
+        stat(files[0].c_str(), &st);
+        std::string copy = "cp '" + files[0] + "' '" + truncated + "' && truncate -s " + std::to_string(st.st_size / 2) +
+                           " '" + truncated + "'";
+        CHECK(std::system(copy.c_str()) == 0, "%s", copy.c_str());
+    }
+    afm_instance *three = create(vt, 2048, 1, settings);
+    CHECK(three != nullptr, "create");
+    if (!three) return;
+    struct stat st;
+    CHECK(stat(truncated.c_str(), &st) != 0, "the truncated entry was not deleted at start-up");
+    Answer recomputed = ask(vt, three, 3, body);
+    stats = cache_stats(vt, three);
+    CHECK(recomputed.ok && recomputed.cached == 0, "a damaged entry was loaded: cached %lld", (long long)recomputed.cached);
+    CHECK(recomputed.text == first.text, "\"%s\" vs \"%s\"", recomputed.text.c_str(), first.text.c_str());
+    CHECK(stat_u64(stats, "discarded") == 2 && stat_u64(stats, "disk_hits") == 0, "%s", stats.dump().c_str());
+    vt->destroy(three);
+    std::string rm = "rm -rf '" + dir + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_memory_bound(const afm_backend_vtable *vt) {
+    // 50 conversations through 2 slots and a 12 MiB RAM tier (~4 of them): the cache stays within its bound, evicts
+    // the least recently used, and the process does not grow beyond the bound.
+    const uint64_t limit = (uint64_t)12 << 20;
+    afm_instance *instance = create(vt, 2048, 2, {{"PromptCacheMiB", "12"}});
+    CHECK(instance != nullptr, "create");
+    if (!instance) return;
+    long baseline = 0;
+    uint64_t most = 0;
+    for (int i = 0; i < 50; i++) {
+        Answer a = ask(vt, instance, 500 + (uint64_t)i, conversation_request(conversation("topic number " + std::to_string(i), 2), 2));
+        CHECK(a.ok, "conversation %d", i);
+        json stats = cache_stats(vt, instance);
+        most = std::max(most, stat_u64(stats, "ram_bytes"));
+        CHECK(stat_u64(stats, "ram_bytes") <= limit, "conversation %d: %s", i, stats.dump().c_str());
+        if (i == 9) baseline = rss_kib();  // the slots' KV pages and the allocator's arenas are warm by now
+    }
+    json stats = cache_stats(vt, instance);
+    long grown = rss_kib() - baseline;
+    CHECK(stat_u64(stats, "evictions") >= 30 && stat_u64(stats, "ram_entries") >= 2, "%s", stats.dump().c_str());
+    CHECK(grown <= (long)(limit >> 10) + 32 * 1024, "RSS grew by %ld KiB over 40 conversations", grown);
+    std::fprintf(stderr, "  memory bound: cache at most %.1f MiB of %.0f MiB; RSS +%.1f MiB over conversations 10-50; %s\n",
+                 most / 1048576.0, limit / 1048576.0, grown / 1024.0, stats.dump().c_str());
+    vt->destroy(instance);
+}
+
+// The PromptCache object alone (no model): fake states of known sizes, files crafted as damage or an attacker
+// would leave them, two instances sharing a directory.
+
+std::vector<llama_token> fake_tokens(int seed, size_t n) {
+    std::vector<llama_token> t(n);
+    for (size_t i = 0; i < n; i++) t[i] = (llama_token)(seed * 1000 + (int)i);
+    return t;
+}
+
+std::shared_ptr<std::vector<uint8_t>> fake_state(size_t bytes, int seed) {
+    auto state = std::make_shared<std::vector<uint8_t>>(bytes);
+    for (size_t i = 0; i < bytes; i++) (*state)[i] = (uint8_t)(i * 31 + (size_t)seed);
+    return state;
+}
+
+/** The files of `dir` (one directory, not recursive) whose names end in `suffix`, with their sizes. */
+std::vector<std::pair<std::string, uint64_t>> files_in(const std::string &dir, const char *suffix) {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    const size_t n = std::strlen(suffix);
+    if (DIR *d = opendir(dir.c_str())) {
+        while (struct dirent *e = readdir(d)) {
+            std::string name = e->d_name;
+            struct stat st;
+            if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0 && stat((dir + "/" + name).c_str(), &st) == 0)
+                out.emplace_back(dir + "/" + name, (uint64_t)st.st_size);
+        }
+        closedir(d);
+    }
+    return out;
+}
+
+uint64_t total_bytes(const std::vector<std::pair<std::string, uint64_t>> &files) {
+    uint64_t sum = 0;
+    for (const auto &f : files) sum += f.second;
+    return sum;
+}
+
+/** Writes an entry file with `header` (its hash recomputed) and `tokens`, then sets its length to `file_size`
+ *  (sparse: a file that claims hundreds of GiB takes no disk). */
+bool craft_entry(const std::string &path, PromptCacheFileHeader header, const std::vector<llama_token> &tokens,
+                 uint64_t file_size) {
+    header.tokens_hash = hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x544b);
+    header.header_hash = prompt_cache_header_hash(header);
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return false;
+    bool ok = write(fd, &header, sizeof header) == (ssize_t)sizeof header &&
+              write(fd, tokens.data(), tokens.size() * sizeof(llama_token)) == (ssize_t)(tokens.size() * sizeof(llama_token)) &&
+              ftruncate(fd, (off_t)file_size) == 0;
+    return close(fd) == 0 && ok;
+}
+
+std::vector<llama_token> extended(std::vector<llama_token> tokens, int more) {
+    for (int i = 0; i < more; i++) tokens.push_back(7);
+    return tokens;
+}
+
+void test_prompt_cache_rejects_crafted_entries() {
+    // Length fields that would make a reader allocate hundreds of MiB or GiB, in files of exactly the size they
+    // claim (sparse) and with valid checksums: each is deleted at start-up or when found, never read into memory,
+    // and no single allocation exceeds 32 MiB meanwhile. A genuine entry beside them still restores.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const uint64_t disk_limit = (uint64_t)1 << 41;  // PromptCacheDiskMiB=2097152: the bound is not what saves us
+    const auto genuine = fake_tokens(1, 100);
+    std::string dir;
+    {
+        PromptCache writer(0, root, disk_limit, 0xfeed, "n1", "test", 4096);
+        writer.save(genuine, fake_state(64 << 10, 1), false);
+        writer.flush();
+        dir = writer.directory();
+    }
+    auto files = files_in(dir, ".kv");
+    CHECK(files.size() == 1, "%zu entries written", files.size());
+    if (files.size() != 1) return;
+    PromptCacheFileHeader h{};
+    {
+        FILE *f = std::fopen(files[0].first.c_str(), "rb");
+        CHECK(f && std::fread(&h, sizeof h, 1, f) == 1, "read the header");
+        if (f) std::fclose(f);
+    }
+    struct Crafted {
+        const char *what;
+        uint64_t n_tokens, state_bytes;
+        std::vector<llama_token> tokens;
+    };
+    std::vector<Crafted> crafted = {
+        {"a 512 GiB state", 40, (uint64_t)1 << 39, fake_tokens(2, 40)},
+        {"16 Mi tokens", (uint64_t)1 << 24, 4096, fake_tokens(3, 40)},
+        {"a 200 MiB state for 40 tokens", 40, (uint64_t)200 << 20, fake_tokens(4, 40)},
+    };
+    for (size_t i = 0; i < crafted.size(); i++) {
+        PromptCacheFileHeader c = h;
+        c.n_tokens = crafted[i].n_tokens;
+        c.state_bytes = crafted[i].state_bytes;
+        uint64_t size = sizeof c + c.n_tokens * sizeof(llama_token) + c.state_bytes;
+        std::string path = dir + "/crafted" + std::to_string(i) + ".kv";
+        CHECK(craft_entry(path, c, crafted[i].tokens, size), "craft %s", crafted[i].what);
+    }
+    g_over_cap = 0;
+    g_allocation_cap = (size_t)32 << 20;
+    try {
+        PromptCache reader(0, root, disk_limit, 0xfeed, "n1", "test", 4096);
+        reader.set_state_size(1000, 1000);  // what the warm-up decode measures (SmolLM2's is ~23 KiB per token)
+        for (const auto &c : crafted) {
+            PromptCache::Match match = reader.find(extended(c.tokens, 5));
+            std::shared_ptr<const std::vector<uint8_t>> state;
+            CHECK(match.length == 0 || !reader.take(match, state), "%s was loaded", c.what);
+        }
+        PromptCache::Match match = reader.find(extended(genuine, 5));
+        std::shared_ptr<const std::vector<uint8_t>> state;
+        CHECK(match.length == genuine.size() && reader.take(match, state) && state && state->size() == 64 << 10,
+              "the genuine entry beside them does not restore (match %zu)", match.length);
+        PromptCacheStats st = reader.stats();
+        CHECK(st.discarded == crafted.size() && st.disk_entries == 1, "discarded %llu, %llu entries",
+              (unsigned long long)st.discarded, (unsigned long long)st.disk_entries);
+    } catch (const std::exception &e) {
+        CHECK(false, "reading crafted entries threw: %s", e.what());
+    }
+    g_allocation_cap = 0;
+    CHECK(g_over_cap == 0, "%ld allocations above 32 MiB while reading crafted entries", g_over_cap.load());
+    files = files_in(dir, ".kv");
+    CHECK(files.size() == 1, "%zu entry files left (the crafted ones must be deleted)", files.size());
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_disk_bound_across_instances() {
+    // Two instances of one model share a directory (a generation draining after a reload and its successor; two
+    // daemons): writing at once, the files on disk stay within PromptCacheDiskMiB, every file verifies, no
+    // temporary file is left, and one that a dead writer left behind is removed. The RAM tier keeps its bound too.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const size_t limit = 1 << 20, state = 150 << 10;
+    std::string dir;
+    {
+        PromptCache a(0, root, limit, 0xbeef, "n1", "a", 4096), b(0, root, limit, 0xbeef, "n1", "b", 4096);
+        CHECK(a.directory() == b.directory() && !a.directory().empty(), "%s vs %s", a.directory().c_str(),
+              b.directory().c_str());
+        dir = a.directory();
+        auto writes = [&](PromptCache &cache, int seed) {
+            Exempt exempt;
+            for (int i = 0; i < 10; i++) cache.save(fake_tokens(seed + i, 64), fake_state(state, seed + i), false);
+            cache.save(fake_tokens(999, 64), fake_state(state, 999), false);  // both write this one
+        };
+        std::thread ta(writes, std::ref(a), 100), tb(writes, std::ref(b), 200);
+        ta.join();
+        tb.join();
+        a.flush();
+        b.flush();
+        auto on_disk = files_in(dir, ".kv");
+        CHECK(total_bytes(on_disk) <= limit, "%zu files, %llu bytes on disk: over the %zu-byte bound", on_disk.size(),
+              (unsigned long long)total_bytes(on_disk), limit);
+        CHECK(a.stats().disk_bytes <= limit && b.stats().disk_bytes <= limit, "the indexes exceed the bound");
+        CHECK(files_in(dir, ".tmp").empty(), "temporary files left behind");
+        CHECK(on_disk.size() >= 4, "only %zu entries kept", on_disk.size());
+    }
+    // What a writer killed mid-write leaves: its process (pid 999999999, beyond pid_max) is gone.
+    std::string stale = dir + "/0123456789abcdef-000064.kv.999999999.0x1.tmp";
+    {
+        FILE *f = std::fopen(stale.c_str(), "wb");
+        CHECK(f != nullptr, "create %s", stale.c_str());
+        if (f) {
+            std::vector<char> junk(100 << 10, 'x');
+            std::fwrite(junk.data(), 1, junk.size(), f);
+            std::fclose(f);
+        }
+    }
+    {
+        PromptCache c(0, root, limit, 0xbeef, "n1", "c", 4096);
+        PromptCacheStats st = c.stats();
+        auto on_disk = files_in(dir, ".kv");
+        CHECK(st.discarded == 0 && st.disk_entries == on_disk.size() && st.disk_bytes == total_bytes(on_disk),
+              "a third instance: %llu discarded, %llu entries (%zu files), %llu bytes", (unsigned long long)st.discarded,
+              (unsigned long long)st.disk_entries, on_disk.size(), (unsigned long long)st.disk_bytes);
+        struct stat sb;
+        CHECK(stat(stale.c_str(), &sb) != 0, "the dead writer's temporary file was not removed");
+    }
+    {
+        PromptCache ram(limit, "", 0, 0, "n1", "ram", 4096);
+        for (int i = 0; i < 20; i++) {
+            ram.save(fake_tokens(300 + i, 64), fake_state(state, i), true);
+            CHECK(ram.stats().ram_bytes <= limit, "RAM tier at %llu bytes after %d states",
+                  (unsigned long long)ram.stats().ram_bytes, i + 1);
+        }
+        PromptCacheStats st = ram.stats();
+        CHECK(st.ram_entries == limit / state && st.evictions == 20 - limit / state, "%llu entries, %llu evictions",
+              (unsigned long long)st.ram_entries, (unsigned long long)st.evictions);
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_fingerprint_sees_a_replaced_model() {
+    // An update of the same size whose changes lie outside the sampled regions (1 MiB + 64 KiB + 1 is between the
+    // first MiB and the first 64 KiB sample of a 4 MiB file), installed as packages do (write, then rename over):
+    // another model, another fingerprint.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    std::string path = root + "/model.gguf", next = root + "/model.gguf.new";
+    std::vector<char> bytes(4 << 20, 'a');
+    auto write = [&](const std::string &to) {
+        FILE *f = std::fopen(to.c_str(), "wb");
+        CHECK(f && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size(), "write %s", to.c_str());
+        if (f) std::fclose(f);
+    };
+    write(path);
+    uint64_t before = model_fingerprint(path);
+    bytes[(1 << 20) + (64 << 10) + 1] = 'b';
+    write(next);
+    CHECK(std::rename(next.c_str(), path.c_str()) == 0, "rename");
+    uint64_t after = model_fingerprint(path);
+    CHECK(before != 0 && after != 0 && before != after, "fingerprints %llx and %llx", (unsigned long long)before,
+          (unsigned long long)after);
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_never_reads_another_models_entries() {
+    // Another model (another fingerprint) or another layout has its own directory; a file copied from one into the
+    // other does not verify (its header names the other model) and is deleted.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(5, 64);
+    std::string first;
+    {
+        PromptCache smol(0, root, 8 << 20, 0x1111, "n1", "smol", 4096);
+        smol.save(tokens, fake_state(32 << 10, 5), false);
+        smol.flush();
+        first = smol.directory();
+    }
+    auto files = files_in(first, ".kv");
+    CHECK(files.size() == 1, "%zu entries", files.size());
+    if (files.size() != 1) return;
+    std::string other;
+    {
+        PromptCache gemma(0, root, 8 << 20, 0x2222, "n1", "gemma", 4096);
+        PromptCache layout(0, root, 8 << 20, 0x1111, "n4", "layout", 4096);
+        other = gemma.directory();
+        CHECK(other != first && layout.directory() != first && layout.directory() != other, "%s %s %s", first.c_str(),
+              other.c_str(), layout.directory().c_str());
+        CHECK(gemma.find(extended(tokens, 3)).length == 0 && layout.find(extended(tokens, 3)).length == 0,
+              "another model or layout found the entry");
+    }
+    std::string copy = "cp '" + files[0].first + "' '" + other + "/'";
+    CHECK(std::system(copy.c_str()) == 0, "%s", copy.c_str());
+    {
+        PromptCache gemma(0, root, 8 << 20, 0x2222, "n1", "gemma", 4096);
+        CHECK(gemma.find(extended(tokens, 3)).length == 0, "another model's entry was found");
+        CHECK(gemma.stats().discarded == 1 && files_in(other, ".kv").empty(), "the copied entry was kept");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+/** Lowers the descriptor limit so that only `spare` more descriptors open (the next open fails with EMFILE, as a busy
+ *  daemon's would); restores it when it goes. */
+struct FdLimit {
+    struct rlimit saved {};
+    explicit FdLimit(int spare) {
+        getrlimit(RLIMIT_NOFILE, &saved);
+        int lowest = dup(0);  // open() returns the lowest free descriptor: the limit is counted from it
+        if (lowest >= 0) close(lowest);
+        struct rlimit lower = saved;
+        lower.rlim_cur = (rlim_t)(lowest + spare);
+        setrlimit(RLIMIT_NOFILE, &lower);
+    }
+    ~FdLimit() { setrlimit(RLIMIT_NOFILE, &saved); }
+};
+
+void test_prompt_cache_keeps_entries_through_transient_errors() {
+    // Only damage deletes an entry (review F2, F11). A file that cannot be opened now (out of descriptors, as with
+    // EACCES or ENFILE) or a state that cannot be allocated now is a miss, and the entry restores once that passes.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(6, 80);
+    const size_t bytes = 200 << 10;
+    std::string dir;
+    {
+        PromptCache writer(0, root, 8 << 20, 0xabcd, "n1", "writer", 4096);
+        writer.save(tokens, fake_state(bytes, 6), false);
+        writer.flush();
+        dir = writer.directory();
+    }
+    CHECK(files_in(dir, ".kv").size() == 1, "%zu entries written", files_in(dir, ".kv").size());
+    try {
+        std::unique_ptr<PromptCache> reader;
+        {
+            FdLimit limit(1);  // the directory opens at start-up, the entry does not
+            reader = std::make_unique<PromptCache>(0, root, 8 << 20, 0xabcd, "n1", "reader", 4096);
+        }
+        CHECK(files_in(dir, ".kv").size() == 1 && reader->stats().discarded == 0,
+              "an entry that could not be opened at start-up was deleted");
+        PromptCache::Match match = reader->find(extended(tokens, 4));
+        CHECK(match.length == tokens.size(), "the entry is not found once descriptors are back (match %zu)",
+              match.length);
+        std::shared_ptr<const std::vector<uint8_t>> state;
+        bool taken = true;
+        {
+            FdLimit limit(0);  // nor when it is taken
+            taken = match.length > 0 && reader->take(match, state);
+        }
+        CHECK(!taken && files_in(dir, ".kv").size() == 1 && reader->stats().discarded == 0,
+              "an entry that could not be opened when taken was deleted (taken %d)", taken);
+        g_allocation_cap = (size_t)64 << 10;  // its state cannot be allocated now
+        try {
+            taken = match.length > 0 && reader->take(match, state);
+            CHECK(!taken, "taken with its state unallocatable");
+        } catch (...) {
+            CHECK(false, "take() threw when the state could not be allocated (a miss, not a failed request)");
+        }
+        g_allocation_cap = 0;
+        const auto prompt = extended(tokens, 4);
+        g_countdown = 1;  // the next allocation fails: inside find()
+        try {
+            PromptCache::Match none = reader->find(prompt);
+            (void)none;
+        } catch (...) {
+            CHECK(false, "find() threw when out of memory (a miss, not a failed request)");
+        }
+        g_countdown = 0;
+        CHECK(files_in(dir, ".kv").size() == 1 && reader->stats().discarded == 0, "the entry was deleted");
+        taken = match.length > 0 && reader->take(match, state);
+        CHECK(taken && state && state->size() == bytes, "the entry does not restore once the errors passed");
+    } catch (const std::exception &e) {
+        g_allocation_cap = 0;
+        g_countdown = 0;
+        CHECK(false, "threw: %s", e.what());
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_keeps_entries_beyond_its_bounds() {
+    // An entry longer than this instance's context (written by an instance with a larger ContextTokens) is valid: it
+    // is not offered here, it stays on disk (counted in the bound), and an instance that can hold it restores it
+    // (review F3: it was deleted as damaged).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(7, 300);
+    std::string dir;
+    {
+        PromptCache big(0, root, 8 << 20, 0x3333, "n1", "big", 4096);
+        big.save(tokens, fake_state(100 << 10, 7), false);
+        big.flush();
+        dir = big.directory();
+    }
+    {
+        PromptCache small(0, root, 8 << 20, 0x3333, "n1", "small", 256);
+        std::vector<llama_token> prompt(tokens.begin(), tokens.begin() + 200);
+        PromptCache::Match match = small.find(prompt);
+        CHECK(match.length == 0, "an entry of %zu tokens offered to an instance of 256", tokens.size());
+        PromptCacheStats st = small.stats();
+        CHECK(st.discarded == 0 && files_in(dir, ".kv").size() == 1, "deleted: %llu discarded, %zu files",
+              (unsigned long long)st.discarded, files_in(dir, ".kv").size());
+    }
+    {
+        PromptCache again(0, root, 8 << 20, 0x3333, "n1", "again", 4096);
+        PromptCache::Match match = again.find(extended(tokens, 3));
+        std::shared_ptr<const std::vector<uint8_t>> state;
+        CHECK(match.length == tokens.size() && again.take(match, state) && state && state->size() == 100 << 10,
+              "the entry does not restore in an instance that holds it (match %zu)", match.length);
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_counts_a_state_once() {
+    // A state kept in RAM and queued for disk is one block of memory: counted once, so a state over half the RAM
+    // bound stays in RAM (review F4: it evicted itself) and the RAM figure is the memory the cache holds.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const size_t bytes = 600 << 10;
+    const auto tokens = fake_tokens(8, 64);
+    {
+        PromptCache cache((size_t)1 << 20, root, 8 << 20, 0x4444, "n1", "once", 4096);
+        cache.save(tokens, fake_state(bytes, 8), true);
+        PromptCacheStats st = cache.stats();
+        CHECK(st.ram_entries == 1 && st.ram_bytes == bytes, "after saving: %llu entries, %llu bytes",
+              (unsigned long long)st.ram_entries, (unsigned long long)st.ram_bytes);
+        cache.flush();
+        st = cache.stats();
+        CHECK(st.ram_entries == 1 && st.ram_bytes == bytes && st.disk_entries == 1,
+              "after writing: %llu entries, %llu bytes, %llu on disk", (unsigned long long)st.ram_entries,
+              (unsigned long long)st.ram_bytes, (unsigned long long)st.disk_entries);
+        PromptCache::Match match = cache.find(extended(tokens, 2));
+        CHECK(match.ram && match.length == tokens.size(), "not found in RAM (ram %d, length %zu)", match.ram,
+              match.length);
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_refused_restore_keeps_the_entry() {
+    // llama.cpp may refuse a state for want of free cells (one KV stream shared by every sequence): the entry is not
+    // damaged, so it stays (review F5: a RAM entry taken whole was lost, a disk entry deleted).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto in_ram = fake_tokens(12, 64), on_disk = fake_tokens(13, 64);
+    {
+        PromptCache cache((size_t)4 << 20, root, 8 << 20, 0x8888, "n1", "refused", 4096);
+        cache.save(in_ram, fake_state(50 << 10, 12), true);
+        cache.save(on_disk, fake_state(50 << 10, 13), false);
+        cache.flush();
+        PromptCache::Match match = cache.find(extended(in_ram, 2));
+        PromptCache::State state;
+        CHECK(match.ram && cache.take(match, state) && state, "the RAM entry is not taken");
+        CHECK(cache.stats().ram_entries == 0, "taken whole, it left the RAM tier");
+        cache.restore_refused(match, state);
+        PromptCache::Match again = cache.find(extended(in_ram, 2));
+        PromptCache::State back;
+        CHECK(again.ram && again.length == in_ram.size() && cache.take(again, back) && back == state,
+              "the refused RAM entry is gone (ram %d, length %zu)", again.ram, again.length);
+        PromptCache::Match file = cache.find(extended(on_disk, 2));
+        CHECK(!file.ram && file.length == on_disk.size() && cache.take(file, state) && state, "the disk entry");
+        cache.restore_refused(file, state);
+        PromptCacheStats st = cache.stats();
+        CHECK(cache.find(extended(on_disk, 2)).length == on_disk.size() && st.discarded == 0 && st.disk_entries == 2,
+              "the refused disk entry is gone (%llu discarded)", (unsigned long long)st.discarded);
+    }
+    // What the engine asks before restoring: a worthwhile share of the entry, not a shared opening.
+    CHECK(PromptCache::worth_restoring(700, 700, 30) && PromptCache::worth_restoring(600, 700, 0),
+          "a conversation coming back is worth restoring");
+    CHECK(!PromptCache::worth_restoring(46, 700, 30) && !PromptCache::worth_restoring(100, 700, 0) &&
+              !PromptCache::worth_restoring(40, 40, 30),
+          "a short shared prefix of a long entry, or a small gain, is not");
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_take_rechecks_tokens() {
+    // The file a match names is read again when it is taken: if it holds other tokens by then (replaced under the
+    // same name), its state is not restored for this prompt (review F10).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto first = fake_tokens(9, 50), second = fake_tokens(10, 50);
+    {
+        PromptCache cache(0, root, 8 << 20, 0x5555, "n1", "recheck", 4096);
+        cache.save(first, fake_state(40 << 10, 9), false);
+        cache.save(second, fake_state(40 << 10, 10), false);
+        cache.flush();
+        auto files = files_in(cache.directory(), ".kv");
+        CHECK(files.size() == 2, "%zu entries", files.size());
+        if (files.size() != 2) return;
+        PromptCache::Match match = cache.find(extended(first, 2));
+        CHECK(match.length == first.size(), "match %zu", match.length);
+        // Which file holds which tokens: their token counts are equal, the first token tells them apart.
+        auto first_token = [](const std::string &path) {
+            PromptCacheFileHeader h{};
+            llama_token t = -1;
+            FILE *f = std::fopen(path.c_str(), "rb");
+            if (f && (std::fread(&h, sizeof h, 1, f) != 1 || std::fread(&t, sizeof t, 1, f) != 1)) t = -1;
+            if (f) std::fclose(f);
+            return t;
+        };
+        std::string of_first = first_token(files[0].first) == first[0] ? files[0].first : files[1].first;
+        std::string of_second = of_first == files[0].first ? files[1].first : files[0].first;
+        CHECK(std::rename(of_second.c_str(), of_first.c_str()) == 0, "rename");
+        std::shared_ptr<const std::vector<uint8_t>> state;
+        bool taken = match.length > 0 && cache.take(match, state);
+        CHECK(!taken || (state && !state->empty() && (*state)[0] == 9),
+              "another conversation's state was restored for this prompt");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_refuses_unsafe_files_and_directories() {
+    // A FIFO named like an entry must not block the reader (review F9: open() waited for a writer, on the decode
+    // thread); a directory other users may write to is refused (they could plant or swap entries).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    std::string dir;
+    {
+        PromptCache first(0, root, 8 << 20, 0x6666, "n1", "first", 4096);
+        dir = first.directory();
+    }
+    std::string fifo = dir + "/0123456789abcdef-000010.kv";
+    CHECK(mkfifo(fifo.c_str(), 0600) == 0, "mkfifo %s", fifo.c_str());
+    auto opened = std::async(std::launch::async, [&] {
+        Exempt exempt;
+        PromptCache second(0, root, 8 << 20, 0x6666, "n1", "second", 4096);
+        return second.stats().disk_entries;
+    });
+    bool in_time = opened.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    CHECK(in_time, "opening a cache directory with a FIFO in it blocked");
+    if (!in_time) {  // unblock it: a writer opens and closes the FIFO
+        int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) close(fd);
+    }
+    uint64_t entries = opened.get();
+    CHECK(entries == 0, "a FIFO counted as %llu entries", (unsigned long long)entries);
+    CHECK(chmod(dir.c_str(), 0770) == 0, "chmod");
+    {
+        PromptCache shared(0, root, 8 << 20, 0x6666, "n1", "shared", 4096);
+        CHECK(shared.directory().empty(), "a group-writable directory was used: %s", shared.directory().c_str());
+    }
+    CHECK(chmod(dir.c_str(), 0700) == 0 && chmod(root.c_str(), 0777) == 0, "chmod");
+    {
+        PromptCache open_root(0, root, 8 << 20, 0x6666, "n1", "open", 4096);
+        CHECK(open_root.directory().empty(), "a directory under a world-writable one was used: %s",
+              open_root.directory().c_str());
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_survives_a_removed_directory() {
+    // Deleting the cache directory while the daemon runs (afmd.8 says it is safe) recreates it at the next write
+    // (review F13: the disk tier wrote nothing until a reload); a temporary file left by a writer that is long gone
+    // is removed even when its process ID is in use again (review F8).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(11, 64);
+    {
+        PromptCache cache(0, root, 8 << 20, 0x7777, "n1", "removed", 4096);
+        std::string rm = "rm -rf '" + cache.directory() + "'";
+        CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+        cache.save(tokens, fake_state(30 << 10, 11), false);
+        cache.flush();
+        PromptCacheStats st = cache.stats();
+        CHECK(files_in(cache.directory(), ".kv").size() == 1 && st.dropped_writes == 0 && st.disk_entries == 1,
+              "after the directory was removed: %zu files, %llu dropped writes", files_in(cache.directory(), ".kv").size(),
+              (unsigned long long)st.dropped_writes);
+        // Our own process ID, two hours old: a PID reused by a live process, not a write in progress.
+        char name[128];
+        std::snprintf(name, sizeof name, "/0123456789abcdef-000064.kv.%d.0x1.tmp", (int)getpid());
+        std::string stale = cache.directory() + name;
+        FILE *f = std::fopen(stale.c_str(), "wb");
+        CHECK(f != nullptr, "create %s", stale.c_str());
+        if (f) std::fclose(f);
+        struct timespec old[2];
+        clock_gettime(CLOCK_REALTIME, &old[0]);
+        old[0].tv_sec -= 7200;
+        old[1] = old[0];
+        CHECK(utimensat(AT_FDCWD, stale.c_str(), old, 0) == 0, "utimensat");
+        PromptCache other(0, root, 8 << 20, 0x7777, "n1", "other", 4096);
+        struct stat sb;
+        CHECK(stat(stale.c_str(), &sb) != 0, "a two-hour-old temporary file of a live PID was kept");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
+    // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
+    // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
+    // decode thread to save a few dozen tokens); the long conversation itself still comes back whole.
+    afm_instance *instance = create(vt, 2048, 1, {{"PromptCacheMiB", "256"}});
+    CHECK(instance != nullptr, "create");
+    if (!instance) return;
+    std::string long_one = conversation_request(conversation("rivers", 12));
+    Answer a = ask(vt, instance, 900, long_one);
+    CHECK(a.ok && a.input > 500, "the long conversation: ok %d, %lld input tokens", a.ok, (long long)a.input);
+    Answer other = ask(vt, instance, 901, conversation_request(conversation("volcanoes")));  // takes the slot
+    CHECK(other.ok, "another conversation");
+    uint64_t hits = stat_u64(cache_stats(vt, instance), "hits");
+    Answer b = ask(vt, instance, 902, conversation_request(conversation("rivers", 1)));
+    json stats = cache_stats(vt, instance);
+    CHECK(b.ok && stat_u64(stats, "hits") == hits, "a %lld-token prompt restored a %lld-token entry (cached %lld): %s",
+          (long long)b.input, (long long)a.input, (long long)b.cached, stats.dump().c_str());
+    Answer again = ask(vt, instance, 903, long_one);
+    CHECK(again.ok && again.cached >= again.input - 1, "the long conversation again: cached %lld of %lld",
+          (long long)again.cached, (long long)again.input);
+    vt->destroy(instance);
+}
+
 void test_allocation_failures(const afm_backend_vtable *vt, afm_instance *instance) {
     // generate itself (parse, template, tokenize, sampler, registering, queueing, the emitter thread).
     long scale = std::getenv("SWEEP_RUNS") ? std::atol(std::getenv("SWEEP_RUNS")) : 40;
@@ -885,6 +1700,17 @@ int main(int argc, char **argv) {
     run("helpers", test_helpers);
     run("parse_with_memory_exhausted", test_parse_with_memory_exhausted);
     run("schemas_keep_their_order", test_schemas_keep_their_order);
+    run("prompt_cache_rejects_crafted_entries", test_prompt_cache_rejects_crafted_entries);
+    run("prompt_cache_disk_bound_across_instances", test_prompt_cache_disk_bound_across_instances);
+    run("prompt_cache_never_reads_another_models_entries", test_prompt_cache_never_reads_another_models_entries);
+    run("prompt_cache_fingerprint_sees_a_replaced_model", test_prompt_cache_fingerprint_sees_a_replaced_model);
+    run("prompt_cache_keeps_entries_through_transient_errors", test_prompt_cache_keeps_entries_through_transient_errors);
+    run("prompt_cache_keeps_entries_beyond_its_bounds", test_prompt_cache_keeps_entries_beyond_its_bounds);
+    run("prompt_cache_counts_a_state_once", test_prompt_cache_counts_a_state_once);
+    run("prompt_cache_take_rechecks_tokens", test_prompt_cache_take_rechecks_tokens);
+    run("prompt_cache_refused_restore_keeps_the_entry", test_prompt_cache_refused_restore_keeps_the_entry);
+    run("prompt_cache_refuses_unsafe_files_and_directories", test_prompt_cache_refuses_unsafe_files_and_directories);
+    run("prompt_cache_survives_a_removed_directory", test_prompt_cache_survives_a_removed_directory);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);
@@ -896,6 +1722,10 @@ int main(int argc, char **argv) {
     }
     run("output_cap_is_the_advertised_budget", [&] { test_output_cap_is_the_advertised_budget(vt); });
     run("progress_while_queued_and_reading", [&] { test_progress_while_queued_and_reading(vt); });
+    run("prompt_cache_restores_an_evicted_conversation", [&] { test_prompt_cache_restores_an_evicted_conversation(vt); });
+    run("prompt_cache_disk_tier", [&] { test_prompt_cache_disk_tier(vt); });
+    run("prompt_cache_memory_bound", [&] { test_prompt_cache_memory_bound(vt); });
+    run("prompt_cache_restores_only_worthwhile_matches", [&] { test_prompt_cache_restores_only_worthwhile_matches(vt); });
     afm_instance *instance = create(vt, 2048, 2);
     if (!instance) return 1;
     run("capped_tool_call_is_not_closed", [&] { test_capped_tool_call_is_not_closed(vt, instance); });

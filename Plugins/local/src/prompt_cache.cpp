@@ -1,0 +1,732 @@
+// SPDX-License-Identifier: Apache-2.0
+// prompt_cache.cpp: saved sequence states in RAM and on disk (prompt_cache.h). The engine (engine.cpp) decides
+// when to save and restore; this file keeps the entries, their bounds, the files and their checksums.
+#include "prompt_cache.h"
+#include "local.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace afm_local {
+
+namespace {
+
+inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+inline uint64_t fmix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+inline uint64_t mix(uint64_t h, uint64_t w) {
+    h ^= rotl(w * 0x87c37b91114253d5ULL, 31) * 0x4cf5ad432745937fULL;
+    return rotl(h, 27) * 5 + 0x52dce729;
+}
+
+constexpr char kMagic[8] = {'A', 'F', 'M', 'K', 'V', 'C', '1', '\0'};
+constexpr uint32_t kFormat = 1;
+using FileHeader = PromptCacheFileHeader;
+
+/** Reads `size` bytes: 1 done, 0 the file ended first (it is shorter than its header says: damage), -1 a read error
+ *  (EIO and the like: nothing is known about the entry). */
+int read_all(int fd, void *dst, size_t size) {
+    auto *p = static_cast<uint8_t *>(dst);
+    while (size > 0) {
+        ssize_t n = ::read(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -1;
+        if (n == 0) return 0;
+        p += n;
+        size -= (size_t)n;
+    }
+    return 1;
+}
+
+bool write_all(int fd, const void *src, size_t size) {
+    auto *p = static_cast<const uint8_t *>(src);
+    while (size > 0) {
+        ssize_t n = ::write(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        p += n;
+        size -= (size_t)n;
+    }
+    return true;
+}
+
+bool make_dirs(const std::string &path) {
+    std::string partial;
+    size_t pos = 0;
+    while (pos != std::string::npos) {
+        pos = path.find('/', pos + 1);
+        partial = path.substr(0, pos);
+        if (partial.empty()) continue;
+        if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return false;
+    }
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/** Why the directory `path` must not hold cache entries ("" when it may): entries are restored into the model's
+ *  memory, so only the daemon's user may write them. Our own directory must be ours and writable by no one else;
+ *  the one it is in (PromptCacheDir) may be shared only when sticky (/tmp-like: others cannot rename ours away). */
+std::string unsafe_directory(const std::string &path, bool ours) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return std::string("cannot stat it (") + std::strerror(errno) + ")";
+    if (!S_ISDIR(st.st_mode)) return "not a directory";
+    if (ours && st.st_uid != ::geteuid()) return "owned by another user";
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (ours || (st.st_mode & S_ISVTX) == 0))
+        return "writable by other users";
+    return "";
+}
+
+int64_t mtime_ns(const struct stat &st) { return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec; }
+
+/** Whether `name` is a temporary file of write_file ("<entry>.kv.<pid>.<tag>.tmp") that no write will finish: its
+ *  process is gone, or it is older than any write takes (its process ID may belong to another process by now). */
+bool is_abandoned_temp(const std::string &dir, const std::string &name) {
+    if (name.size() < 8 || name.compare(name.size() - 4, 4, ".tmp") != 0) return false;
+    size_t kv = name.find(".kv.");
+    if (kv == std::string::npos) return false;
+    char *end = nullptr;
+    errno = 0;
+    long pid = std::strtol(name.c_str() + kv + 4, &end, 10);
+    if (errno != 0 || end == name.c_str() + kv + 4 || *end != '.' || pid <= 0 || pid > INT32_MAX) return false;
+    if (::kill((pid_t)pid, 0) != 0 && errno == ESRCH) return true;
+    struct stat st;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    constexpr int64_t kAbandonedAfterNs = (int64_t)600 * 1000000000;  // a write of even a GiB takes seconds
+    return ::lstat((dir + "/" + name).c_str(), &st) == 0 &&
+           (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - mtime_ns(st) > kAbandonedAfterNs;
+}
+
+size_t common_prefix(const std::vector<llama_token> &a, const std::vector<llama_token> &b) {
+    size_t n = std::min(a.size(), b.size()), i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+bool is_prefix(const std::vector<llama_token> &a, const std::vector<llama_token> &of) {
+    return a.size() <= of.size() && std::equal(a.begin(), a.end(), of.begin());
+}
+
+}  // namespace
+
+uint64_t prompt_cache_header_hash(const PromptCacheFileHeader &h) {
+    return hash64(&h, offsetof(PromptCacheFileHeader, header_hash), 0x4846);
+}
+
+uint64_t hash64(const void *data, size_t size, uint64_t seed) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    uint64_t a = seed ^ 0x9E3779B97F4A7C15ULL, b = seed + 0x632BE59BD9B4E019ULL, c = ~seed, d = seed * 3 + 1;
+    size_t n = size;
+    while (n >= 32) {
+        uint64_t w[4];
+        std::memcpy(w, p, 32);
+        a = mix(a, w[0]);
+        b = mix(b, w[1]);
+        c = mix(c, w[2]);
+        d = mix(d, w[3]);
+        p += 32;
+        n -= 32;
+    }
+    uint64_t h = rotl(a, 1) + rotl(b, 7) + rotl(c, 12) + rotl(d, 18);
+    while (n >= 8) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        h = mix(h, w);
+        p += 8;
+        n -= 8;
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p, n);
+    h = mix(h, tail ^ ((uint64_t)n << 56));
+    return fmix(h ^ (uint64_t)size);
+}
+
+uint64_t model_fingerprint(const std::string &path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+        ::close(fd);
+        return 0;
+    }
+    const uint64_t size = (uint64_t)st.st_size;
+    uint64_t h = hash64(&size, sizeof size, 0x4d4f44454c);
+    // The samples below cannot tell a same-size update of a model (a fine-tune's changed tensors) from the model it
+    // replaced; the file's identity can: an update is a new file (new inode) or a rewrite (new mtime). A copy of an
+    // unchanged model then starts a cold directory, which costs only warm-up.
+    const uint64_t identity[4] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_mtim.tv_sec,
+                                  (uint64_t)st.st_mtim.tv_nsec};
+    h = hash64(identity, sizeof identity, h);
+    std::vector<uint8_t> buffer(1 << 20);
+    auto sample = [&](uint64_t offset, size_t length) {
+        length = (size_t)std::min<uint64_t>(length, size > offset ? size - offset : 0);
+        if (length == 0) return true;
+        ssize_t n = ::pread(fd, buffer.data(), length, (off_t)offset);
+        if (n != (ssize_t)length) return false;
+        h = hash64(buffer.data(), length, h);
+        return true;
+    };
+    bool ok = sample(0, 1 << 20) && sample(size > (1 << 20) ? size - (1 << 20) : 0, 1 << 20);
+    for (int i = 1; ok && i <= 16; i++) ok = sample(size / 17 * (uint64_t)i, 1 << 16);
+    ::close(fd);
+    return ok ? (h ? h : 1) : 0;
+}
+
+PromptCache::PromptCache(size_t ram_limit, const std::string &dir, size_t disk_limit, uint64_t fingerprint,
+                         const std::string &layout, const std::string &instance, size_t max_tokens)
+    : ram_limit_(ram_limit), disk_limit_(disk_limit), instance_(instance), max_tokens_(max_tokens) {
+    counters_.ram_limit = ram_limit;
+    counters_.disk_limit = disk_limit;
+    if (!dir.empty() && disk_limit > 0) {
+        char name[64];
+        std::snprintf(name, sizeof name, "/%016" PRIx64 "-%s", fingerprint, layout.c_str());
+        fingerprint_ = hash64(name, std::strlen(name), fingerprint);
+        std::string path = dir;
+        while (path.size() > 1 && path.back() == '/') path.pop_back();
+        path += name;
+        std::string root = dir;
+        while (root.size() > 1 && root.back() == '/') root.pop_back();
+        std::string unsafe;
+        if (!make_dirs(path)) {
+            log_line(AFM_LOG_WARNING, instance_ + ": prompt cache directory " + path + " cannot be created (" +
+                                          std::strerror(errno) + "); the disk tier is off");
+        } else if (!(unsafe = unsafe_directory(root, false)).empty() || !(unsafe = unsafe_directory(path, true)).empty()) {
+            log_line(AFM_LOG_WARNING, instance_ + ": prompt cache directory " + path + " is not safe (" + unsafe +
+                                          "); the disk tier is off");
+        } else {
+            dir_ = path;
+            std::lock_guard<std::mutex> lock(disk_mutex_);
+            scan_locked();
+            evict_disk_locked();
+        }
+    }
+    counters_.disk = !dir_.empty();
+    if (!dir_.empty()) writer_ = std::thread([this] { writer_loop(); });
+}
+
+PromptCache::~PromptCache() {
+    {
+        std::lock_guard<std::mutex> lock(write_mutex_);
+        stopping_ = true;  // the writer finishes what is queued first: a restart finds it
+    }
+    write_cv_.notify_all();
+    if (writer_.joinable()) writer_.join();
+}
+
+void PromptCache::set_state_size(uint64_t base, uint64_t per_token) {
+    state_base_.store(base);
+    state_per_token_.store(per_token);
+    std::lock_guard<std::mutex> lock(disk_mutex_);
+    dir_mtime_ = -1;  // the entries set aside at start-up are judged again, with this bound, at the next scan
+}
+
+uint64_t PromptCache::max_state_bytes(uint64_t n_tokens) const {
+    // A state grows linearly with its tokens (llama.cpp writes a fixed header per layer, then each cell's rows), and
+    // the directory's key fixes the model and layout, so every instance measures the same: twice that plus 1 MiB
+    // leaves room for whatever llama.cpp adds without admitting a blown-up field. Beyond it is damage. (0: not
+    // measured yet.)
+    const uint64_t per_token = state_per_token_.load();
+    if (per_token == 0) return 0;
+    return 2 * (state_base_.load() + per_token * n_tokens) + ((uint64_t)1 << 20);
+}
+
+PromptCache::Read PromptCache::read_entry(const std::string &path, std::vector<llama_token> &tokens,
+                                          std::vector<uint8_t> *state, uint64_t &file_bytes, int64_t &mtime) const noexcept {
+    // O_NONBLOCK: a FIFO named like an entry would block open() (on the decode thread) until someone writes to it;
+    // O_NOFOLLOW: an entry is a file in our directory, never a link to elsewhere.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return errno == ENOENT ? Read::gone : errno == ELOOP ? Read::foreign : Read::unavailable;
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return Read::unavailable;
+    if (!S_ISREG(st.st_mode)) return Read::foreign;
+    try {
+        FileHeader h;
+        int r = read_all(fd, &h, sizeof h);
+        if (r <= 0) return r < 0 ? Read::unavailable : Read::damaged;
+        if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.format != kFormat || h.header_size != sizeof h ||
+            h.header_hash != prompt_cache_header_hash(h) || h.fingerprint != fingerprint_)
+            return Read::damaged;
+        // Every length is checked before anything is allocated: a checksum is no defence against a crafted header
+        // (it is not secret), a bound is. Lengths no instance writes are damage; a valid entry longer than this
+        // instance's context or larger than the memory it may use for one is another instance's: it stays.
+        if (h.n_tokens == 0 || h.n_tokens > kMaxEntryTokens || h.state_bytes == 0) return Read::damaged;
+        uint64_t expected = sizeof h + h.n_tokens * sizeof(llama_token) + h.state_bytes;
+        if (h.state_bytes > (uint64_t)st.st_size || (uint64_t)st.st_size != expected)
+            return Read::damaged;  // truncated, or something appended
+        const uint64_t most = max_state_bytes(h.n_tokens);
+        if (most > 0 && h.state_bytes > most) return Read::damaged;
+        if (h.n_tokens > max_tokens_ || h.state_bytes > std::max<uint64_t>(ram_limit_, (uint64_t)256 << 20)) {
+            file_bytes = (uint64_t)st.st_size;
+            mtime = mtime_ns(st);
+            return Read::beyond;
+        }
+        tokens.resize(h.n_tokens);
+        r = read_all(fd, tokens.data(), tokens.size() * sizeof(llama_token));
+        if (r <= 0) return r < 0 ? Read::unavailable : Read::damaged;
+        if (hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x544b) != h.tokens_hash) return Read::damaged;
+        if (state) {
+            state->resize(h.state_bytes);
+            r = read_all(fd, state->data(), state->size());
+            if (r <= 0) return r < 0 ? Read::unavailable : Read::damaged;
+            if (hash64(state->data(), state->size(), 0x5354) != h.state_hash) return Read::damaged;
+        }
+    } catch (...) {
+        return Read::unavailable;  // out of memory now: the entry may well be fine
+    }
+    file_bytes = (uint64_t)st.st_size;
+    mtime = mtime_ns(st);
+    return Read::ok;
+}
+
+std::string PromptCache::file_name(const std::vector<llama_token> &tokens) const {
+    char name[40];
+    std::snprintf(name, sizeof name, "%016" PRIx64 "-%06zu.kv",
+                  hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x4e414d45), tokens.size());
+    return name;
+}
+
+void PromptCache::scan_locked() {
+    struct stat st;
+    if (::stat(dir_.c_str(), &st) != 0) return;
+    if (mtime_ns(st) == dir_mtime_) return;
+    dir_mtime_ = mtime_ns(st);
+    DIR *d = ::opendir(dir_.c_str());
+    if (!d) return;
+    std::map<std::string, DiskEntry> seen;
+    bool again = false;  // an entry could not be read now: scan again next time, whether or not the directory changes
+    while (struct dirent *e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (is_abandoned_temp(dir_, name)) {
+            // A writer that died mid-write (its process is gone) left this: it counts in no bound, so it goes.
+            ::unlink((dir_ + "/" + name).c_str());
+            continue;
+        }
+        if (name.size() < 4 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
+        auto known = disk_.find(name);
+        if (known != disk_.end() && known->second.usable) {  // an unusable one is judged again (the bounds change)
+            seen.emplace(name, std::move(known->second));
+            continue;
+        }
+        DiskEntry entry;
+        int64_t mtime = 0;
+        switch (read_entry(dir_ + "/" + name, entry.tokens, nullptr, entry.bytes, mtime)) {
+        case Read::ok:
+            break;
+        case Read::beyond:
+            entry.usable = false;  // another instance's to restore; here it only counts in the bound
+            entry.tokens.clear();
+            break;
+        case Read::damaged: {
+            // Truncated, damaged, or of another format: a cache entry is never worth keeping in doubt.
+            ::unlink((dir_ + "/" + name).c_str());
+            std::lock_guard<std::mutex> lock(ram_mutex_);
+            counters_.discarded++;
+            continue;
+        }
+        case Read::unavailable:
+            again = true;
+            continue;
+        case Read::gone:
+        case Read::foreign:
+            continue;
+        }
+        entry.used = mtime;
+        seen.emplace(name, std::move(entry));
+    }
+    ::closedir(d);
+    if (again) dir_mtime_ = -1;
+    disk_ = std::move(seen);
+    disk_bytes_ = 0;
+    for (const auto &[name, entry] : disk_) disk_bytes_ += entry.bytes;
+}
+
+void PromptCache::remove_file_locked(const std::string &name) {
+    auto it = disk_.find(name);
+    if (it == disk_.end()) return;
+    ::unlink((dir_ + "/" + name).c_str());
+    disk_bytes_ -= it->second.bytes;
+    disk_.erase(it);
+}
+
+void PromptCache::evict_disk_locked() {
+    while (disk_bytes_ > disk_limit_ && !disk_.empty()) {
+        auto oldest = std::min_element(disk_.begin(), disk_.end(),
+                                       [](const auto &a, const auto &b) { return a.second.used < b.second.used; });
+        remove_file_locked(oldest->first);
+        std::lock_guard<std::mutex> lock(ram_mutex_);
+        counters_.disk_evictions++;
+    }
+}
+
+void PromptCache::hold_locked(const State &state) {
+    if (held_[state.get()]++ == 0) held_bytes_ += state->size();
+}
+
+void PromptCache::release_locked(const State &state) noexcept {
+    auto it = held_.find(state.get());
+    if (it == held_.end()) return;
+    if (--it->second == 0) {
+        held_bytes_ -= state->size();
+        held_.erase(it);
+    }
+}
+
+void PromptCache::evict_ram_locked(size_t incoming) {
+    while (!ram_.empty() && held_bytes_ + incoming > ram_limit_) {
+        release_locked(ram_.front().state);
+        ram_.pop_front();
+        counters_.evictions++;
+    }
+}
+
+bool PromptCache::worth_restoring(size_t covered, size_t entry_tokens, size_t from_slots) {
+    if (covered < kMinCacheTokens || covered < from_slots + kMinRestoreGain) return false;
+    return 4 * (covered - from_slots) >= entry_tokens;
+}
+
+PromptCache::Match PromptCache::find(const std::vector<llama_token> &prompt) noexcept {
+    try {
+        return find_best(prompt);
+    } catch (...) {
+        return Match{};  // out of memory: a miss
+    }
+}
+
+PromptCache::Match PromptCache::find_best(const std::vector<llama_token> &prompt) {
+    Match best;
+    {
+        std::lock_guard<std::mutex> lock(ram_mutex_);
+        for (auto it = ram_.begin(); it != ram_.end(); ++it) {
+            size_t len = common_prefix(it->tokens, prompt);
+            if (len > best.length) {
+                best.length = len;
+                best.ram = true;
+                best.ram_entry = it;
+                best.entry_tokens = it->tokens.size();
+            }
+        }
+    }
+    if (!dir_.empty()) {
+        std::lock_guard<std::mutex> lock(disk_mutex_);
+        scan_locked();  // another instance of this model (a reload, a restart) may have written entries
+        for (const auto &[name, entry] : disk_) {
+            if (!entry.usable) continue;
+            size_t len = common_prefix(entry.tokens, prompt);
+            if (len > best.length) {
+                best = Match{};
+                best.length = len;
+                best.file = name;
+                best.entry_tokens = entry.tokens.size();
+            }
+        }
+    }
+    return best;
+}
+
+bool PromptCache::take(Match &match, State &state) noexcept {
+    if (match.length == 0) return false;
+    try {
+        if (match.ram) {
+            std::lock_guard<std::mutex> lock(ram_mutex_);
+            if (match.length >= match.entry_tokens) {
+                // Taken whole: the slot holds it now, and gives it back when it is given to another conversation
+                // (or restore_refused() puts it back).
+                match.tokens = match.ram_entry->tokens;
+                state = match.ram_entry->state;
+                release_locked(match.ram_entry->state);
+                ram_.erase(match.ram_entry);
+            } else {
+                state = match.ram_entry->state;
+            }
+            return true;
+        }
+        std::vector<llama_token> tokens;
+        auto data = std::make_shared<std::vector<uint8_t>>();
+        uint64_t bytes = 0;
+        int64_t mtime = 0;
+        std::string path = dir_ + "/" + match.file;
+        Read read = read_entry(path, tokens, data.get(), bytes, mtime);
+        std::lock_guard<std::mutex> lock(disk_mutex_);
+        auto it = disk_.find(match.file);
+        if (read == Read::ok && (it == disk_.end() || it->second.tokens != tokens)) {
+            // Replaced since it was found (it holds other tokens than the match was made on): not for this prompt.
+            // Evicted meanwhile by the writer: not known any more, so not used either.
+            read = it == disk_.end() ? Read::unavailable : Read::damaged;
+        }
+        switch (read) {
+        case Read::ok:
+            break;
+        case Read::damaged: {
+            remove_file_locked(match.file);
+            std::lock_guard<std::mutex> counters(ram_mutex_);
+            counters_.discarded++;
+            log_line(AFM_LOG_WARNING, instance_ + ": prompt cache entry " + path + " does not verify; deleted");
+            return false;
+        }
+        case Read::beyond:
+            if (it != disk_.end()) {
+                it->second.usable = false;
+                it->second.tokens.clear();
+            }
+            return false;
+        case Read::gone:
+        case Read::foreign:
+            if (it != disk_.end()) {
+                disk_bytes_ -= it->second.bytes;
+                disk_.erase(it);
+            }
+            return false;
+        case Read::unavailable:
+            return false;  // not now (out of descriptors or memory): it stays for later
+        }
+        ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        it->second.used = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+        state = std::move(data);
+        return true;
+    } catch (...) {
+        state.reset();
+        return false;  // out of memory: a miss
+    }
+}
+
+void PromptCache::restore_refused(Match &match, State state) noexcept {
+    if (!match.ram || match.tokens.empty() || !state) return;  // a disk entry stays where it is; a partial one too
+    save(match.tokens, std::move(state), true);                // a RAM entry taken whole goes back
+}
+
+void PromptCache::discard(const Match &match) {
+    if (match.ram) return;  // taken whole it is gone already; a partial one stays for a later prefix
+    std::lock_guard<std::mutex> lock(disk_mutex_);
+    remove_file_locked(match.file);
+    std::lock_guard<std::mutex> counters(ram_mutex_);
+    counters_.discarded++;
+}
+
+bool PromptCache::needs(const std::vector<llama_token> &tokens, bool ram) const {
+    if (ram && ram_limit_ > 0) {
+        std::lock_guard<std::mutex> lock(ram_mutex_);
+        bool covered = false;
+        for (const auto &entry : ram_) covered = covered || is_prefix(tokens, entry.tokens);
+        if (!covered) return true;
+    }
+    if (!dir_.empty()) {
+        std::lock_guard<std::mutex> lock(disk_mutex_);
+        for (const auto &[name, entry] : disk_)
+            if (entry.usable && is_prefix(tokens, entry.tokens)) return false;
+        return true;
+    }
+    return false;
+}
+
+void PromptCache::save(const std::vector<llama_token> &tokens, State state, bool ram) {
+    try {
+        if (!state || state->empty() || tokens.empty()) return;
+        const size_t size = state->size();
+        if (ram && ram_limit_ > 0) {
+            std::lock_guard<std::mutex> lock(ram_mutex_);
+            bool covered = false;
+            for (auto it = ram_.begin(); it != ram_.end();) {
+                if (is_prefix(tokens, it->tokens)) {
+                    covered = true;
+                    ++it;
+                } else if (is_prefix(it->tokens, tokens)) {  // this state serves that prefix too
+                    release_locked(it->state);
+                    it = ram_.erase(it);
+                } else {
+                    ++it;
+                }
+            }
+            if (!covered && size <= ram_limit_) {
+                evict_ram_locked(size);
+                if (held_bytes_ + size <= ram_limit_) {
+                    ram_.push_back(RamEntry{tokens, state});
+                    try {
+                        hold_locked(state);
+                    } catch (...) {
+                        ram_.pop_back();
+                        throw;
+                    }
+                }
+            }
+        }
+        if (!dir_.empty()) {
+            {
+                std::lock_guard<std::mutex> lock(disk_mutex_);
+                for (const auto &[name, entry] : disk_)
+                    if (entry.usable && is_prefix(tokens, entry.tokens)) return;  // on disk already
+            }
+            // Queued states count in the RAM bound (256 MiB of queue when there is no RAM tier), once: a state in
+            // RAM and queued is one block of memory.
+            std::lock_guard<std::mutex> lock(ram_mutex_);
+            const size_t bound = ram_limit_ > 0 ? ram_limit_ : (size_t)256 << 20;
+            const size_t incoming = held_.count(state.get()) ? 0 : size;
+            if (ram_limit_ > 0 && incoming > 0) evict_ram_locked(incoming);
+            if (size > disk_limit_ || held_bytes_ + incoming > bound) {
+                counters_.dropped_writes++;
+                return;
+            }
+            hold_locked(state);
+            try {
+                std::lock_guard<std::mutex> wlock(write_mutex_);
+                writes_.push_back(Write{tokens, state});
+            } catch (...) {
+                release_locked(state);
+                throw;
+            }
+            // Only the writer waits on write_cv_ (flush() has its own): one wake-up reaches it.
+            write_cv_.notify_one();
+        }
+    } catch (...) {
+        // Out of memory while keeping a state: it is not kept (the cache is an optimisation).
+    }
+}
+
+void PromptCache::writer_loop() {
+    for (;;) {
+        Write write;
+        {
+            std::unique_lock<std::mutex> lock(write_mutex_);
+            write_cv_.wait(lock, [&] { return stopping_ || !writes_.empty(); });
+            if (writes_.empty()) return;  // stopping, and nothing left to write
+            write = std::move(writes_.front());
+            writes_.pop_front();
+            writing_ = true;
+        }
+        try {
+            write_file(write);
+        } catch (...) {
+        }
+        {
+            std::lock_guard<std::mutex> lock(ram_mutex_);
+            release_locked(write.state);
+        }
+        write.state.reset();
+        {
+            std::lock_guard<std::mutex> lock(write_mutex_);
+            writing_ = false;
+        }
+        flush_cv_.notify_all();
+    }
+}
+
+void PromptCache::write_file(const Write &write) {
+    const auto &tokens = write.tokens;
+    const auto &state = *write.state;
+    FileHeader h{};
+    std::memcpy(h.magic, kMagic, sizeof kMagic);
+    h.format = kFormat;
+    h.header_size = sizeof h;
+    h.fingerprint = fingerprint_;
+    h.n_tokens = tokens.size();
+    h.state_bytes = state.size();
+    h.tokens_hash = hash64(tokens.data(), tokens.size() * sizeof(llama_token), 0x544b);
+    h.state_hash = hash64(state.data(), state.size(), 0x5354);
+    h.header_hash = prompt_cache_header_hash(h);
+    const std::string name = file_name(tokens);
+    const std::string path = dir_ + "/" + name;
+    char suffix[48];
+    std::snprintf(suffix, sizeof suffix, ".%d.%p.tmp", (int)::getpid(), (const void *)&write);
+    const std::string temp = path + suffix;
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == ENOENT && make_dirs(dir_)) {
+        // The directory was deleted while we run (clearing the cache by hand is allowed): it is made again.
+        fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+    bool ok = fd >= 0 && write_all(fd, &h, sizeof h) &&
+              write_all(fd, tokens.data(), tokens.size() * sizeof(llama_token)) &&
+              write_all(fd, state.data(), state.size());
+    if (fd >= 0 && ::close(fd) != 0) ok = false;
+    // Written whole under a temporary name, then renamed: a reader sees a complete file or none. (A crash of the
+    // machine may still leave a short or damaged file behind: the checksums catch it.)
+    if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
+        ::unlink(temp.c_str());
+        std::lock_guard<std::mutex> lock(ram_mutex_);
+        counters_.dropped_writes++;
+        log_line(AFM_LOG_WARNING, instance_ + ": cannot write the prompt cache entry " + path + " (" +
+                                      std::strerror(errno) + ")");
+        return;
+    }
+    std::lock_guard<std::mutex> lock(disk_mutex_);
+    // Another instance of this model (a generation draining after a reload, a second daemon) writes into the same
+    // directory: its files count in the bound too, so the index is brought up to date before evicting. A full
+    // scan: the directory's mtime ticks coarsely (a few ms), so two renames in one tick would look like none.
+    dir_mtime_ = -1;
+    scan_locked();
+    // Entries this one extends are of no further use: it serves their prefixes too.
+    std::vector<std::string> obsolete;
+    for (const auto &[other, entry] : disk_)
+        if (other != name && entry.usable && is_prefix(entry.tokens, tokens)) obsolete.push_back(other);
+    for (const auto &other : obsolete) remove_file_locked(other);
+    auto it = disk_.find(name);
+    if (it != disk_.end()) disk_bytes_ -= it->second.bytes;
+    DiskEntry entry;
+    entry.tokens = tokens;
+    entry.bytes = sizeof h + tokens.size() * sizeof(llama_token) + state.size();
+    struct stat st;
+    entry.used = ::stat(path.c_str(), &st) == 0 ? mtime_ns(st) : 0;
+    disk_bytes_ += entry.bytes;
+    disk_[name] = std::move(entry);
+    evict_disk_locked();
+    {
+        std::lock_guard<std::mutex> counters(ram_mutex_);
+        counters_.disk_writes++;
+    }
+}
+
+void PromptCache::flush() {
+    std::unique_lock<std::mutex> lock(write_mutex_);
+    flush_cv_.wait(lock, [&] { return writes_.empty() && !writing_; });
+}
+
+void PromptCache::count_hit(bool disk, size_t tokens) {
+    std::lock_guard<std::mutex> lock(ram_mutex_);
+    counters_.hits++;
+    if (disk) counters_.disk_hits++;
+    counters_.restored_tokens += tokens;
+}
+
+void PromptCache::count_miss() {
+    std::lock_guard<std::mutex> lock(ram_mutex_);
+    counters_.misses++;
+}
+
+PromptCacheStats PromptCache::stats() const {
+    PromptCacheStats s;
+    {
+        std::lock_guard<std::mutex> lock(ram_mutex_);
+        s = counters_;
+        s.ram_bytes = held_bytes_;
+        s.ram_entries = ram_.size();
+    }
+    std::lock_guard<std::mutex> lock(disk_mutex_);
+    s.disk_bytes = disk_bytes_;
+    s.disk_entries = disk_.size();
+    return s;
+}
+
+}  // namespace afm_local

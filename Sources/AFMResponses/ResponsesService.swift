@@ -242,7 +242,8 @@ public final class ResponsesService: Sendable {
         // none is known). The tokenizer usually counts less than the estimate, so the first probe is the cut the
         // whole input's ratio predicts; then its neighbour (the prediction is most often off by one), then
         // bisection: about log2(turns) tokenizer calls at worst, each one document encoded and counted once.
-        let guess = (1...last).first { remaining[starts[$0]].estimate * counted <= limit * estimate } ?? last
+        let guess = Truncation.predictedCut(
+            estimates: { remaining[starts[$0]].estimate }, last: last, counted: counted, estimate: estimate, limit: limit)
         var fits = byEstimate ?? last + 1
         // A prediction at or past the estimate's cut (the tokenizer counts more than the estimate) trusts that cut:
         // fewer dropped turns are not worth log2(turns) calls that would almost surely not fit.

@@ -125,8 +125,9 @@ public final class Daemon: Sendable {
     /// Raises the soft `RLIMIT_NOFILE` so `wanted` connections (plus the refusal headroom and the reserve) fit; when
     /// the hard limit is too low, returns the most connections it allows and says so: refusing with 503 at a known
     /// count beats failing `accept` (or opening a model file) with EMFILE at an unknown one.
-    /// The body of an error the HTTP server raises itself (413, 431, 408, 504): Anthropic's envelope on a path
-    /// under `/v1/messages` (docs/anthropic-messages.md, "Errors"), the server's default (OpenAI's) elsewhere.
+    /// The body of an error the HTTP server raises itself (413, 431, 417, 501, 408, 504): Anthropic's envelope on a
+    /// path under `/v1/messages` (docs/anthropic-messages.md, "Errors"), the server's default (OpenAI's) elsewhere.
+    /// The path is known once the request line is complete, before any header field is parsed.
     @Sendable static func httpErrorBody(path: String?, status: Int, code: String, message: String) -> [UInt8]? {
         guard let path, APIDialect(path: path) == .messages else { return nil }
         let envelope: JSONValue = ["type": "error", "error": ["type": .string(AFMErrorCode.anthropicType(forStatus: status)), "message": .string(message)]]

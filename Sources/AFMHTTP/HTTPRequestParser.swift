@@ -78,6 +78,12 @@ struct HTTPRequestParser {
     private var scanIndex = 0
     private var phase = Phase.head
     private var head: HTTPRequestHead?
+    /// The path of the request line of the request being received, once that line is complete: errors raised
+    /// before the whole header block is parsed (431, 417, 501, a 408 while the headers trickle in) are answered
+    /// in the envelope of the endpoint it names.
+    private var requestLinePath: String?
+    /// Whether the request line of the request being received was looked at (it is parsed once).
+    private var requestLineSeen = false
     private var body: [UInt8] = []
     /// Bytes of the Content-Length body or of the current chunk still to come.
     private var remaining = 0
@@ -94,11 +100,12 @@ struct HTTPRequestParser {
     /// Whether part of a request (head bytes or body) has been received.
     var hasPartialRequest: Bool { phase != .head || readIndex < buffer.count }
 
-    /// The path of the request being received, once its head was parsed (for the body of a 408).
-    var pendingPath: String? { head?.path }
+    /// The path of the request being received, once its request line was parsed (for the body of a 408).
+    var pendingPath: String? { head?.path ?? requestLinePath }
 
-    /// The path of the request that failed, when its head had been parsed (a 413 is decided from the head), so
-    /// the error can be answered in the envelope of the endpoint it was sent to.
+    /// The path of the request that failed, when its request line had been parsed (a 431 while the headers are
+    /// read, a 413 decided from the head), so the error can be answered in the envelope of the endpoint it was
+    /// sent to.
     private(set) var failedPath: String?
 
     /// Whether the parser is in the failed state.
@@ -253,7 +260,7 @@ struct HTTPRequestParser {
 
     private mutating func fail(_ error: HTTPParseError) -> Event {
         phase = .failed
-        failedPath = head?.path
+        failedPath = head?.path ?? requestLinePath
         head = nil
         body = []
         return .error(error)
@@ -263,6 +270,8 @@ struct HTTPRequestParser {
         // The force unwrap is safe: every path into complete() sets `head` first.
         let request = HTTPParsedRequest(head: head!, body: body)
         head = nil
+        requestLinePath = nil
+        requestLineSeen = false
         body = []
         phase = .head
         scanIndex = readIndex
@@ -355,6 +364,8 @@ struct HTTPRequestParser {
         let limits = self.limits
         var readIndex = self.readIndex
         var scanIndex = self.scanIndex
+        var requestLineSeen = self.requestLineSeen
+        var requestLinePath = self.requestLinePath
         let result: HeadResult = buffer.withUnsafeBufferPointer { bytes in
             let count = bytes.count
             // Skip empty lines before the request line.
@@ -373,6 +384,14 @@ struct HTTPRequestParser {
             var index = scanIndex
             while index < count {
                 if bytes[index] == ASCII.lf && index > readIndex {
+                    if !requestLineSeen {
+                        // The first line end is the request line's: its path, once (scanned bytes are not rescanned).
+                        requestLineSeen = true
+                        let end = bytes[index - 1] == ASCII.cr ? index - 1 : index
+                        if case .success(let line) = Self.parseRequestLine(bytes, start: readIndex, end: end) {
+                            requestLinePath = HTTPRequest.splitTarget(bytes: UnsafeBufferPointer(rebasing: bytes[line.target])).path
+                        }
+                    }
                     if index + 1 < count && bytes[index + 1] == ASCII.lf {
                         end = index + 2
                         break
@@ -398,6 +417,8 @@ struct HTTPRequestParser {
         }
         self.readIndex = readIndex
         self.scanIndex = scanIndex
+        self.requestLineSeen = requestLineSeen
+        self.requestLinePath = requestLinePath
         return result
     }
 

@@ -95,7 +95,9 @@ public struct ConversationItems: Sendable {
     ///
     /// A user message without any content part is refused in every dialect (400 `empty_array` naming its
     /// content): a turn that says nothing is a client mistake, and the dialects used to disagree (200 with an
-    /// empty turn, or 400).
+    /// empty turn, or 400). An assistant message that says nothing (no part, or only empty text) adds nothing in
+    /// every dialect: clients replay such turns (an answer that was only a tool call), and the dialects used to
+    /// disagree (Chat Completions dropped it, Messages and Responses sent the backend an empty assistant turn).
     ///
     /// - Parameter outputParam: the field named in the error: a tool output's call id when it answers no earlier
     ///   call (`input[3].call_id`, `messages[2].tool_call_id`), a message's content when it is empty
@@ -107,6 +109,8 @@ public struct ConversationItems: Sendable {
             throw AFMError(
                 .invalidRequest, "'\(param)' must not be empty: a user message needs at least one content part.", param: param,
                 publicCode: "empty_array")
+        case .message(let role, let parts) where role == "assistant" && parts.allSatisfy({ $0["type"] == "text" && $0["text"] == "" }):
+            return
         case .functionCall(let callID, _, _, _), .customToolCall(let callID, _, _):
             callIDs.insert(callID)
         case .functionCallOutput(let callID, _), .customToolCallOutput(let callID, _):

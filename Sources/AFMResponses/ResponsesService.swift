@@ -162,12 +162,13 @@ public final class ResponsesService: Sendable {
     /// Builds the document and checks the input budget: counts the input the backend will see, and drops the
     /// oldest complete turns when the request asks for truncation.
     ///
-    /// Every item is converted and priced once; the cut is found in one pass over the turns' running totals and
-    /// the document is encoded for the chosen cut only. The backend's tokenizer (costly: a runner tokenizes the
-    /// whole document) is asked at most three times: for the whole input when the estimate exceeds the budget,
-    /// then to confirm the cut the tokenizer's own ratio to the estimate predicts (and, when even the current turn
-    /// alone does not fit by estimate, the current turn alone). Dropping turns one at a time used to rebuild,
-    /// re-encode and re-count the whole input per dropped turn: quadratic, minutes for 20,000 turns.
+    /// Every item is converted and priced once, and the turns' running totals give the fewest dropped turns whose
+    /// estimate fits in one pass. The backend's tokenizer (costly: a runner tokenizes the whole document) is asked
+    /// for the whole input when the estimate exceeds the budget, then searches the fewest dropped turns its count
+    /// fits: first the cut its ratio to the estimate predicts, then that cut's neighbour, then bisection up to the
+    /// estimate's cut (about log2(turns) calls at worst, each encoding one document). Dropping turns one at a time
+    /// used to rebuild, re-encode and re-count the whole input per dropped turn: quadratic, minutes for 20,000
+    /// turns; jumping from a failed prediction straight to the estimate's cut dropped turns that fit.
     ///
     /// - Parameter exact: count with the backend's tokenizer even when the estimate fits (count_tokens).
     private func fit(
@@ -233,26 +234,45 @@ public final class ResponsesService: Sendable {
         let last = starts.count - 1
         // The fewest dropped turns whose estimate fits (its exact count then fits too), found in one pass.
         let byEstimate = (1...last).first { remaining[starts[$0]].estimate <= limit }
-        // The tokenizer usually counts less than the estimate: the fewest dropped turns that fit when the estimate
-        // is scaled by the whole input's ratio is a guess the tokenizer confirms (or not) in one call.
-        var candidates: [Int] = []
-        if let counted, counted < estimate {
-            let guess = (1...last).first { remaining[starts[$0]].estimate * counted <= limit * estimate } ?? last
-            if guess < byEstimate ?? Int.max { candidates.append(guess) }
+        // Without a tokenizer the estimate is the count: its cut is the answer.
+        guard let counted else {
+            guard let byEstimate else { throw tooLong(remaining[starts[last]].estimate, last) }
+            return Fitted(document: encode(starts[byEstimate]), inputTokens: remaining[starts[byEstimate]].estimate, droppedTurns: byEstimate)
         }
-        if byEstimate == nil, candidates.last != last { candidates.append(last) }
+        // The count falls as turns drop, so the fewest dropped turns that fit lie in (fails, fits]: `fails` is known
+        // not to fit (no turn dropped: counted above), `fits` is known to fit (the estimate's cut; last + 1 when
+        // none is known). The tokenizer usually counts less than the estimate, so the first probe is the cut the
+        // whole input's ratio predicts; then its neighbour (the prediction is most often off by one), then
+        // bisection: about log2(turns) tokenizer calls at worst, each one document encoded and counted once.
+        let guess = Truncation.predictedCut(
+            estimates: { remaining[starts[$0]].estimate }, last: last, counted: counted, estimate: estimate, limit: limit)
+        var fits = byEstimate ?? last + 1
+        // A prediction at or past the estimate's cut (the tokenizer counts more than the estimate) trusts that cut:
+        // fewer dropped turns are not worth log2(turns) calls that would almost surely not fit.
+        var fails = guess < fits ? 0 : fits - 1
+        var best: Fitted?
         var lastCount = inputTokens
         var lastDropped = 0
-        for dropped in candidates {
+        var probe = guess
+        var probes = 0
+        while fits - fails > 1 {
+            if !(fails < probe && probe < fits) { probe = fails + (fits - fails) / 2 }
             // A request whose client left (its task cancelled) stops here instead of tokenizing again.
             if Task.isCancelled { throw AFMError(.cancelled, "The request was cancelled while its input was being fitted.") }
-            let document = encode(starts[dropped])
-            let tokens = lease.countInputTokens(requestDocument: document) ?? remaining[starts[dropped]].estimate
-            if tokens <= limit { return Fitted(document: document, inputTokens: tokens, droppedTurns: dropped) }
-            (lastCount, lastDropped) = (tokens, dropped)
+            let document = encode(starts[probe])
+            let tokens = lease.countInputTokens(requestDocument: document) ?? remaining[starts[probe]].estimate
+            probes += 1
+            if tokens <= limit {
+                (fits, best) = (probe, Fitted(document: document, inputTokens: tokens, droppedTurns: probe))
+                probe = probes == 1 ? probe - 1 : 0
+            } else {
+                (fails, lastCount, lastDropped) = (probe, tokens, probe)
+                probe = probes == 1 ? probe + 1 : 0
+            }
         }
-        guard let byEstimate else { throw tooLong(lastCount, lastDropped) }
-        return Fitted(document: encode(starts[byEstimate]), inputTokens: remaining[starts[byEstimate]].estimate, droppedTurns: byEstimate)
+        if let best, best.droppedTurns == fits { return best }
+        guard fits <= last else { throw tooLong(lastCount, lastDropped) }
+        return Fitted(document: encode(starts[fits]), inputTokens: remaining[starts[fits]].estimate, droppedTurns: fits)
     }
 
     private func start(

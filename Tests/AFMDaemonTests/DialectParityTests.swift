@@ -213,4 +213,33 @@ import Testing
         let fine = try client.post("/v1/chat/completions", json: #"{"model":"demo","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}"#)
         #expect(fine.status == 200)
     }
+
+    /// An assistant message that says nothing (`content: []`, or only empty text) adds nothing to the conversation
+    /// in every dialect (ConversationItems): Chat Completions dropped it, Messages and Responses sent the backend
+    /// an empty assistant turn.
+    @Test func anEmptyAssistantMessageAddsNothingInEveryDialect() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"ok"}]"#])
+        for empty in ["[]", #""""#, #"[{"type":"text","text":""}]"#] {
+            let bodies = [
+                ("/v1/chat/completions", #"{"model":"demo","max_completion_tokens":8,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":\#(empty)},{"role":"user","content":"again"}]}"#),
+                ("/v1/messages", #"{"model":"demo","max_tokens":8,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":\#(empty)},{"role":"user","content":"again"}]}"#),
+                ("/v1/responses", #"{"model":"demo","max_output_tokens":8,"input":[{"role":"user","content":"hi"},{"role":"assistant","content":\#(empty)},{"role":"user","content":"again"}]}"#),
+            ]
+            let before = harness.records().filter { $0["event"] == "generate" }.count
+            for (path, body) in bodies {
+                let response = try harness.client().post(path, json: body)
+                #expect(response.status == 200, "\(path) \(empty): \(response.text)")
+            }
+            let requests = harness.records().filter { $0["event"] == "generate" }.dropFirst(before).compactMap { record -> JSONValue? in
+                guard var request = record["request"]?.objectValue else { return nil }
+                request.removeValue(forKey: "response_id")
+                return .object(request)
+            }
+            #expect(requests.count == 3)
+            for (index, request) in requests.enumerated() {
+                #expect(request["input"]?.arrayValue?.count == 2, "\(bodies[index].0) \(empty): \(request)")
+                #expect(request == requests[0], "\(bodies[index].0) \(empty)")
+            }
+        }
+    }
 }

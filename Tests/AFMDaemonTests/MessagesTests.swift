@@ -128,6 +128,36 @@ import Testing
         #expect(chat.json?["type"] == nil)
     }
 
+    /// Errors the HTTP server raises before the header block is complete (431 for headers over the limit, 417 for
+    /// an unknown expectation, 501 for an unknown transfer coding) use Anthropic's envelope on `/v1/messages` too:
+    /// the path is known from the request line, before any header field (they were OpenAI's envelope).
+    @Test func errorsRaisedWhileReadingTheHeadersUseTheDialectsEnvelope() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"ok"}]"#])
+        let head = "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        let cases = [
+            // Never terminated: the server answers once the limit is crossed.
+            (head + "X-Big: " + String(repeating: "a", count: 70 * 1024), 431, "invalid_request_error"),
+            (head + "Expect: foo\r\nContent-Length: 2\r\n\r\n{}", 417, "invalid_request_error"),
+            (head + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501, "api_error"),
+        ]
+        for (request, status, type) in cases {
+            let client = try harness.client()
+            try client.send(request)
+            let response = try client.readResponse()
+            #expect(response.status == status, "\(response.text)")
+            #expect(response.json?["type"] == "error", "\(status): \(response.text)")
+            #expect(response.json?["error"]?["type"]?.stringValue == type, "\(status): \(response.text)")
+            #expect(response.json?["error"]?["code"] == nil, "\(status): \(response.text)")
+        }
+        // Elsewhere the same error keeps OpenAI's envelope.
+        let chat = try harness.client()
+        try chat.send("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nX-Big: " + String(repeating: "a", count: 70 * 1024))
+        let openAI = try chat.readResponse()
+        #expect(openAI.status == 431)
+        #expect(openAI.json?["error"]?["code"] == "headers_too_large")
+        #expect(openAI.json?["type"] == nil)
+    }
+
     @Test func countTokensCountsTheRequestWithoutGenerating() throws {
         let harness = try DaemonHarness(models: ["demo": #"[{"text":"x"}]"#])
         let short = try harness.client().post("/v1/messages/count_tokens?beta=true", json: #"{"model":"demo","messages":[{"role":"user","content":"hi"}]}"#)

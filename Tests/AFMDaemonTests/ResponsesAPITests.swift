@@ -252,6 +252,26 @@ import Testing
         #expect(generateRequests(harness).last?["max_output_tokens"] == 50)
     }
 
+    /// `truncation: "auto"` drops the fewest turns that fit by the backend's own count. The scripted backend counts
+    /// text bytes / 4 against a 3072-token budget: six old turns of a "u" and 150 "ok" answers (75 tokens each), a
+    /// turn of 4000 bytes (1000 tokens), then the current 7300-byte question. Dropping k turns counts 3277, 3202,
+    /// 3127, 3052, 2976, 2901, 2826, 1825 (k = 0...7): dropping three is the answer. The estimate (4 tokens per
+    /// item) overprices the many small items: the whole input's ratio predicts dropping one turn, which does not
+    /// fit, and only dropping all seven fits by estimate. Between the two nothing was tried: 7 turns were dropped.
+    @Test func truncationDropsTheFewestTurnsTheTokenizerFits() throws {
+        let harness = try DaemonHarness(models: ["m": #"[{"text":"ok"}]"#])
+        let answers = Array(repeating: #"{"role":"assistant","content":"ok"}"#, count: 150).joined(separator: ",")
+        let old = (0..<6).map { _ in #"{"role":"user","content":"u"},\#(answers)"# }.joined(separator: ",")
+        let big = #"{"role":"user","content":"\#(String(repeating: "x", count: 4000))"},{"role":"assistant","content":"ok"}"#
+        let current = #"{"role":"user","content":"\#(String(repeating: "y", count: 7300))"}"#
+        let body = #"{"model":"m","input":[\#(old),\#(big),\#(current)],"truncation":"auto"}"#
+        let response = try harness.client().post("/v1/responses", json: body)
+        #expect(response.status == 200, "\(response.text.prefix(300))")
+        #expect(response.header("x-afm-truncated-turns") == "3")
+        let sent = try #require(generateRequests(harness).last)
+        #expect(sent["input"]?.arrayValue?.count == (6 - 3) * 151 + 3)
+    }
+
     /// `truncation: "auto"` over 20,000 turns finds its cut in one pass: two such requests at once are answered
     /// well before the processing deadline, and a Chat stream sent meanwhile completes (each dropped turn used to
     /// rebuild, re-encode and re-count the whole input: minutes of CPU on the event loop, past the deadline, with

@@ -242,4 +242,31 @@ import Testing
         headers.remove(name: "new")
         #expect(!headers.contains(name: "New"))
     }
+
+    /// The path is known from the request line on, before the header block is complete: a 431 (or a 408 while
+    /// the headers trickle in) can be answered in the envelope of the endpoint it was sent to. The next request
+    /// on the connection starts without it.
+    @Test func thePathIsKnownOnceTheRequestLineIsComplete() {
+        var parser = HTTPRequestParser(limits: Self.limits)
+        parser.feed(Array("GET /a?x=1 HTTP/1.1\r\nHost: t\r\n\r\nPOST /v1/mess".utf8))
+        guard case .request(let first) = parser.next() else { Issue.record("no first request"); return }
+        #expect(first.head.path == "/a")
+        #expect(Self.needsMoreData(parser.next()))
+        #expect(parser.pendingPath == nil)
+        // Byte by byte: the path appears with the request line's end, and is parsed once.
+        for byte in "ages?beta=true HTTP/1.1\r".utf8 { parser.feed([byte]) }
+        #expect(Self.needsMoreData(parser.next()))
+        #expect(parser.pendingPath == nil)
+        parser.feed(Array("\nHost: t\r\nX-Big: ".utf8))
+        #expect(Self.needsMoreData(parser.next()))
+        #expect(parser.pendingPath == "/v1/messages")
+        parser.feed(Array(String(repeating: "a", count: 2048).utf8))
+        guard case .error(let error) = parser.next() else { Issue.record("no error"); return }
+        #expect(error.status == 431)
+        #expect(parser.failedPath == "/v1/messages")
+    }
+
+    private static func needsMoreData(_ event: HTTPRequestParser.Event) -> Bool {
+        if case .needMoreData = event { true } else { false }
+    }
 }

@@ -160,7 +160,8 @@ public struct ChatCompletionsRequest: Sendable {
             try conversation.append(.message(role: "user", parts: parts), outputParam: "\(param).content")
         case "assistant":
             let text = try texts(object["content"], param: "\(param).content", required: false, allowRefusal: true).joined()
-            if !text.isEmpty { try conversation.append(.message(role: "assistant", parts: [["type": "text", "text": .string(text)]]), outputParam: param) }
+            // Empty text adds nothing (ConversationItems' rule for every dialect).
+            try conversation.append(.message(role: "assistant", parts: [["type": "text", "text": .string(text)]]), outputParam: param)
             var list: [JSONValue] = []
             if let calls = object["tool_calls"], !calls.isNull {
                 guard let calls = calls.arrayValue else { throw RequestFields.typeError("\(param).tool_calls", expected: "an array", got: calls) }

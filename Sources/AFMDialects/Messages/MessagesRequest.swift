@@ -234,7 +234,8 @@ public struct MessagesRequest: Sendable {
             return
         }
         guard let blocks = content.arrayValue else { throw RequestFields.typeError("\(param).content", expected: "a string or an array of blocks", got: content) }
-        // An empty list is an empty message: ConversationItems refuses it (for a user message) like every dialect.
+        // An empty list is an empty message: ConversationItems refuses it for a user message and drops it for an
+        // assistant message, like every dialect.
         if blocks.isEmpty { try conversation.append(.message(role: role, parts: []), outputParam: "\(param).content") }
         var parts: [JSONValue] = []
         func flush(_ conversation: inout ConversationItems) throws(AFMError) {

@@ -49,6 +49,22 @@ import Testing
         }
     }
 
+    /// A sanitizer build's runner runs with afmd's sanitizer options: without ASAN_OPTIONS (handle_segv=0) ASan's
+    /// own handler turned a backend's deliberate segfault into exit status 1, and afmd reported no signal
+    /// (RunnerTests.aCrashFailsExactlyTheRequestsOnThatRunner under `make test-asan`).
+    @Test func theSanitizersOptionsArePassed() throws {
+        let options = [
+            "ASAN_OPTIONS": "handle_segv=0:detect_leaks=1", "LSAN_OPTIONS": "suppressions=/x/address.supp",
+            "TSAN_OPTIONS": "halt_on_error=1", "UBSAN_OPTIONS": "print_stacktrace=1",
+        ]
+        try with(options) {
+            let environment = RunnerInstanceHost.environment(for: try manifest(id: "plain"))
+            for (key, value) in options {
+                #expect(environment.contains("\(key)=\(value)"), "\(environment)")
+            }
+        }
+    }
+
     @Test(arguments: [
         #","environment":["AFM_OPEN_"]"#, #","environment":"AFM_OPEN_X""#, #","environment":["AFM_OPEN_x"]"#,
         #","environment":[1]"#, #","environment":["PATH"]"#, #","environment":["AFM_SERVER_LISTEN"]"#,

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMSystem
 import AFMTestSupport
 import Foundation
 import Testing
@@ -23,12 +24,32 @@ struct BridgeLibraryTests {
         return directory
     }
 
+    /// The C compiler for a host of this build's library: `cc`, or in a sanitizer build (`make test-asan`,
+    /// `make test-tsan`) the Swift toolchain's clang with the same sanitizer. An instrumented libafm-bridge.so needs
+    /// the sanitizer's runtime in the executable (`cc` failed to link: undefined `__asan_report_load4`, …), and
+    /// only the toolchain's own clang links the runtime the Swift code was built against (GCC's libasan is another).
+    static func compiler() throws -> String {
+        guard let sanitizer = Sanitizer.current else { return "cc" }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") {
+            let swift = "\(directory)/swift"
+            guard FileManager.default.isExecutableFile(atPath: swift) else { continue }
+            let toolchain = URL(fileURLWithPath: swift).resolvingSymlinksInPath().deletingLastPathComponent().path
+            let clang = toolchain + "/clang"
+            guard FileManager.default.isExecutableFile(atPath: clang) else {
+                throw LocalDaemon.Failure(description: "\(sanitizer.name) build: no clang next to \(swift) to link C hosts with")
+            }
+            return "'\(clang)' -fsanitize=\(sanitizer.flag)"
+        }
+        throw LocalDaemon.Failure(description: "\(sanitizer.name) build: no swift on PATH (\(path)), so no toolchain clang")
+    }
+
     /// Compiles `source` into an executable with the flags `pkg-config afm-bridge` gives; returns its path.
     static func compile(_ source: String) throws -> String {
         let pcDirectory = try pkgConfigDirectory()
         let output = pcDirectory + "/" + URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent
         let command =
-            "cc -std=c99 -Wall -Wextra -Werror $(pkg-config --cflags afm-bridge) '\(source)' -o '\(output)' "
+            "\(try compiler()) -std=c99 -Wall -Wextra -Werror $(pkg-config --cflags afm-bridge) '\(source)' -o '\(output)' "
             + "$(pkg-config --libs afm-bridge) -lpthread"
         var environment = ProcessInfo.processInfo.environment
         environment["PKG_CONFIG_PATH"] = pcDirectory
@@ -63,7 +84,14 @@ struct BridgeLibraryTests {
 
     @Test func openingAndClosingAThousandTimesLeavesNothingBehind() throws {
         let program = try Self.compile(TestPaths.root + "/Tests/Fixtures/bridge/bridge_lifecycle.c")
-        let result = try CommandOutput.run(program, ["cycles", "1000"])
+        // Under AddressSanitizer freed memory waits in a quarantine (256 MiB by default) before it is reused, so RSS
+        // would grow with every freed handle, leaked or not: this run goes without one, and LeakSanitizer checks
+        // the heap at exit besides (a leak fails the program's exit status).
+        var environment = ProcessInfo.processInfo.environment
+        if Sanitizer.current == .address {
+            environment["ASAN_OPTIONS"] = (environment["ASAN_OPTIONS"].map { $0 + ":" } ?? "") + "quarantine_size_mb=0"
+        }
+        let result = try CommandOutput.run(program, ["cycles", "1000"], environment: environment)
         #expect(result.status == 0, "\(result.output)")
         let values = Self.report(result.output)
         print("open/close ×1000: \(result.output)")

@@ -16,10 +16,16 @@ import Testing
         return try BackendManifest(contentsOf: path)
     }
 
-    /// Runs `body` with the variables set in this process's environment, then removes them.
+    /// Runs `body` with the variables set in this process's environment, then puts back what was there (a
+    /// sanitizer build's ASAN_OPTIONS must outlive this test: every runner started later inherits it).
     func with(_ variables: [String: String], _ body: () throws -> Void) rethrows {
+        let saved = variables.keys.map { ($0, ProcessInfo.processInfo.environment[$0]) }
         for (key, value) in variables { setenv(key, value, 1) }
-        defer { for key in variables.keys { unsetenv(key) } }
+        defer {
+            for (key, value) in saved {
+                if let value { setenv(key, value, 1) } else { unsetenv(key) }
+            }
+        }
         try body()
     }
 

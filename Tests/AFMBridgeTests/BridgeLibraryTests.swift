@@ -84,20 +84,21 @@ struct BridgeLibraryTests {
 
     @Test func openingAndClosingAThousandTimesLeavesNothingBehind() throws {
         let program = try Self.compile(TestPaths.root + "/Tests/Fixtures/bridge/bridge_lifecycle.c")
-        // Under AddressSanitizer freed memory waits in a quarantine (256 MiB by default) before it is reused, so RSS
-        // would grow with every freed handle, leaked or not: this run goes without one, and LeakSanitizer checks
-        // the heap at exit besides (a leak fails the program's exit status).
-        var environment = ProcessInfo.processInfo.environment
-        if Sanitizer.current == .address {
-            environment["ASAN_OPTIONS"] = (environment["ASAN_OPTIONS"].map { $0 + ":" } ?? "") + "quarantine_size_mb=0"
-        }
-        let result = try CommandOutput.run(program, ["cycles", "1000"], environment: environment)
+        let result = try CommandOutput.run(program, ["cycles", "1000"])
         #expect(result.status == 0, "\(result.output)")
         let values = Self.report(result.output)
         print("open/close ×1000: \(result.output)")
         let growth = (values["rss_kib_after"] ?? .infinity) - (values["rss_kib_before"] ?? 0)
-        // A leaked handle (dispatcher, outbox, thread) costs kilobytes: 1,000 of them would be megabytes.
-        #expect(growth < 512, "RSS grew by \(growth) KiB over 1,000 cycles: \(result.output)")
+        if Sanitizer.current == .address {
+            // Under AddressSanitizer the program's heap is checked by LeakSanitizer at exit (a leak fails the exit
+            // status checked above). RSS is not a leak measure there: ASan's allocator keeps freed chunks in its
+            // quarantine and per-thread caches, and maps shadow memory (5 MiB over 1,000 cycles without the
+            // quarantine, and no leak reported).
+            print("RSS growth under AddressSanitizer: \(growth) KiB (LeakSanitizer checked the heap)")
+        } else {
+            // A leaked handle (dispatcher, outbox, thread) costs kilobytes: 1,000 of them would be megabytes.
+            #expect(growth < 512, "RSS grew by \(growth) KiB over 1,000 cycles: \(result.output)")
+        }
         #expect(values["fds_after"] == values["fds_before"], "\(result.output)")
         #expect(values["threads_after"] == values["threads_before"], "\(result.output)")
         #expect(values["late_callbacks"] == 0)

@@ -197,9 +197,16 @@ PromptCache::PromptCache(size_t ram_limit, const std::string &dir, size_t disk_l
     counters_.ram_limit = ram_limit;
     counters_.disk_limit = disk_limit;
     if (!dir.empty() && disk_limit > 0) {
-        char name[64];
-        std::snprintf(name, sizeof name, "/%016" PRIx64 "-%s", fingerprint, layout.c_str());
-        fingerprint_ = hash64(name, std::strlen(name), fingerprint);
+        // "/<fingerprint>-<layout>", the layout whole (two llama.cpp builds whose keys differ late must not share a
+        // directory): hashed when it would make too long a name, or one that is not a single path component.
+        char hex[24];
+        std::snprintf(hex, sizeof hex, "/%016" PRIx64 "-", fingerprint);
+        std::string name = hex + layout;
+        if (layout.empty() || layout.size() > 128 || layout.find('/') != std::string::npos) {
+            std::snprintf(hex, sizeof hex, "%016" PRIx64, hash64(layout.data(), layout.size(), 0x4c41594f));
+            name = std::string(name, 0, 18) + "h" + hex;
+        }
+        fingerprint_ = hash64(name.data(), name.size(), fingerprint);
         std::string path = dir;
         while (path.size() > 1 && path.back() == '/') path.pop_back();
         path += name;

@@ -22,6 +22,8 @@
 #include <execinfo.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1628,6 +1630,23 @@ void test_prompt_cache_survives_a_removed_directory() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+void test_prompt_cache_long_layouts_do_not_share_a_directory() {
+    // (Review s7 #4.) Two llama.cpp builds whose keys differ only after 64 characters have their own directories.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        const std::string base = "n1-llama" + std::string(80, 'a');
+        PromptCache x(0, root, 8 << 20, 0xaaaa, base + "x", "x", 4096), y(0, root, 8 << 20, 0xaaaa, base + "y", "y", 4096);
+        CHECK(!x.directory().empty() && !y.directory().empty() && x.directory() != y.directory(), "%s and %s",
+              x.directory().c_str(), y.directory().c_str());
+        const std::string huge(600, 'z');  // longer than a file name may be: still a directory of its own
+        PromptCache z(0, root, 8 << 20, 0xaaaa, huge, "z", 4096);
+        CHECK(!z.directory().empty() && z.directory() != x.directory(), "a 600-character layout: %s", z.directory().c_str());
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
     // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
     // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
@@ -1711,6 +1730,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_refused_restore_keeps_the_entry", test_prompt_cache_refused_restore_keeps_the_entry);
     run("prompt_cache_refuses_unsafe_files_and_directories", test_prompt_cache_refuses_unsafe_files_and_directories);
     run("prompt_cache_survives_a_removed_directory", test_prompt_cache_survives_a_removed_directory);
+    run("prompt_cache_long_layouts_do_not_share_a_directory", test_prompt_cache_long_layouts_do_not_share_a_directory);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);

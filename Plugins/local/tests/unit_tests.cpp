@@ -1243,7 +1243,8 @@ void test_prompt_cache_disk_bound_across_instances() {
         CHECK(files_in(dir, ".tmp").empty(), "temporary files left behind");
         CHECK(on_disk.size() >= 4, "only %zu entries kept", on_disk.size());
     }
-    // What a writer killed mid-write leaves: its process (pid 999999999, beyond pid_max) is gone.
+    // What a writer killed mid-write leaves: its process (pid 999999999, beyond pid_max) is gone, and it is older
+    // than any write takes (its age is what tells: review s7 #5).
     std::string stale = dir + "/0123456789abcdef-000064.kv.999999999.0x1.tmp";
     {
         FILE *f = std::fopen(stale.c_str(), "wb");
@@ -1253,6 +1254,11 @@ void test_prompt_cache_disk_bound_across_instances() {
             std::fwrite(junk.data(), 1, junk.size(), f);
             std::fclose(f);
         }
+        struct timespec old[2];
+        clock_gettime(CLOCK_REALTIME, &old[0]);
+        old[0].tv_sec -= 3600;
+        old[1] = old[0];
+        CHECK(utimensat(AT_FDCWD, stale.c_str(), old, 0) == 0, "utimensat");
     }
     {
         PromptCache c(0, root, limit, 0xbeef, "n1", "c", 4096);
@@ -1647,6 +1653,29 @@ void test_prompt_cache_long_layouts_do_not_share_a_directory() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+void test_prompt_cache_keeps_recent_temporary_files_of_other_hosts() {
+    // (Review s7 #5.) A temporary file whose process ID is not running here may be a write in progress in another
+    // container sharing the volume: only its age says it is abandoned.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    std::string dir;
+    {
+        PromptCache first(0, root, 8 << 20, 0xbbbb, "n1", "first", 4096);
+        dir = first.directory();
+    }
+    std::string temp = dir + "/0123456789abcdef-000064.kv.999999999.0x1.tmp";
+    FILE *f = std::fopen(temp.c_str(), "wb");
+    CHECK(f != nullptr, "create %s", temp.c_str());
+    if (f) std::fclose(f);
+    {
+        PromptCache second(0, root, 8 << 20, 0xbbbb, "n1", "second", 4096);
+        struct stat sb;
+        CHECK(stat(temp.c_str(), &sb) == 0, "a fresh temporary file of a process not running here was removed");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
     // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
     // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
@@ -1731,6 +1760,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_refuses_unsafe_files_and_directories", test_prompt_cache_refuses_unsafe_files_and_directories);
     run("prompt_cache_survives_a_removed_directory", test_prompt_cache_survives_a_removed_directory);
     run("prompt_cache_long_layouts_do_not_share_a_directory", test_prompt_cache_long_layouts_do_not_share_a_directory);
+    run("prompt_cache_keeps_recent_temporary_files_of_other_hosts", test_prompt_cache_keeps_recent_temporary_files_of_other_hosts);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);

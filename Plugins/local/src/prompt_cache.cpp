@@ -255,7 +255,13 @@ PromptCache::Read PromptCache::read_entry(const std::string &path, std::vector<l
     // O_NONBLOCK: a FIFO named like an entry would block open() (on the decode thread) until someone writes to it;
     // O_NOFOLLOW: an entry is a file in our directory, never a link to elsewhere.
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return errno == ENOENT ? Read::gone : errno == ELOOP ? Read::foreign : Read::unavailable;
+    if (fd < 0) {
+        // What no entry of ours gives (a link, a socket, a file we may not read, a directory): a foreign file, left
+        // alone. Were it "unavailable", every find() would read the directory again for it (on the decode thread).
+        if (errno == ENOENT) return Read::gone;
+        if (errno == ELOOP || errno == ENXIO || errno == EACCES || errno == EISDIR) return Read::foreign;
+        return Read::unavailable;
+    }
     struct Closer {
         int fd;
         ~Closer() { ::close(fd); }

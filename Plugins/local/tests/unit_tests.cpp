@@ -1364,7 +1364,7 @@ struct FdLimit {
 
 void test_prompt_cache_keeps_entries_through_transient_errors() {
     // Only damage deletes an entry (review F2, F11). A file that cannot be opened now (out of descriptors, as with
-    // EACCES or ENFILE) or a state that cannot be allocated now is a miss, and the entry restores once that passes.
+    // EMFILE or ENFILE) or a state that cannot be allocated now is a miss, and the entry restores once that passes.
     std::string root = make_temp_dir();
     CHECK(!root.empty(), "mkdtemp");
     const auto tokens = fake_tokens(6, 80);
@@ -1636,6 +1636,28 @@ void test_prompt_cache_survives_a_removed_directory() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+/** Copies the one entry a cache of (fingerprint, layout) writes for `tokens` with a state of `fill` bytes into
+ *  `into`, owned by `uid`: an entry that verifies there, as another user able to compute the names would plant it. */
+bool plant_entry(const std::string &into, uint64_t fingerprint, const std::string &layout,
+                 const std::vector<llama_token> &tokens, uint8_t fill, uid_t uid) {
+    std::string scratch = make_temp_dir();
+    if (scratch.empty()) return false;
+    bool ok = false;
+    {
+        PromptCache writer(0, scratch, 8 << 20, fingerprint, layout, "planter", 4096);
+        writer.save(tokens, std::make_shared<std::vector<uint8_t>>(4096, fill), false);
+        writer.flush();
+        auto files = files_in(writer.directory(), ".kv");
+        if (files.size() == 1) {
+            std::string name = files[0].first.substr(files[0].first.rfind('/'));
+            std::string copy = "cp '" + files[0].first + "' '" + into + name + "'";
+            ok = std::system(copy.c_str()) == 0 && (uid == geteuid() || chown((into + name).c_str(), uid, uid) == 0);
+        }
+    }
+    std::string rm = "rm -rf '" + scratch + "'";
+    return std::system(rm.c_str()) == 0 && ok;
+}
+
 void test_prompt_cache_long_layouts_do_not_share_a_directory() {
     // (Review s7 #4.) Two llama.cpp builds whose keys differ only after 64 characters have their own directories.
     std::string root = make_temp_dir();
@@ -1671,6 +1693,34 @@ void test_prompt_cache_keeps_recent_temporary_files_of_other_hosts() {
         PromptCache second(0, root, 8 << 20, 0xbbbb, "n1", "second", 4096);
         struct stat sb;
         CHECK(stat(temp.c_str(), &sb) == 0, "a fresh temporary file of a process not running here was removed");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_does_not_rescan_for_foreign_files() {
+    // (Review s7 #6.) A socket named like an entry (open() fails with ENXIO) is a foreign file: left alone, and the
+    // directory is not read again at every find() because of it (the decode thread did that).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(20, 64);
+    {
+        PromptCache cache(0, root, 8 << 20, 0xcccc, "n1", "socket", 4096);
+        std::string dir = cache.directory();
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        struct sockaddr_un addr {};
+        addr.sun_family = AF_UNIX;
+        std::string path = dir + "/0123456789abcdef-000010.kv";
+        std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+        CHECK(s >= 0 && bind(s, (struct sockaddr *)&addr, sizeof addr) == 0, "bind %s", path.c_str());
+        CHECK(cache.find(extended(tokens, 3)).length == 0, "nothing to find yet");  // indexes the directory
+        // An entry appears without the directory's mtime changing: only a rescan would see it.
+        struct stat before;
+        CHECK(stat(dir.c_str(), &before) == 0 && plant_entry(dir, 0xcccc, "n1", tokens, 0x11, geteuid()), "plant");
+        struct timespec times[2] = {before.st_atim, before.st_mtim};
+        CHECK(utimensat(AT_FDCWD, dir.c_str(), times, 0) == 0, "utimensat");
+        CHECK(cache.find(extended(tokens, 3)).length == 0, "the directory was read again though it did not change");
+        if (s >= 0) close(s);
     }
     std::string rm = "rm -rf '" + root + "'";
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
@@ -1761,6 +1811,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_survives_a_removed_directory", test_prompt_cache_survives_a_removed_directory);
     run("prompt_cache_long_layouts_do_not_share_a_directory", test_prompt_cache_long_layouts_do_not_share_a_directory);
     run("prompt_cache_keeps_recent_temporary_files_of_other_hosts", test_prompt_cache_keeps_recent_temporary_files_of_other_hosts);
+    run("prompt_cache_does_not_rescan_for_foreign_files", test_prompt_cache_does_not_rescan_for_foreign_files);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);

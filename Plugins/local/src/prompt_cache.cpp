@@ -410,6 +410,20 @@ void PromptCache::evict_ram_locked(size_t incoming) {
     }
 }
 
+bool PromptCache::fits_ram_locked(const State &state) const {
+    if (state->size() > ram_limit_) return false;
+    if (held_.count(state.get())) return true;  // held already (a queued write): it adds nothing
+    // What stays however much is evicted: states held by queued writes only.
+    std::unordered_map<const std::vector<uint8_t> *, unsigned> in_ram;
+    for (const auto &entry : ram_) in_ram[entry.state.get()]++;
+    uint64_t floor = held_bytes_;
+    for (const auto &[ptr, holders] : in_ram) {
+        auto it = held_.find(ptr);
+        if (it != held_.end() && it->second == holders) floor -= ptr->size();
+    }
+    return floor + state->size() <= ram_limit_;
+}
+
 bool PromptCache::worth_restoring(size_t covered, size_t entry_tokens, size_t from_slots) {
     if (covered < kMinCacheTokens || covered < from_slots + kMinRestoreGain) return false;
     return 4 * (covered - from_slots) >= entry_tokens;
@@ -558,28 +572,31 @@ void PromptCache::save(const std::vector<llama_token> &tokens, State state, bool
         if (ram && ram_limit_ > 0) {
             std::lock_guard<std::mutex> lock(ram_mutex_);
             bool covered = false;
-            for (auto it = ram_.begin(); it != ram_.end();) {
-                if (is_prefix(tokens, it->tokens)) {
-                    covered = true;
-                    ++it;
-                } else if (is_prefix(it->tokens, tokens)) {  // this state serves that prefix too
-                    release_locked(it->state);
-                    it = ram_.erase(it);
-                } else {
-                    ++it;
+            for (const auto &entry : ram_) covered = covered || is_prefix(tokens, entry.tokens);
+            // Entries this one extends go only once it is in (it serves them too); one that cannot be kept (larger
+            // than the bound, or no room however much is evicted: queued writes hold the rest) leaves them be.
+            bool kept = covered;
+            if (!covered && fits_ram_locked(state)) {
+                ram_.push_back(RamEntry{tokens, state});
+                try {
+                    hold_locked(state);
+                } catch (...) {
+                    ram_.pop_back();
+                    throw;
                 }
+                kept = true;
             }
-            if (!covered && size <= ram_limit_) {
-                evict_ram_locked(size);
-                if (held_bytes_ + size <= ram_limit_) {
-                    ram_.push_back(RamEntry{tokens, state});
-                    try {
-                        hold_locked(state);
-                    } catch (...) {
-                        ram_.pop_back();
-                        throw;
+            if (kept) {
+                const RamEntry *self = covered ? nullptr : &ram_.back();
+                for (auto it = ram_.begin(); it != ram_.end();) {
+                    if (&*it != self && it->tokens.size() < tokens.size() && is_prefix(it->tokens, tokens)) {
+                        release_locked(it->state);
+                        it = ram_.erase(it);
+                    } else {
+                        ++it;
                     }
                 }
+                if (!covered) evict_ram_locked(0);  // the new entry is last: what fits_ram_locked() counted goes first
             }
         }
         if (!dir_.empty()) {

@@ -186,6 +186,8 @@ private:
     void evict_disk_locked();           // disk_mutex_ held
     void remove_file_locked(const std::string &name);
     void evict_ram_locked(size_t incoming);  // ram_mutex_ held: makes room for `incoming` bytes
+    // ram_mutex_ held: whether `state` can be kept in RAM, evicting every entry if need be (queued writes stay).
+    bool fits_ram_locked(const State &state) const;
     std::string file_name(const std::vector<llama_token> &tokens) const;  // "<token hash>-<count>.kv"
     uint64_t max_state_bytes(uint64_t n_tokens) const;  // the largest state a file of n_tokens may hold
     Read read_entry(const std::string &path, std::vector<llama_token> &tokens, std::vector<uint8_t> *state,

@@ -1658,6 +1658,23 @@ bool plant_entry(const std::string &into, uint64_t fingerprint, const std::strin
     return std::system(rm.c_str()) == 0 && ok;
 }
 
+void test_prompt_cache_keeps_prefixes_of_a_state_it_cannot_keep() {
+    // (Review s7 #3.) A state that extends RAM entries but does not fit (larger than the bound) leaves them be: they
+    // were erased first, and then neither was kept.
+    PromptCache cache(1 << 20, "", 0, 0, "n1", "prefixes", 4096);
+    const auto prefix = fake_tokens(17, 40);
+    cache.save(prefix, fake_state(100 << 10, 17), true);
+    cache.save(extended(prefix, 30), fake_state(2 << 20, 18), true);
+    PromptCache::Match match = cache.find(extended(prefix, 40));
+    CHECK(match.ram && match.length == prefix.size(), "the prefix entry is gone (match %zu)", match.length);
+    cache.save(extended(prefix, 30), fake_state(200 << 10, 19), true);  // one that fits replaces it
+    match = cache.find(extended(prefix, 40));
+    PromptCacheStats st = cache.stats();
+    CHECK(match.ram && match.length == prefix.size() + 30 && st.ram_entries == 1 && st.ram_bytes == 200 << 10,
+          "match %zu, %llu entries, %llu bytes", match.length, (unsigned long long)st.ram_entries,
+          (unsigned long long)st.ram_bytes);
+}
+
 void test_prompt_cache_long_layouts_do_not_share_a_directory() {
     // (Review s7 #4.) Two llama.cpp builds whose keys differ only after 64 characters have their own directories.
     std::string root = make_temp_dir();
@@ -1809,6 +1826,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_refused_restore_keeps_the_entry", test_prompt_cache_refused_restore_keeps_the_entry);
     run("prompt_cache_refuses_unsafe_files_and_directories", test_prompt_cache_refuses_unsafe_files_and_directories);
     run("prompt_cache_survives_a_removed_directory", test_prompt_cache_survives_a_removed_directory);
+    run("prompt_cache_keeps_prefixes_of_a_state_it_cannot_keep", test_prompt_cache_keeps_prefixes_of_a_state_it_cannot_keep);
     run("prompt_cache_long_layouts_do_not_share_a_directory", test_prompt_cache_long_layouts_do_not_share_a_directory);
     run("prompt_cache_keeps_recent_temporary_files_of_other_hosts", test_prompt_cache_keeps_recent_temporary_files_of_other_hosts);
     run("prompt_cache_does_not_rescan_for_foreign_files", test_prompt_cache_does_not_rescan_for_foreign_files);

@@ -558,10 +558,16 @@ bool PromptCache::needs(const std::vector<llama_token> &tokens, bool ram) const 
     }
     if (!dir_.empty()) {
         std::lock_guard<std::mutex> lock(disk_mutex_);
-        for (const auto &[name, entry] : disk_)
-            if (entry.usable && is_prefix(tokens, entry.tokens)) return false;
-        return true;
+        return !on_disk_locked(tokens);
     }
+    return false;
+}
+
+bool PromptCache::on_disk_locked(const std::vector<llama_token> &tokens) const {
+    for (const auto &[name, entry] : disk_)
+        if (entry.usable && is_prefix(tokens, entry.tokens)) return true;
+    for (const auto &[name, queued] : pending_)
+        if (is_prefix(tokens, queued)) return true;  // on its way
     return false;
 }
 
@@ -600,28 +606,38 @@ void PromptCache::save(const std::vector<llama_token> &tokens, State state, bool
             }
         }
         if (!dir_.empty()) {
+            const std::string name = file_name(tokens);
             {
                 std::lock_guard<std::mutex> lock(disk_mutex_);
-                for (const auto &[name, entry] : disk_)
-                    if (entry.usable && is_prefix(tokens, entry.tokens)) return;  // on disk already
+                if (on_disk_locked(tokens)) return;  // on disk already, or queued
+                pending_.emplace(name, tokens);
             }
-            // Queued states count in the RAM bound (256 MiB of queue when there is no RAM tier), once: a state in
-            // RAM and queued is one block of memory.
-            std::lock_guard<std::mutex> lock(ram_mutex_);
-            const size_t bound = ram_limit_ > 0 ? ram_limit_ : (size_t)256 << 20;
-            const size_t incoming = held_.count(state.get()) ? 0 : size;
-            if (ram_limit_ > 0 && incoming > 0) evict_ram_locked(incoming);
-            if (size > disk_limit_ || held_bytes_ + incoming > bound) {
-                counters_.dropped_writes++;
-                return;
-            }
-            hold_locked(state);
+            bool queued = false;
             try {
-                std::lock_guard<std::mutex> wlock(write_mutex_);
-                writes_.push_back(Write{tokens, state});
+                // Queued states count in the RAM bound (256 MiB of queue when there is no RAM tier), once: a state
+                // in RAM and queued is one block of memory.
+                std::lock_guard<std::mutex> lock(ram_mutex_);
+                const size_t bound = ram_limit_ > 0 ? ram_limit_ : (size_t)256 << 20;
+                const size_t incoming = held_.count(state.get()) ? 0 : size;
+                if (ram_limit_ > 0 && incoming > 0) evict_ram_locked(incoming);
+                if (size > disk_limit_ || held_bytes_ + incoming > bound) {
+                    counters_.dropped_writes++;
+                } else {
+                    hold_locked(state);
+                    try {
+                        std::lock_guard<std::mutex> wlock(write_mutex_);
+                        writes_.push_back(Write{tokens, state, name});
+                        queued = true;
+                    } catch (...) {
+                        release_locked(state);
+                    }
+                }
             } catch (...) {
-                release_locked(state);
-                throw;
+            }
+            if (!queued) {
+                std::lock_guard<std::mutex> lock(disk_mutex_);  // (not under ram_mutex_: disk_mutex_ comes first)
+                pending_.erase(name);
+                return;
             }
             // Only the writer waits on write_cv_ (flush() has its own): one wake-up reaches it.
             write_cv_.notify_one();
@@ -645,6 +661,10 @@ void PromptCache::writer_loop() {
         try {
             write_file(write);
         } catch (...) {
+        }
+        {
+            std::lock_guard<std::mutex> lock(disk_mutex_);
+            pending_.erase(write.name);  // written (indexed) or dropped: no longer on its way
         }
         {
             std::lock_guard<std::mutex> lock(ram_mutex_);

@@ -133,7 +133,8 @@ public:
     void restore_refused(Match &match, State state) noexcept;
 
     /** [decode thread] Whether saving `tokens` would add anything: a tier that is on (RAM only with `ram`) holds
-     *  neither them nor an entry they are a prefix of. Lets the engine skip copying a state out of llama.cpp. */
+     *  neither them nor an entry they are a prefix of (on disk, or queued for the writer). Lets the engine skip copying
+     *  a state out of llama.cpp. */
     bool needs(const std::vector<llama_token> &tokens, bool ram) const;
 
     /** [decode thread] Keeps a state: in RAM (when `ram`), and on disk (when the disk tier is on and it is not
@@ -168,6 +169,7 @@ private:
     struct Write {
         std::vector<llama_token> tokens;
         State state;
+        std::string name;  // file_name(tokens): its key in pending_
     };
     /** What reading an entry file found. */
     enum class Read {
@@ -182,6 +184,7 @@ private:
     Match find_best(const std::vector<llama_token> &prompt);  // find() but may throw
     void writer_loop();
     void write_file(const Write &write);
+    bool on_disk_locked(const std::vector<llama_token> &tokens) const;  // disk_mutex_ held: on disk or queued
     void scan_locked();                 // disk_mutex_ held: adds files not in the index, drops missing ones
     void evict_disk_locked();           // disk_mutex_ held
     void remove_file_locked(const std::string &name);
@@ -212,8 +215,11 @@ private:
     uint64_t held_bytes_ = 0;
     PromptCacheStats counters_;
 
-    mutable std::mutex disk_mutex_;     // guards disk_, disk_bytes_, dir_mtime_
+    mutable std::mutex disk_mutex_;     // guards disk_, pending_, disk_bytes_, dir_mtime_
     std::map<std::string, DiskEntry> disk_;
+    // Entries queued for the writer and not written yet (file name -> tokens): needs() and save() count them as on
+    // disk, so one state is not copied out of llama.cpp and queued twice.
+    std::map<std::string, std::vector<llama_token>> pending_;
     uint64_t disk_bytes_ = 0;
     int64_t dir_mtime_ = -1;
 

@@ -1658,6 +1658,28 @@ bool plant_entry(const std::string &into, uint64_t fingerprint, const std::strin
     return std::system(rm.c_str()) == 0 && ok;
 }
 
+void test_prompt_cache_writes_a_state_once() {
+    // (Review s7 #2.) A state queued for disk and not written yet is on its way: needs() says so and save() does not
+    // queue it again (the engine copied it out of llama.cpp and queued it twice).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        PromptCache cache(0, root, 256 << 20, 0x9999, "n1", "once", 4096);
+        cache.save(fake_tokens(14, 64), fake_state(32 << 20, 14), false);  // keeps the writer busy a while
+        const auto tokens = fake_tokens(15, 64);
+        cache.save(tokens, fake_state(8 << 10, 15), false);
+        CHECK(!cache.needs(tokens, false) && !cache.needs(std::vector<llama_token>(tokens.begin(), tokens.begin() + 40), false),
+              "a state queued for disk is needed again");
+        cache.save(tokens, fake_state(8 << 10, 15), false);
+        cache.flush();
+        PromptCacheStats st = cache.stats();
+        CHECK(st.disk_writes == 2 && st.disk_entries == 2, "%llu writes for 2 states", (unsigned long long)st.disk_writes);
+        CHECK(cache.needs(fake_tokens(16, 64), false), "a state not saved is not needed");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_keeps_prefixes_of_a_state_it_cannot_keep() {
     // (Review s7 #3.) A state that extends RAM entries but does not fit (larger than the bound) leaves them be: they
     // were erased first, and then neither was kept.
@@ -1826,6 +1848,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_refused_restore_keeps_the_entry", test_prompt_cache_refused_restore_keeps_the_entry);
     run("prompt_cache_refuses_unsafe_files_and_directories", test_prompt_cache_refuses_unsafe_files_and_directories);
     run("prompt_cache_survives_a_removed_directory", test_prompt_cache_survives_a_removed_directory);
+    run("prompt_cache_writes_a_state_once", test_prompt_cache_writes_a_state_once);
     run("prompt_cache_keeps_prefixes_of_a_state_it_cannot_keep", test_prompt_cache_keeps_prefixes_of_a_state_it_cannot_keep);
     run("prompt_cache_long_layouts_do_not_share_a_directory", test_prompt_cache_long_layouts_do_not_share_a_directory);
     run("prompt_cache_keeps_recent_temporary_files_of_other_hosts", test_prompt_cache_keeps_recent_temporary_files_of_other_hosts);

@@ -1380,7 +1380,7 @@ void test_prompt_cache_keeps_entries_through_transient_errors() {
     try {
         std::unique_ptr<PromptCache> reader;
         {
-            FdLimit limit(1);  // the directory opens at start-up, the entry does not
+            FdLimit limit(2);  // the directory opens at start-up (held, and once more to list it), the entry does not
             reader = std::make_unique<PromptCache>(0, root, 8 << 20, 0xabcd, "n1", "reader", 4096);
         }
         CHECK(files_in(dir, ".kv").size() == 1 && reader->stats().discarded == 0,
@@ -1765,6 +1765,108 @@ void test_prompt_cache_does_not_rescan_for_foreign_files() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+void test_prompt_cache_refuses_untrusted_parents() {
+    // (Review s7 #1.) Every directory from / down to PromptCacheDir must be owned by root or the daemon's user and
+    // writable by no one else unless sticky: whoever may rename things in one of them may swap the cache for their
+    // own. Only the cache's own directory was judged, and its parent only for its mode. (The tests run as root: uid
+    // 4242 is "another user".)
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const std::string cache = root + "/cache";
+    auto disk_tier = [&](const std::string &dir) {
+        PromptCache c(0, dir, 8 << 20, 0xdddd, "n1", "parents", 4096);
+        return c.directory();
+    };
+    CHECK(chmod(root.c_str(), 0777) == 0, "chmod");
+    CHECK(disk_tier(cache).empty(), "a cache inside a world-writable, non-sticky directory was used");
+    CHECK(chmod(root.c_str(), 01777) == 0, "chmod");
+    CHECK(!disk_tier(cache).empty(), "a cache inside a sticky directory (as /tmp) was refused");
+    CHECK(chmod(root.c_str(), 0755) == 0 && chown(root.c_str(), 4242, 4242) == 0, "chown");
+    CHECK(disk_tier(cache).empty(), "a cache inside a directory of another user was used");
+    CHECK(chown(root.c_str(), 0, 0) == 0 && chown(cache.c_str(), 4242, 4242) == 0, "chown");
+    CHECK(disk_tier(cache).empty(), "a PromptCacheDir of another user was used");
+    CHECK(chown(cache.c_str(), 0, 0) == 0, "chown");
+    // A symbolic link is followed when root or we own it (systemd's CacheDirectory= with DynamicUser= is one), and
+    // its target is judged like the rest; ".." is the physical parent.
+    CHECK(symlink("cache", (root + "/link").c_str()) == 0, "symlink");
+    std::string through = disk_tier(root + "/link/../link");
+    CHECK(!through.empty(), "a cache reached through our own symbolic link was refused");
+    CHECK(lchown((root + "/link").c_str(), 4242, 4242) == 0 && chmod(root.c_str(), 01777) == 0, "lchown");
+    CHECK(disk_tier(root + "/link").empty(), "a symbolic link of another user in a sticky directory was followed");
+    CHECK(chmod(cache.c_str(), 0777) == 0 && symlink(cache.c_str(), (root + "/mine").c_str()) == 0, "chmod");
+    CHECK(disk_tier(root + "/mine").empty(), "a world-writable directory reached through a link was used");
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_ignores_entries_of_other_users() {
+    // (Review s7 #1.) An entry is a regular file the daemon's user owns: one another user owns (root reads it
+    // regardless of its mode) or a link to one is foreign: never restored, left alone, not counted.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(21, 64), linked = fake_tokens(22, 64);
+    {
+        PromptCache cache(0, root, 8 << 20, 0xeeee, "n1", "owners", 4096);
+        std::string dir = cache.directory();
+        CHECK(plant_entry(dir, 0xeeee, "n1", tokens, 0x22, 4242), "plant");
+        std::string elsewhere = make_temp_dir();
+        CHECK(plant_entry(elsewhere, 0xeeee, "n1", linked, 0x33, geteuid()), "plant");
+        auto files = files_in(elsewhere, ".kv");
+        CHECK(files.size() == 1, "%zu planted", files.size());
+        if (files.size() == 1) {
+            std::string name = files[0].first.substr(files[0].first.rfind('/'));
+            CHECK(symlink(files[0].first.c_str(), (dir + name).c_str()) == 0, "symlink");
+        }
+        PromptCache::Match match = cache.find(extended(tokens, 3));
+        CHECK(match.length == 0, "an entry owned by another user was offered (%zu tokens)", match.length);
+        match = cache.find(extended(linked, 3));
+        CHECK(match.length == 0, "a link to an entry was followed (%zu tokens)", match.length);
+        PromptCache again(0, root, 8 << 20, 0xeeee, "n1", "again", 4096);
+        PromptCacheStats st = again.stats();
+        CHECK(again.find(extended(tokens, 3)).length == 0 && st.disk_entries == 0 && st.discarded == 0 &&
+                  files_in(dir, ".kv").size() == 2,
+              "at start-up: %llu entries, %llu discarded", (unsigned long long)st.disk_entries,
+              (unsigned long long)st.discarded);
+        std::string rm = "rm -rf '" + elsewhere + "'";
+        CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_keeps_to_the_directory_it_judged() {
+    // (Review s7 #1.) The directory is judged once and held open: another put at its path afterwards is never read
+    // or written (every operation went by path), and one made again after a removal (review F13) is judged again
+    // (it was made through whatever link stood there).
+    std::string root = make_temp_dir(), other = make_temp_dir();
+    CHECK(!root.empty() && !other.empty(), "mkdtemp");
+    const auto planted = fake_tokens(23, 64), mine = fake_tokens(24, 64), later = fake_tokens(25, 64);
+    {
+        PromptCache cache(0, root, 8 << 20, 0xf0f0, "n1", "swap", 4096);
+        std::string dir = cache.directory();
+        CHECK(cache.find(extended(planted, 3)).length == 0, "nothing yet");
+        CHECK(rename(dir.c_str(), (dir + ".old").c_str()) == 0 && mkdir(dir.c_str(), 0700) == 0, "swap");
+        CHECK(plant_entry(dir, 0xf0f0, "n1", planted, 0x44, geteuid()), "plant");
+        CHECK(cache.find(extended(planted, 3)).length == 0, "an entry of a directory swapped in was offered");
+        cache.save(mine, fake_state(16 << 10, 24), false);
+        cache.flush();
+        CHECK(files_in(dir, ".kv").size() == 1 && files_in(dir + ".old", ".kv").size() == 1,
+              "written into the directory swapped in (%zu there, %zu in ours)", files_in(dir, ".kv").size(),
+              files_in(dir + ".old", ".kv").size());
+        // Removed, and a link to another's directory put in its place: the next write judges what it would make.
+        std::string rm = "rm -rf '" + dir + ".old' '" + dir + "'";
+        CHECK(std::system(rm.c_str()) == 0 && chmod(other.c_str(), 0777) == 0 && symlink(other.c_str(), dir.c_str()) == 0,
+              "replace");
+        cache.save(later, fake_state(16 << 10, 25), false);
+        cache.flush();
+        PromptCacheStats st = cache.stats();
+        CHECK(files_in(other, ".kv").empty() && st.dropped_writes == 1, "written through a link (%zu files, %llu dropped)",
+              files_in(other, ".kv").size(), (unsigned long long)st.dropped_writes);
+    }
+    std::string rm = "rm -rf '" + root + "' '" + other + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
     // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
     // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
@@ -1853,6 +1955,9 @@ int main(int argc, char **argv) {
     run("prompt_cache_long_layouts_do_not_share_a_directory", test_prompt_cache_long_layouts_do_not_share_a_directory);
     run("prompt_cache_keeps_recent_temporary_files_of_other_hosts", test_prompt_cache_keeps_recent_temporary_files_of_other_hosts);
     run("prompt_cache_does_not_rescan_for_foreign_files", test_prompt_cache_does_not_rescan_for_foreign_files);
+    run("prompt_cache_refuses_untrusted_parents", test_prompt_cache_refuses_untrusted_parents);
+    run("prompt_cache_ignores_entries_of_other_users", test_prompt_cache_ignores_entries_of_other_users);
+    run("prompt_cache_keeps_to_the_directory_it_judged", test_prompt_cache_keeps_to_the_directory_it_judged);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);

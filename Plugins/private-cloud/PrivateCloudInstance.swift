@@ -142,7 +142,10 @@ final class PrivateCloudInstance: AFMBackend {
         func number(_ value: Int?) -> String { value.map { "\($0)" } ?? "null" }
         func remaining(_ limit: Int?, _ used: Int) -> Int? { limit.map { max(0, $0 - used) } }
         /// A sum over upstreams, nil (unlimited) when any of them is.
-        func sum(_ values: [Int?]) -> Int? { values.contains { $0 == nil } ? nil : values.reduce(0) { $0 + ($1 ?? 0) } }
+        /// Saturating: the limits come from the config file and the counts from the database file.
+        func sum(_ values: [Int?]) -> Int? {
+            values.contains { $0 == nil } ? nil : values.reduce(0) { QuotaStore.saturatingSum($0, $1 ?? 0) }
+        }
         var entries: [String] = []
         var requestsRemaining: [Int?] = []
         var tokensRemaining: [Int?] = []

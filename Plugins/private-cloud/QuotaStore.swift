@@ -62,6 +62,24 @@ final class QuotaStore: Sendable {
     struct Usage: Sendable, Hashable {
         var requests = 0
         var tokens = 0
+
+        /// The counts as read from a row: the database is a file anyone with access can edit or damage, so a
+        /// negative count reads as 0.
+        init(requests: Int = 0, tokens: Int = 0) {
+            self.requests = max(0, requests)
+            self.tokens = max(0, tokens)
+        }
+
+        /// Both counts added, saturating at `Int.max` (counts near `Int64.max` from the file must not trap).
+        static func + (lhs: Usage, rhs: Usage) -> Usage {
+            Usage(requests: saturatingSum(lhs.requests, rhs.requests), tokens: saturatingSum(lhs.tokens, rhs.tokens))
+        }
+    }
+
+    /// `a + b`, or `Int.max` / `Int.min` where that overflows.
+    static func saturatingSum(_ a: Int, _ b: Int) -> Int {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? .max : .min) : sum
     }
 
     /// The outcome of `reserve`.
@@ -167,9 +185,7 @@ final class QuotaStore: Sendable {
             let legacy = try Self.legacyUsage(sql, day: day)
             var reasons: [String] = []
             for account in accounts {
-                var usage = try Self.usage(sql, upstream: account.upstream, day: day)
-                usage.requests += legacy.requests
-                usage.tokens += legacy.tokens
+                let usage = try Self.usage(sql, upstream: account.upstream, day: day) + legacy
                 if let reason = account.exhaustion(usage) {
                     reasons.append(reason)
                     continue
@@ -207,9 +223,8 @@ final class QuotaStore: Sendable {
             var usage: [Usage] = []
             for upstream in upstreams {
                 let own = try Self.usage(sql, upstream: upstream, day: day)
-                total.requests += own.requests
-                total.tokens += own.tokens
-                usage.append(Usage(requests: own.requests + legacy.requests, tokens: own.tokens + legacy.tokens))
+                total = total + own
+                usage.append(own + legacy)
             }
             return (usage, total)
         }

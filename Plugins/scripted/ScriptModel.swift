@@ -26,8 +26,9 @@ struct ScriptModel: Sendable, Hashable {
     /// (`ScriptStep.immediateEventCount(of:)`).
     private(set) var playsInsideGenerate: Bool
 
-    /// The largest context a script may declare (keeps budget arithmetic far from overflow).
-    static let maximumContextTokens = 1 << 40
+    /// The largest context a script may declare: the host's limit (`BackendDescription.maximumContextTokens`,
+    /// 2^31 - 1), which also keeps budget arithmetic far from overflow.
+    static let maximumContextTokens = Int(Int32.max)
 
     /// Creates a model whose budgets default to 3/4 and 1/4 of `contextTokens`.
     init(

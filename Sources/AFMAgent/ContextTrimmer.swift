@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMImages
 import AFMJSON
 
 /// Fits a step's input into the model's input budget by leaving out the oldest complete turns (never the
@@ -10,8 +11,8 @@ import AFMJSON
 /// Overestimating keeps a trimmed request under the gateway's own check; the gateway has the model's tokenizer
 /// and stays the judge.
 enum ContextTrimmer {
-    /// What the gateway's estimate counts for one image (OpenAI's figure for a 512-px tile at high detail).
-    static let imageTokens = 765
+    /// What the gateway's estimate counts for one image.
+    static let imageTokens = ImageBudget.estimatedTokensPerImage
 
     /// The estimate for one input item (its text, images, arguments, output and name).
     static func tokens(of item: JSONValue) -> Int {

@@ -16,7 +16,7 @@ import AFMJSON
 enum ToolOutputItems {
     /// At most this many images go in one request, across the whole history (afmd refuses more with 400
     /// `too_many_images`); the newest are kept.
-    static let maximumImagesPerRequest = 4
+    static let maximumImagesPerRequest = ImageBudget.maximumImagesPerRequest
 
     /// At most this many bytes of image data URLs go in one request, across the whole history; the newest images
     /// are kept. Each image passes the gateway's own check (8 MiB decoded), but a few together would exceed afmd's
@@ -33,12 +33,12 @@ enum ToolOutputItems {
                 let size = "[image \(mimeType), \(AgentToolOutput.byteCount(base64)) bytes, not shown: "
                 guard acceptsImages else { return size + "the model \(model) does not accept images]" }
                 // The gateway's own image policy (AFMImages): an image it would refuse would fail the whole step.
+                let url = "data:\(rawType);base64,\(base64)"
                 do throws(ImageError) {
-                    _ = try ImageInspector.inspect(dataURL: "data:\(rawType);base64,\(base64)")
+                    _ = try ImageInspector.inspect(dataURL: url)
                 } catch {
                     return size + "\(error.message)]"
                 }
-                let url = "data:\(rawType);base64,\(base64)"
                 guard url.utf8.count <= maximumImageBytesPerRequest else {
                     return size + "larger than the \(maximumImageBytesPerRequest / 1_048_576) MiB of images a request may carry]"
                 }

@@ -45,6 +45,10 @@ public struct BackendDescription: Sendable, Hashable {
     /// and `quota`), shown in `/status` as they are.
     public var details: JSONObject
 
+    /// The largest `context_tokens` the host accepts (2^31 - 1): far beyond any model, and small enough that budget
+    /// arithmetic on it never overflows.
+    public static let maximumContextTokens = Int(Int32.max)
+
     /// The first ABI minor whose backends may declare `structured_output`.
     public static let structuredOutputMinor: UInt32 = 1
 
@@ -77,13 +81,27 @@ public struct BackendDescription: Sendable, Hashable {
             guard let id = entry["id"]?.stringValue, !id.isEmpty else {
                 throw DescribeError(message: "models[\(index)].id must be a non-empty string")
             }
-            let context = entry["context_tokens"]?.numberValue?.intValue ?? 4096
-            guard context > 0 else { throw DescribeError(message: "models[\(index)].context_tokens must be positive") }
-            let maxInput = entry["max_input_tokens"]?.numberValue?.intValue ?? context * 3 / 4
-            let maxOutput = entry["max_output_tokens"]?.numberValue?.intValue ?? context - maxInput
-            guard maxInput > 0, maxOutput > 0 else {
-                throw DescribeError(message: "models[\(index)] budgets must be positive")
+            // The numbers come from a backend (maybe another process): each is range-checked before any
+            // arithmetic, so the defaults' `* 3` and `-` (and every later sum of budgets) cannot overflow and trap.
+            // Absent or null means the default; anything else must be an integer in range.
+            let contextField = entry["context_tokens"]?.nonNull
+            let context = contextField.map { $0.numberValue?.intValue ?? 0 } ?? 4096
+            guard (1...Self.maximumContextTokens).contains(context) else {
+                throw DescribeError(
+                    message: "models[\(index)].context_tokens must be an integer from 1 to \(Self.maximumContextTokens)")
             }
+            func budget(_ field: String, default value: Int) throws(DescribeError) -> Int {
+                let stated = entry[field]?.nonNull
+                let budget = stated.map { $0.numberValue?.intValue ?? 0 } ?? value
+                guard (1...context).contains(budget) else {
+                    throw DescribeError(
+                        message: "models[\(index)].\(field) must be an integer from 1 to context_tokens (\(context))"
+                            + (stated == nil ? "; its default here is \(value)" : ""))
+                }
+                return budget
+            }
+            let maxInput = try budget("max_input_tokens", default: context * 3 / 4)
+            let maxOutput = try budget("max_output_tokens", default: context - maxInput)
             let caps = entry["capabilities"]
             models.append(
                 Model(

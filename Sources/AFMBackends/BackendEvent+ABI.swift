@@ -19,9 +19,8 @@ extension BackendEvent {
             self = .failed(.internal, message: "the backend emitted an event with an invalid string span")
             return
         }
-        // A backend's counts are untrusted: capped at 2^32 - 1, so sums (total_tokens, the token monitor's totals)
-        // cannot overflow and trap; no generation comes near that many tokens.
-        func count(_ value: Int64) -> Int? { value >= 0 ? Int(min(value, Int64(UInt32.max))) : nil }
+        // A backend's counts are untrusted: capped (BackendUsage.count(abiValue:)).
+        func count(_ value: Int64) -> Int? { BackendUsage.count(abiValue: value) }
         let index = Int(max(0, raw.index))
         switch raw.type {
         case AFM_EVENT_TEXT_DELTA:

@@ -14,6 +14,15 @@ public struct BackendUsage: Sendable, Hashable {
         self.reasoningTokens = reasoningTokens
         self.cachedTokens = cachedTokens
     }
+
+    /// The largest count the host believes (2^32 - 1): no generation comes near it, and sums of such counts
+    /// (`total_tokens`, the token monitor's totals) cannot overflow and trap.
+    static let maximumCount = Int64(UInt32.max)
+
+    /// A count as an `afm_event`, a runner's event frame or a tokenizer's answer carries it: negative means "not
+    /// said"; larger than ``maximumCount`` is capped. Backends and runner processes are untrusted: every reader of
+    /// their token counts goes through here.
+    static func count(abiValue value: Int64) -> Int? { value >= 0 ? Int(min(value, maximumCount)) : nil }
 }
 
 /// Why a generation ended normally.

@@ -78,7 +78,8 @@ struct BackendInstance: Sendable {
         var tokens: Int64 = 0
         var error = afm_error.empty
         let status = document.withUnsafeBytes { bytes in count(pointer.raw, afm_str(bytes), &tokens, &error) }
-        return status == AFM_OK && tokens >= 0 ? Int(tokens) : nil
+        // Untrusted like usage counts: capped by the same rule (negative: no count).
+        return status == AFM_OK ? BackendUsage.count(abiValue: tokens) : nil
     }
 
     /// Calls `destroy`. [control-thread] Only when every accepted generation sent its terminal event.

@@ -219,8 +219,8 @@ enum RunnerFrame: Sendable, Equatable {
         let code = Int32(bitPattern: try reader.u32())
         var counts: [Int?] = []
         for _ in 0..<4 {
-            let value = Int64(bitPattern: try reader.u64())
-            counts.append(value >= 0 ? Int(value) : nil)
+            // A runner process is untrusted like a backend: its counts are capped by the same rule.
+            counts.append(BackendUsage.count(abiValue: Int64(bitPattern: try reader.u64())))
         }
         let text = try reader.byteString()
         let name = try reader.byteString()

@@ -407,9 +407,10 @@ final class RunnerInstanceHost: BackendInstanceHost {
 
     func countInputTokens(document: [UInt8]) -> Int? {
         guard case .success(let reply) = send(timeout: .seconds(30), { .tokenize(seq: $0, request: document) }),
-            reply.status == AFM_OK, reply.value >= 0
+            reply.status == AFM_OK
         else { return nil }
-        return Int(reply.value)
+        // A runner's count is untrusted like a backend's: capped by the same rule (negative: no count).
+        return BackendUsage.count(abiValue: reply.value)
     }
 
     /// `destroy` (unless abandoned), then `shutdown`; `SIGTERM` after 5 s, `SIGKILL` 5 s later.

@@ -155,8 +155,11 @@ public struct ArchiveImporter {
         guard let id = value["id"]?.stringValue, !id.isEmpty else { throw HistoryError("\(path).id: a non-empty string is required") }
         let created = try timestamp(value["created_at"], path: path + ".created_at")
         let updated = try value["updated_at"].map { try timestamp($0, path: path + ".updated_at") } ?? created
+        // The history's title bound holds for imports too; a longer title (a history from before the bound) is cut
+        // rather than refused, so such an archive still imports.
+        let title = HistoryStore.scalarPrefix(value["title"]?.stringValue ?? "", HistoryStore.maximumTitleCharacters)
         var conversation = PlannedConversation(
-            path: path, id: id, title: value["title"]?.stringValue ?? "", draft: value["draft"]?.stringValue ?? "",
+            path: path, id: id, title: title, draft: value["draft"]?.stringValue ?? "",
             createdAt: created, updatedAt: updated, messages: []
         )
         for (index, message) in (value["messages"]?.arrayValue ?? []).enumerated() {

@@ -458,14 +458,14 @@ public final class HistoryStore {
 
     private func updatePreview(conversationID: String, message: ChatMessage) throws {
         let text = message.text.split(whereSeparator: \.isNewline).joined(separator: " ")
-        let preview = text.isEmpty && !message.images.isEmpty ? "[image]" : String(text.prefix(100))
+        let preview = text.isEmpty && !message.images.isEmpty ? "[image]" : Self.scalarPrefix(text, 100)
         if !preview.isEmpty {
             try connection.execute("UPDATE conversations SET preview = ? WHERE id = ?", [.text(preview), .text(conversationID)])
         }
         if message.author == .user, !text.isEmpty {
             try connection.execute(
                 "UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
-                [.text(String(text.prefix(60))), .text(conversationID)]
+                [.text(Self.scalarPrefix(text, 60)), .text(conversationID)]
             )
         }
     }
@@ -516,7 +516,7 @@ public final class HistoryStore {
             guard let conversationID = try connection.scalarText(
                 "SELECT conversation_id FROM messages WHERE id = ?", [.text(messageID)]
             ) else { throw HistoryError("no message \(messageID)") }
-            let preview = String(text.split(whereSeparator: \.isNewline).joined(separator: " ").prefix(100))
+            let preview = Self.scalarPrefix(text.split(whereSeparator: \.isNewline).joined(separator: " "), 100)
             try connection.execute(
                 "UPDATE conversations SET updated_at = max(updated_at, ?), preview = CASE WHEN ? = '' THEN preview ELSE ? END WHERE id = ?",
                 [.integer(StoreClock.nowMilliseconds()), .text(preview), .text(preview), .text(conversationID)]
@@ -529,10 +529,23 @@ public final class HistoryStore {
     /// The words of a search that count (``search(_:limit:markers:)``).
     public static let maximumSearchWords = 32
 
+    /// Whether `title` is within ``maximumTitleCharacters``, counted in Unicode scalars: a count of characters
+    /// (grapheme clusters) would let one "character" with 100,000 combining marks through.
+    public static func titleFits(_ title: String) -> Bool {
+        title.unicodeScalars.count <= maximumTitleCharacters
+    }
+
     private static func checkTitle(_ title: String) throws {
-        guard title.count <= maximumTitleCharacters else {
-            throw HistoryError("a title has at most \(maximumTitleCharacters) characters (this one has \(title.count))")
+        guard titleFits(title) else {
+            throw HistoryError(
+                "a title has at most \(maximumTitleCharacters) characters (this one has \(title.unicodeScalars.count))")
         }
+    }
+
+    /// The first `count` Unicode scalars of `text` (a bound in scalars, like the title's: `prefix` on a `String`
+    /// counts grapheme clusters, of unbounded size each).
+    public static func scalarPrefix(_ text: String, _ count: Int) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.prefix(count)))
     }
 
     /// Conversations whose title or message text contains every word of `text` (newest first).

@@ -26,10 +26,16 @@ public struct ResponseUsage: Sendable, Hashable {
         cachedTokens = json["input_tokens_details"]?["cached_tokens"]?.numberValue?.intValue ?? 0
     }
 
-    /// Adds another response's counts (an agent's turn spans several responses).
+    /// Adds another response's counts (an agent's turn spans several responses), saturating: the counts are the
+    /// server's, and a hostile one must not trap the client with numbers near `Int.max`.
     public static func + (lhs: ResponseUsage, rhs: ResponseUsage) -> ResponseUsage {
-        ResponseUsage(
-            inputTokens: lhs.inputTokens + rhs.inputTokens, outputTokens: lhs.outputTokens + rhs.outputTokens,
-            reasoningTokens: lhs.reasoningTokens + rhs.reasoningTokens, cachedTokens: lhs.cachedTokens + rhs.cachedTokens)
+        func add(_ a: Int, _ b: Int) -> Int {
+            let (sum, overflow) = a.addingReportingOverflow(b)
+            return overflow ? (b > 0 ? .max : .min) : sum
+        }
+        return ResponseUsage(
+            inputTokens: add(lhs.inputTokens, rhs.inputTokens), outputTokens: add(lhs.outputTokens, rhs.outputTokens),
+            reasoningTokens: add(lhs.reasoningTokens, rhs.reasoningTokens),
+            cachedTokens: add(lhs.cachedTokens, rhs.cachedTokens))
     }
 }

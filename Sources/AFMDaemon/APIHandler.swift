@@ -158,27 +158,12 @@ struct APIHandler: Sendable {
             return .answered
         }
         let ticket: AdmissionControl.Ticket
-        switch service.admission.admit(backend: prepared.backendID) {
-        case .admitted(let admitted):
-            ticket = admitted
-        case .refused(let error):
-            // The lease goes back: the request never starts.
-            service.release(prepared)
-            refuse(request, writer, error, origin: origin, dialect: dialect, context: context, model: prepared.request.model)
-            return .answered
-        case .queued(let waiter):
-            return .continueAsync {
-                await writer.leaveEventLoop()
-                var prepared = prepared
-                guard let admitted = await waiter.wait() else {
-                    self.service.release(prepared)  // the client left while queued
-                    return
-                }
-                defer { admitted.release() }
-                prepared.context.queueSeconds = context.elapsedSeconds
-                guard let started = self.start(prepared, request, writer, origin: origin, dialect: dialect) else { return }
-                await self.respond(started, writer, origin: origin, encoder: encoder)
-            }
+        switch admit(prepared, request, writer, origin: origin, dialect: dialect, context: context, whenQueued: { prepared in
+            guard let started = self.start(prepared, request, writer, origin: origin, dialect: dialect) else { return }
+            await self.respond(started, writer, origin: origin, encoder: encoder)
+        }) {
+        case .now(let admitted): ticket = admitted
+        case .later(let start): return start
         }
         if prepared.startMayBlock {
             // A runner-hosted backend: `generate` waits for the runner's reply, which must not hold up the loop.
@@ -202,6 +187,43 @@ struct APIHandler: Sendable {
         return .continueAsync {
             await self.respond(waiting, writer, origin: origin, encoder: encoder)
             ticket.release()
+        }
+    }
+
+    /// What ``admit(_:_:_:origin:dialect:context:whenQueued:)`` decided: go on now holding the ticket, or what
+    /// the handler returns (a refusal already sent, or the wait in the backend's queue).
+    private enum Admission {
+        case now(AdmissionControl.Ticket)
+        case later(HTTPHandlerStart)
+    }
+
+    /// Admission for a prepared request (a generation, or a `count_tokens` count: both take a slot of the backend).
+    /// A full backend refuses it (the lease goes back, the answer is the dialect's 503); a queued request leaves
+    /// the event loop, waits, and runs `whenQueued` holding its slot (with its queue time in the context), or gives
+    /// its lease back when the client left while it waited.
+    private func admit(
+        _ prepared: ResponsesService.Prepared, _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?,
+        dialect: APIDialect, context: RequestContext, whenQueued: @escaping @Sendable (ResponsesService.Prepared) async -> Void
+    ) -> Admission {
+        switch service.admission.admit(backend: prepared.backendID) {
+        case .admitted(let ticket):
+            return .now(ticket)
+        case .refused(let error):
+            service.release(prepared)
+            refuse(request, writer, error, origin: origin, dialect: dialect, context: context, model: prepared.request.model)
+            return .later(.answered)
+        case .queued(let waiter):
+            return .later(.continueAsync {
+                await writer.leaveEventLoop()
+                var prepared = prepared
+                guard let admitted = await waiter.wait() else {
+                    self.service.release(prepared)  // the client left while queued
+                    return
+                }
+                defer { admitted.release() }
+                prepared.context.queueSeconds = context.elapsedSeconds
+                await whenQueued(prepared)
+            })
         }
     }
 
@@ -233,33 +255,21 @@ struct APIHandler: Sendable {
         }
         // Counting takes a slot like a generation: a runner's tokenizer works through the whole body, so count
         // calls must not bypass `MaxConcurrent`/`MaxQueued` (a full backend answers 503 with Retry-After).
-        switch service.admission.admit(backend: prepared.backendID) {
-        case .admitted(let ticket):
-            guard prepared.startMayBlock else {
-                answer()
-                ticket.release()
-                return .answered
-            }
-            // A runner-hosted backend's tokenizer answers over its channel, which must not hold up the loop.
-            return .continueAsync {
-                await writer.leaveEventLoop()
-                defer { ticket.release() }
-                answer()
-            }
-        case .refused(let error):
-            service.release(prepared)
-            refuse(request, writer, error, origin: origin, dialect: .messages, context: context, model: prepared.request.model)
+        let ticket: AdmissionControl.Ticket
+        switch admit(prepared, request, writer, origin: origin, dialect: .messages, context: context, whenQueued: { _ in answer() }) {
+        case .now(let admitted): ticket = admitted
+        case .later(let start): return start
+        }
+        guard prepared.startMayBlock else {
+            answer()
+            ticket.release()
             return .answered
-        case .queued(let waiter):
-            return .continueAsync {
-                await writer.leaveEventLoop()
-                guard let admitted = await waiter.wait() else {
-                    self.service.release(prepared)  // the client left while queued
-                    return
-                }
-                defer { admitted.release() }
-                answer()
-            }
+        }
+        // A runner-hosted backend's tokenizer answers over its channel, which must not hold up the loop.
+        return .continueAsync {
+            await writer.leaveEventLoop()
+            defer { ticket.release() }
+            answer()
         }
     }
 
@@ -464,65 +474,7 @@ struct APIHandler: Sendable {
                 samples: statuses.map { ([("backend", $0.id)], Double($0.restarts)) }),
             .init(name: "afm_draining", help: "1 while the node drains (/ready answers 503).", samples: [([], gate.isDraining ? 1 : 0)]),
         ]
-        return service.metrics.render(gauges: gauges + Self.promptCacheGauges(statuses))
-    }
-
-    /// The `afm_prompt_cache_*` families from the `prompt_cache` object a backend's describe document carries (the
-    /// local backend's saved sequence states; /status and `afmctl top` show the same object). The counters belong
-    /// to the backend's active generation: a reload starts them again from 0, which Prometheus reads as a reset.
-    static func promptCacheGauges(_ statuses: [BackendStatus]) -> [ServingMetrics.Gauge] {
-        typealias Samples = [(labels: [(String, String)], value: Double)]
-        var bytes: Samples = [], entries: Samples = [], limits: Samples = [], hits: Samples = [], evictions: Samples = []
-        var misses: Samples = [], restored: Samples = [], discarded: Samples = [], writes: Samples = [], dropped: Samples = []
-        for status in statuses.sorted(by: { $0.id < $1.id }) {
-            guard let cache = status.details["prompt_cache"]?.objectValue else { continue }
-            func value(_ key: String) -> Double { cache[key]?.numberValue?.doubleValue ?? 0 }
-            let backend = ("backend", status.id)
-            for tier in ["ram", "disk"] {
-                let labels = [backend, ("tier", tier)]
-                bytes.append((labels, value("\(tier)_bytes")))
-                entries.append((labels, value("\(tier)_entries")))
-                limits.append((labels, value("\(tier)_limit_bytes")))
-                evictions.append((labels, value(tier == "ram" ? "evictions" : "disk_evictions")))
-            }
-            // `hits` counts both tiers; `disk_hits` those restored from disk.
-            hits.append(([backend, ("tier", "ram")], max(0, value("hits") - value("disk_hits"))))
-            hits.append(([backend, ("tier", "disk")], value("disk_hits")))
-            misses.append(([backend], value("misses")))
-            restored.append(([backend], value("restored_tokens")))
-            discarded.append(([backend], value("discarded")))
-            writes.append(([backend], value("disk_writes")))
-            dropped.append(([backend], value("dropped_writes")))
-        }
-        if bytes.isEmpty { return [] }
-        return [
-            .init(name: "afm_prompt_cache_bytes", help: "Bytes of saved sequence states in the prompt cache, per tier.", samples: bytes),
-            .init(name: "afm_prompt_cache_entries", help: "Saved sequence states in the prompt cache, per tier.", samples: entries),
-            .init(
-                name: "afm_prompt_cache_limit_bytes", help: "The prompt cache's bound per tier (PromptCacheMiB, PromptCacheDiskMiB; 0: off).",
-                samples: limits),
-            .init(
-                name: "afm_prompt_cache_hits_total", help: "Requests that restored a saved state, by the tier it came from.",
-                type: "counter", samples: hits),
-            .init(
-                name: "afm_prompt_cache_misses_total", help: "Requests that consulted the prompt cache and found nothing usable.",
-                type: "counter", samples: misses),
-            .init(
-                name: "afm_prompt_cache_evictions_total", help: "Entries evicted to keep the prompt cache within its bound, per tier.",
-                type: "counter", samples: evictions),
-            .init(
-                name: "afm_prompt_cache_restored_tokens_total", help: "Prompt tokens restored from the prompt cache instead of computed.",
-                type: "counter", samples: restored),
-            .init(
-                name: "afm_prompt_cache_discarded_total", help: "Prompt cache entries deleted because they did not verify (damaged, truncated).",
-                type: "counter", samples: discarded),
-            .init(
-                name: "afm_prompt_cache_disk_writes_total", help: "Entries written to the prompt cache's disk tier.",
-                type: "counter", samples: writes),
-            .init(
-                name: "afm_prompt_cache_dropped_writes_total", help: "States not written to the disk tier (no room in the queue, a write error).",
-                type: "counter", samples: dropped),
-        ]
+        return service.metrics.render(gauges: gauges + PromptCacheMetrics.gauges(statuses))
     }
 
     /// Lets the page of an accepted origin read the answer (and tells caches the answer depends on `Origin`).

@@ -86,8 +86,9 @@ public final class AdmissionControl: Sendable {
             var woken: [CheckedContinuation<Bool, Never>] = []
             for id in Set(state.lanes.keys).union(limits.keys) {
                 state.lanes[id, default: Lane()].limits = limits[id] ?? Limits()
-                while let lane = state.lanes[id], !lane.waiting.isEmpty, lane.hasFreeSlot {
-                    state.lanes[id]!.running += 1  // safe: the `while let` just read the lane
+                // No copy of the lane is held across grantFirst (it would make removeFirst() copy the queue).
+                while state.lanes[id].map({ !$0.waiting.isEmpty && $0.hasFreeSlot }) == true {
+                    state.lanes[id]!.running += 1  // safe: the condition just read the lane
                     if let continuation = state.grantFirst(of: id) { woken.append(continuation) }
                 }
             }
@@ -164,13 +165,17 @@ public final class AdmissionControl: Sendable {
     fileprivate func release(backend: String) {
         let next = state.withLock { state -> CheckedContinuation<Bool, Never>? in
             guard let index = state.lanes.index(forKey: backend) else { return nil }
-            let lane = state.lanes.values[index]
+            // Only what is needed is read into locals: a copy of the lane would be a second reference to its
+            // waiters, and grantFirst's removeFirst() would then copy the whole queue on every release.
+            let hasWaiters = !state.lanes.values[index].waiting.isEmpty
+            let running = state.lanes.values[index].running
+            let maxConcurrent = state.lanes.values[index].limits.maxConcurrent
             // Over the limit (it was lowered): free the slot rather than pass it on.
-            if !lane.waiting.isEmpty, lane.limits.maxConcurrent == 0 || lane.running <= lane.limits.maxConcurrent {
+            if hasWaiters, maxConcurrent == 0 || running <= maxConcurrent {
                 return state.grantFirst(of: backend)
             }
             // In place through the index found above: no second lookup.
-            state.lanes.values[index].running = max(0, lane.running - 1)
+            state.lanes.values[index].running = max(0, running - 1)
             return nil
         }
         next?.resume(returning: true)

@@ -9,7 +9,7 @@ import Foundation
 /// decoded and 1…16384 px on each side.
 public enum ImageParts {
     /// At most this many images across the whole history of one request.
-    public static let maximumImages = 4
+    public static let maximumImages = ImageBudget.maximumImagesPerRequest
 
     /// A Responses `input_image` part.
     static func documentPart(_ part: JSONValue, param: String, index: Int) throws(AFMError) -> JSONValue {

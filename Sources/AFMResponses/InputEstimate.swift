@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMImages
 import AFMJSON
 
 /// The input-token estimate used when a backend offers no tokenizer (`afm.tokenize/1`).
@@ -35,7 +36,7 @@ enum InputEstimate {
         for key in ["arguments", "output", "name"] { cost.bytes += item[key]?.stringValue?.utf8.count ?? 0 }
         for part in item["content"]?.arrayValue ?? [] {
             if part["type"] == "image" {
-                cost.tokens += 765
+                cost.tokens += ImageBudget.estimatedTokensPerImage
             } else {
                 cost.bytes += part["text"]?.stringValue?.utf8.count ?? 0
             }

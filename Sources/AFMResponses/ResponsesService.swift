@@ -68,17 +68,19 @@ public final class ResponsesService: Sendable {
 
     /// A request that passed validation and whose generation is running.
     public struct Started: Sendable {
-        public let request: PipelineRequest
         public let stream: GenerationStream
         /// The answer so far; ``ResponsesService/completeIfEnded(_:encoder:)`` advances it in place.
         public internal(set) var builder: ResponseBuilder
         public let backendID: String
-        /// Warnings for `x-afm-warning` headers (dropped hosted tools, unenforced schema keywords).
-        public let warnings: [String]
         /// How many complete turns `truncation: "auto"` dropped (nil when none).
         public let truncatedTurns: Int?
         /// The input tokens counted before generation, and whether a backend tokenizer counted them.
         public let inputTokens: Int
+
+        /// The request being answered (the builder's: one copy, not two).
+        public var request: PipelineRequest { builder.request }
+        /// Warnings for `x-afm-warning` headers (dropped hosted tools, unenforced schema keywords).
+        public var warnings: [String] { builder.request.warnings }
     }
 
     /// A validated request holding a lease on its backend, not started yet. Pass it to ``start(_:)`` exactly once
@@ -242,7 +244,8 @@ public final class ResponsesService: Sendable {
         // none is known). The tokenizer usually counts less than the estimate, so the first probe is the cut the
         // whole input's ratio predicts; then its neighbour (the prediction is most often off by one), then
         // bisection: about log2(turns) tokenizer calls at worst, each one document encoded and counted once.
-        let guess = (1...last).first { remaining[starts[$0]].estimate * counted <= limit * estimate } ?? last
+        let guess = Truncation.predictedCut(
+            estimates: { remaining[starts[$0]].estimate }, last: last, counted: counted, estimate: estimate, limit: limit)
         var fits = byEstimate ?? last + 1
         // A prediction at or past the estimate's cut (the tokenizer counts more than the estimate) trusts that cut:
         // fewer dropped turns are not worth log2(turns) calls that would almost surely not fit.
@@ -300,7 +303,7 @@ public final class ResponsesService: Sendable {
             seal: { state in sealer.seal(state, modelID: modelID) })
         builder.context = context
         return Started(
-            request: request, stream: stream, builder: builder, backendID: lease.generation.backendID, warnings: request.warnings,
+            stream: stream, builder: builder, backendID: lease.generation.backendID,
             truncatedTurns: fitted.droppedTurns > 0 ? fitted.droppedTurns : nil, inputTokens: fitted.inputTokens)
     }
 
@@ -391,16 +394,11 @@ public final class ResponsesService: Sendable {
         return answer(builder, encoder: encoder)
     }
 
-    /// The non-streaming answer without waiting, when the generation has already ended (a backend that answered
-    /// from inside `generate`: docs/backend-abi.md §5); nil when it has not, and then nothing was consumed.
-    public func completeIfEnded(_ started: Started) -> (status: Int, body: [UInt8], error: AFMError?)? {
-        var started = started
-        return completeIfEnded(&started, encoder: ResponsesEncoder())
-    }
-
-    /// ``completeIfEnded(_:)`` in `encoder`'s dialect. The events are taken into `started`'s builder in place: a
-    /// copy of the builder (the request, its echo and the output so far) per answer was a measurable part of a
-    /// small request's CPU (docs/PERFORMANCE.md). Only for a non-streaming request.
+    /// The non-streaming answer in `encoder`'s dialect without waiting, when the generation has already ended (a
+    /// backend that answered from inside `generate`: docs/backend-abi.md §5); nil when it has not, and then nothing
+    /// was consumed. The events are taken into `started`'s builder in place: a copy of the builder (the request, its
+    /// echo and the output so far) per answer was a measurable part of a small request's CPU (docs/PERFORMANCE.md).
+    /// Only for a non-streaming request.
     public func completeIfEnded(_ started: inout Started, encoder: some AnswerEncoder) -> (status: Int, body: [UInt8], error: AFMError?)? {
         guard started.stream.hasEnded else { return nil }
         let stream = started.stream

@@ -13,4 +13,16 @@ enum Truncation {
             return false
         }
     }
+
+    /// The fewest dropped turns (1...`last`) that the whole input's ratio predicts will fit: the first `k` whose
+    /// estimate, scaled by `counted / estimate` (the tokenizer's count of the whole input over its estimate), is
+    /// within `limit`; `last` when none is.
+    ///
+    /// The products are taken in `Double`: `counted` is the backend's number, and a hostile one near `Int.max` must
+    /// not overflow and trap afmd (a prediction needs no exactness: the bisection that follows checks it).
+    static func predictedCut(estimates: (Int) -> Int, last: Int, counted: Int, estimate: Int, limit: Int) -> Int {
+        (1...last).first { k in
+            Double(estimates(k)) * Double(counted) <= Double(limit) * Double(estimate)
+        } ?? last
+    }
 }

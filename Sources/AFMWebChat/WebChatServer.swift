@@ -154,7 +154,7 @@ public final class WebChatServer: Sendable {
             let body = try Self.body(request)
             let title = (body["title"]?.stringValue ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
             // The same bound as a rename: a title is shown in every list, in the page and in the terminal.
-            guard title.count <= Self.maximumTitleCharacters else {
+            guard HistoryStore.titleFits(title) else {
                 throw WebChatError(400, "invalid_title", "A title has at most \(Self.maximumTitleCharacters) characters.")
             }
             let created = try await history.perform { try $0.createConversation(title: title) }
@@ -204,7 +204,7 @@ public final class WebChatServer: Sendable {
             sendJSON(writer, ["deleted": true])
         case ("POST", "rename"):
             let title = try Self.string(Self.body(request), "title").trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !title.isEmpty, title.count <= Self.maximumTitleCharacters else {
+            guard !title.isEmpty, HistoryStore.titleFits(title) else {
                 throw WebChatError(400, "invalid_title", "A title has 1 to \(Self.maximumTitleCharacters) characters.")
             }
             try await history.perform { store in

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMCore
 import AFMJSON
 import AFMSchema
 import CAFMBackendABI
@@ -402,13 +403,10 @@ enum ConformanceBattery {
             && id.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || [0x2E, 0x2D, 0x5F].contains($0) }
     }
 
-    /// The table's name of an `AFM_ERR_*` code.
+    /// The table's name of an `AFM_ERR_*` code (AFMCore's error table; `incompatible` is the negotiation's own).
     static func codeName(_ code: Int32) -> String {
-        let names = [
-            "invalid_request", "model_unavailable", "context_length_exceeded", "rate_limited", "quota_exceeded",
-            "guardrail_violation", "refusal", "unsupported_capability", "tool_failed", "cancelled", "busy", "timeout",
-            "internal", "incompatible",
-        ]
-        return (1...14).contains(code) ? names[Int(code) - 1] : "code \(code)"
+        if code == AFM_ERR_INCOMPATIBLE { return "incompatible" }
+        let known = AFMErrorCode.allCases.first { $0.abiValue == code && !$0.isHostOnly }
+        return known?.rawValue ?? "code \(code)"
     }
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMClient
 import AFMJSON
 import Testing
 
@@ -18,6 +19,21 @@ struct AgentPiecesTests {
     ])
     func partialJSONClosesWhatIsOpen(text: String, expected: String) throws {
         #expect(PartialJSON.snapshot(text) == (try JSONParser.parse(expected)))
+    }
+
+    /// A turn's usage adds the server's counts of each response; a hostile server's huge counts saturate instead
+    /// of trapping `afm agent` / `afm chat`.
+    @Test func usageFromAHostileServerSaturates() throws {
+        let huge = try #require(
+            ResponseUsage(
+                json: try JSONParser.parse(
+                    #"{"input_tokens":9223372036854775807,"output_tokens":9223372036854775807,"#
+                        + #""output_tokens_details":{"reasoning_tokens":-9223372036854775808},"#
+                        + #""input_tokens_details":{"cached_tokens":9223372036854775807}}"#)))
+        let sum = huge + huge + ResponseUsage(inputTokens: 1, outputTokens: 1, reasoningTokens: -1, cachedTokens: 1)
+        #expect(sum == ResponseUsage(inputTokens: .max, outputTokens: .max, reasoningTokens: .min, cachedTokens: .max))
+        #expect(ResponseUsage(inputTokens: 2, outputTokens: 3) + ResponseUsage(inputTokens: 5, outputTokens: 7)
+            == ResponseUsage(inputTokens: 7, outputTokens: 10))
     }
 
     @Test func partialJSONOfNothingIsNil() {

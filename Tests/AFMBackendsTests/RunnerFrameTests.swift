@@ -54,6 +54,18 @@ import Testing
         }
     }
 
+    /// A runner process is untrusted: the usage counts of its event frames get the same cap as counts read from the
+    /// C ABI (2^32 - 1), so the host's sums (`input + output`, the token monitor's totals) cannot overflow and trap.
+    @Test func usageCountsFromARunnerAreCapped() throws {
+        let frame = RunnerFrame.event(
+            requestID: 9,
+            .usage(BackendUsage(inputTokens: Int.max, outputTokens: 1, reasoningTokens: Int(UInt32.max) + 1, cachedTokens: -7)))
+        let bytes = frame.bytes
+        let decoded = try bytes.withUnsafeBytes { raw in try RunnerFrame.decode(UnsafeRawBufferPointer(rebasing: raw[4...])) }
+        let cap = Int(UInt32.max)
+        #expect(decoded == .event(requestID: 9, .usage(BackendUsage(inputTokens: cap, outputTokens: 1, reasoningTokens: cap, cachedTokens: nil))))
+    }
+
     @Test func hostOnlyCodesNeverComeFromTheABI() {
         #expect(AFMErrorCode(abiValue: AFMErrorCode.backendCrashed.abiValue) == .internal)
         #expect(AFMErrorCode.backendCrashed.httpStatus == 503)

@@ -124,6 +124,17 @@ import Testing
         #expect(try store.conversationCount() == 0)
     }
 
+    /// An archive's title obeys the history's bound (cut, so an archive from before the bound still imports): before,
+    /// the raw INSERT stored a title of any length.
+    @Test func anArchivedTitleIsCutToTheHistorysBound() throws {
+        let long = String(repeating: "t", count: 5_000)
+        let (archive, _) = try makeArchive(extraConversation: #",{"id":"conv-c","created_at":1,"title":"\#(long)"}"#)
+        let store = try HistoryStore(directory: TestPaths.makeTemporaryDirectory("afm-history"))
+        _ = try ArchiveImporter(store: store).importArchive(at: archive)
+        let title = try #require(try store.conversation(id: "conv-c")).title
+        #expect(title.unicodeScalars.count == HistoryStore.maximumTitleCharacters)
+    }
+
     @Test func aClashingMessageIDNamesItsPath() throws {
         let (archive, _) = try makeArchive(
             extraConversation: #",{"id":"conv-c","created_at":1,"messages":[{"id":"x1","author":"user","created_at":1},{"id":"m2","author":"user","created_at":1}]}"#)

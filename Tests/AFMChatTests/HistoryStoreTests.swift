@@ -26,6 +26,22 @@ import Testing
         #expect(messages[1].model == "m-actual" && messages[1].state == .complete)
     }
 
+    /// The title bound counts Unicode scalars: one grapheme cluster of 100,000 combining marks (200,001 UTF-8 bytes)
+    /// counted as one character and passed; auto-titles and previews were cut by grapheme the same way.
+    @Test func titlesAndPreviewsAreBoundedInScalarsNotGraphemes() throws {
+        let store = try makeStore()
+        let conversation = try store.createConversation()
+        let heavy = "a" + String(repeating: "\u{301}", count: 100_000)
+        #expect(heavy.count == 1)
+        #expect(throws: HistoryError.self) { try store.rename(conversationID: conversation.id, to: heavy) }
+        #expect(throws: HistoryError.self) { try store.createConversation(title: heavy) }
+        let (_, answer) = try store.beginTurn(conversationID: conversation.id, userParts: [.text(heavy)], model: "m")
+        try store.finishAnswer(messageID: answer.id, text: heavy, state: .complete, model: "m", notice: nil)
+        let summary = try #require(try store.conversation(id: conversation.id))
+        #expect(summary.title.unicodeScalars.count <= 60)
+        #expect(summary.preview.unicodeScalars.count <= 100)
+    }
+
     @Test func pendingAnswersReopenAsInterrupted() throws {
         let directory = TestPaths.makeTemporaryDirectory("afm-history")
         var answerID = ""

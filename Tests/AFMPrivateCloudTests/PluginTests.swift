@@ -289,6 +289,62 @@ import Testing
         #expect(try sqlite(state + "/quota.sqlite3", "SELECT version FROM schema_migrations;") == "1\n2\n")
     }
 
+    /// The quota database is a file anyone with access can edit or damage: counts near `Int64.max` (or negative)
+    /// must not trap the describe or generate that adds them up; they saturate (a negative count reads as 0).
+    @Test func hugeCountsInTheQuotaDatabaseSaturate() throws {
+        let state = TestPaths.makeTemporaryDirectory("afm-cloud-state") + "/private-cloud"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let formatter = DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd"
+        let today = formatter.string(from: Date())
+        let upstreams = [
+            "http://127.0.0.1:\(closedLoopbackPort())/v1", "http://127.0.0.1:\(closedLoopbackPort())/v1",
+        ]
+        _ = try sqlite(
+            state + "/quota.sqlite3",
+            """
+            CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
+            CREATE TABLE daily_usage (day TEXT PRIMARY KEY, requests INTEGER NOT NULL DEFAULT 0, tokens INTEGER NOT NULL DEFAULT 0);
+            INSERT INTO schema_migrations VALUES (1, '2026-01-01T00:00:00Z');
+            INSERT INTO daily_usage VALUES ('\(today)', -9223372036854775808, 9223372036854775000);
+            """)
+        let settings = [
+            "Upstreams": upstreams.joined(separator: ", "), "Model": "m", "DailyTokenQuota": "1000",
+            "ProbeIntervalSeconds": "3600",
+        ]
+        do {  // the first open applies migration 2; then the per-upstream rows are "edited"
+            let driver = try PluginDriver(settings: settings, stateDirectory: state)
+            driver.destroy()
+        }
+        _ = try sqlite(
+            state + "/quota.sqlite3",
+            """
+            INSERT INTO upstream_daily_usage (upstream, day, requests, tokens) VALUES
+              ('\(upstreams[0])', '\(today)', 9223372036854775807, 9223372036854775000),
+              ('\(upstreams[1])', '\(today)', 9223372036854775807, -9223372036854775808);
+            """)
+        let driver = try PluginDriver(settings: settings, stateDirectory: state)
+        defer { driver.destroy() }
+        let quota = try #require(try driver.describe()["quota"])
+        #expect(quota["upstreams"]?.arrayValue?.count == 2)
+        for (upstream, tokens) in zip(quota["upstreams"]?.arrayValue ?? [], [Int.max, 9_223_372_036_854_775_000]) {
+            #expect(upstream["requests_used"]?.numberValue?.intValue == Int.max)
+            #expect(upstream["tokens_used"]?.numberValue?.intValue == tokens)
+            #expect(upstream["tokens_remaining"]?.numberValue?.intValue == 0)
+            #expect(upstream["exhausted"]?.boolValue == true)
+        }
+        #expect(quota["requests_used"]?.numberValue?.intValue == Int.max)
+        #expect(quota["tokens_used"]?.numberValue?.intValue == Int.max)
+        #expect(quota["exhausted"]?.boolValue == true)
+        do {
+            _ = try driver.generate(id: 1, request: generationRequest())
+            Issue.record("a request was accepted with every token quota used up")
+        } catch let failure as PluginDriver.Failure {
+            #expect(failure.code == AFM_ERR_QUOTA_EXCEEDED)
+        }
+    }
+
     private func sqlite(_ path: String, _ sql: String) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

@@ -43,6 +43,11 @@
 #else
 #define FIXTURE_STRUCTURED_OUTPUT "false"
 #endif
+#ifdef FIXTURE_HUGE_CONTEXT /* describe says "context_tokens": 2^63-1 and states no budgets (the host must refuse it) */
+#define FIXTURE_MODEL_NUMBERS "\"context_tokens\":9223372036854775807,"
+#else
+#define FIXTURE_MODEL_NUMBERS "\"context_tokens\":4096,\"max_input_tokens\":3072,\"max_output_tokens\":1024,"
+#endif
 #ifndef FIXTURE_VERSION
 #define FIXTURE_VERSION "1.0.0" /* -DFIXTURE_VERSION=\"2.0.0\": another build of the same backend */
 #endif
@@ -666,7 +671,7 @@ static afm_status fixture_describe(afm_instance *instance, const afm_writer *wri
                      "\",\"available\":true,\"reason\":null,\"reason_code\":null,\"models\":[");
     for (int m = first_model; m < MODEL_COUNT && n > 0 && (size_t)n < sizeof document; m++) {
         n += snprintf(document + n, sizeof document - (size_t)n,
-                      "%s{\"id\":\"%s\",\"context_tokens\":4096,\"max_input_tokens\":3072,\"max_output_tokens\":1024,"
+                      "%s{\"id\":\"%s\"," FIXTURE_MODEL_NUMBERS
                       "\"capabilities\":{\"streaming\":true,\"tools\":false,\"vision\":false,\"reasoning\":false,"
                       "\"reasoning_optional\":true,\"structured_output\":" FIXTURE_STRUCTURED_OUTPUT "}}",
                       m > first_model ? "," : "", model_ids[m]);

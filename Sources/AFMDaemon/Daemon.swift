@@ -102,6 +102,9 @@ public final class Daemon: Sendable {
         var http = HTTPServer.Configuration()
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
         http.processingDeadline = configuration.processingDeadline
+        // A stream cut by the deadline ends with its dialect's failure event once the backend stopped: it has the
+        // backend's cancel grace (after which the watchdog ends the generation) and a second more to write it.
+        http.processingDeadlineGrace = configuration.cancelGrace + .seconds(1)
         http.ioThreadCount = configuration.ioThreads
         http.errorBody = Self.httpErrorBody
         http.maxConnections = Self.fitConnectionLimit(
@@ -517,6 +520,10 @@ public final class Daemon: Sendable {
             }
         }
         logger.info("configuration reloaded", ["generation": String(generation)])
+        // A reload builds and drops a generation's worth of documents, settings and backend state; glibc keeps the
+        // freed memory in its arenas (afmd's resident memory then steps up at reloads and never comes down). Hand it
+        // back, off the reload's path.
+        DispatchQueue.global(qos: .utility).async { CurrentProcess.releaseFreeHeapMemory() }
         return ["config_generation": .number(JSONNumber(generation)), "backends": .array(backends)]
     }
 

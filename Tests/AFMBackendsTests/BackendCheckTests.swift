@@ -109,6 +109,32 @@ import Testing
         #expect(Self.failed(document) == [check], "\(output)")
     }
 
+    /// A backend that prints to standard output (from create without a flush, and from generate a line that looks
+    /// like a check's result) still passes: the result travels on a descriptor of its own, and a child check ends
+    /// with `_exit`. Before, the backend's line came last on the child's standard output and every check that
+    /// generated failed "without a result".
+    @Test func aBackendThatPrintsToStandardOutputStillPasses() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["NOISY_STDOUT"])
+        let (status, document, output) = try Self.check(
+            library, environment: ["AFM_BROKEN_FIXTURE_TOKEN": "1", "PATH": "/usr/bin:/bin"])
+        #expect(status == 0, "\(output)")
+        #expect(document["checks"]?.arrayValue?.count == 11)
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
+    /// A backend whose create forks a process that outlives the check, holding the child's standard output and
+    /// error: the check fails, naming it, the process is killed, and the checker finishes. Before, the checker
+    /// waited for the end of those pipes for as long as the process lived (an hour).
+    @Test func aBackendThatLeavesAProcessFailsAndTheCheckerFinishes() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["LEAVE_PROCESS"])
+        let (status, document, output) = try Self.check(library, ["--only", "exports,lifecycle"])
+        #expect(status == 1, "\(output)")
+        #expect(Self.failed(document) == ["lifecycle"], "\(output)")
+        let detail = document["checks"]?.arrayValue?.last?["detail"]?.stringValue ?? ""
+        #expect(detail.contains("left a process running after the check"), "\(output)")
+        #expect(detail.contains("two instances"), "the check itself passed: \(output)")
+    }
+
     /// The text report: one line per check, then the summary; --only narrows the battery.
     @Test func theTextReportHasOneLinePerCheckAndASummary() throws {
         let library = try Self.compile(Self.brokenSource, defines: ["BREAK_EXPORTS"])

@@ -15,7 +15,11 @@
  *   BREAK_DESTROY            destroy returns at once, its generations still running     -> destroy-in-flight
  *   BREAK_RUNNER             create needs an environment variable runners do not pass  -> runner
  *
- * Without a flag it is the example, and passes every check.
+ * Without a flag it is the example, and passes every check. Two more flags are not defects of one check:
+ *
+ *   NOISY_STDOUT             prints to standard output (allowed: it still passes every check)
+ *   LEAVE_PROCESS            create forks a process that sleeps an hour holding the checker's pipes: every check
+ *                            that creates an instance fails (and the checker still finishes)
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -175,6 +179,17 @@ static afm_status example_create(const afm_host_api *host, afm_str config_json, 
     static int created = 0;
     if (created++ > 0) return fail(error, AFM_ERR_INTERNAL, "this build creates one instance per process");
 #endif
+#if defined(NOISY_STDOUT)
+    printf("broken_backend: create, not flushed"); /* lost or diverted: never the checker's result */
+    puts("broken_backend: create");
+    fflush(stdout);
+#endif
+#if defined(LEAVE_PROCESS)
+    if (fork() == 0) {
+        sleep(3600); /* a helper nobody ends, with the checker's standard output and error */
+        _exit(0);
+    }
+#endif
 #if defined(BREAK_RUNNER)
     if (!getenv("AFM_BROKEN_FIXTURE_TOKEN"))
         return fail(error, AFM_ERR_MODEL_UNAVAILABLE, "AFM_BROKEN_FIXTURE_TOKEN is not set");
@@ -209,6 +224,9 @@ static afm_status example_describe(afm_instance *instance, const afm_writer *wri
 static afm_status example_generate(afm_instance *instance, uint64_t request_id, afm_str request_json,
                                    const afm_event_sink *sink, afm_error *error) {
     if (!instance) return fail(error, AFM_ERR_INVALID_REQUEST, "generate: instance is NULL");
+#if defined(NOISY_STDOUT)
+    printf("{\"passed\":false,\"detail\":\"printed by generate %llu\"}\n", (unsigned long long)request_id);
+#endif
 #if defined(BREAK_ERROR_CODES)
     if (!span_find(request_json, "\"" EXAMPLE_MODEL "\""))
         return fail(error, 42, "unknown model");

@@ -50,8 +50,15 @@ struct Session {
         return Model(id: id, maxOutputTokens: max(1, output))
     }
 
-    /// Destroys `instance` on another thread and waits at most `seconds` for it to return.
-    static func destroy(_ instance: RawInstance, within seconds: Int) throws(CheckFailure) {
+    /// How long the checks other than destroy-in-flight wait between the last terminal event and `destroy`, so a
+    /// backend thread still finishing after its terminal (which `destroy` must join) ends first: only
+    /// destroy-in-flight tests a `destroy` that comes at once.
+    static let settleSeconds = 0.5
+
+    /// Destroys `instance` on another thread and waits at most `seconds` for it to return; with `settle`, after
+    /// `settleSeconds`.
+    static func destroy(_ instance: RawInstance, within seconds: Int, settle: Bool = true) throws(CheckFailure) {
+        if settle { Thread.sleep(forTimeInterval: settleSeconds) }
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             instance.destroy()

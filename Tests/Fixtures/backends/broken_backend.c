@@ -7,7 +7,7 @@
  *   BREAK_NEGOTIATION        accepts a host of any ABI major                            -> negotiation
  *   BREAK_DESCRIBE           describes a capability as "no" instead of false            -> describe
  *   BREAK_LIFECYCLE          a second create in one process fails                       -> lifecycle
- *   BREAK_EVENT_ORDER        sends DONE twice                                           -> event-order
+ *   BREAK_EVENT_ORDER        a short answer sends DONE twice, the second 0.5 s late     -> event-order
  *   BREAK_UTF8               splits a two-byte character across two deltas             -> utf8
  *   BREAK_ERROR_CODES        refuses an unknown model with status 42                    -> error-codes
  *   BREAK_CANCEL             ignores cancel() and emit's stop; a long answer takes 8 s  -> cancel
@@ -70,7 +70,7 @@ typedef struct generation {
     struct afm_instance *owner;
     uint64_t request_id;
     afm_event_sink sink; /* a copy: ctx and emit stay valid until the terminal event has been emitted */
-    int long_answer;     /* BREAK_CANCEL: max_output_tokens above 64 */
+    int long_answer;     /* BREAK_CANCEL, BREAK_EVENT_ORDER: max_output_tokens above 64 */
     int cancelled;       /* guarded by owner->mutex */
 } generation;
 
@@ -149,7 +149,10 @@ static void *generation_main(void *arg) {
     (void)emit(g, AFM_EVENT_USAGE, 0, NULL, words);
     (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0); /* exactly one terminal event, then nothing more */
 #if defined(BREAK_EVENT_ORDER)
-    (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0);
+    if (!g->long_answer) {
+        pause_ms(500); /* later than a glance after the terminal event */
+        (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0);
+    }
 #endif
 
     struct afm_instance *instance = g->owner;
@@ -227,11 +230,10 @@ static afm_status example_generate(afm_instance *instance, uint64_t request_id, 
 #if defined(NOISY_STDOUT)
     printf("{\"passed\":false,\"detail\":\"printed by generate %llu\"}\n", (unsigned long long)request_id);
 #endif
+    (void)request_json; /* read only by some defects */
 #if defined(BREAK_ERROR_CODES)
     if (!span_find(request_json, "\"" EXAMPLE_MODEL "\""))
         return fail(error, 42, "unknown model");
-#elif !defined(BREAK_CANCEL)
-    (void)request_json;
 #endif
     if (!sink || sink->struct_size < sizeof(afm_event_sink) || !sink->emit)
         return fail(error, AFM_ERR_INVALID_REQUEST, "generate: bad event sink");
@@ -240,7 +242,7 @@ static afm_status example_generate(afm_instance *instance, uint64_t request_id, 
     g->owner = instance;
     g->request_id = request_id;
     g->sink = *sink;
-#if defined(BREAK_CANCEL)
+#if defined(BREAK_CANCEL) || defined(BREAK_EVENT_ORDER)
     /* The digits after the key (the span is not NUL-terminated, so no atoi). */
     const char *budget = span_find(request_json, "\"max_output_tokens\":");
     long tokens = 0;

@@ -38,7 +38,9 @@ enum ConformanceBattery {
             case .errorCodes: "refusals and ERROR events use codes from the table, with a message"
             case .cancel: "cancel from another thread ends a generation within 5 s (DONE/cancelled or ERROR/cancelled)"
             case .concurrency: "100 concurrent generations are accepted and each ends"
-            case .destroyInFlight: "destroy with generations in flight ends them and returns (30 s); no event after it"
+            case .destroyInFlight:
+                "destroy right after the terminal events of cancelled generations returns (30 s), joins the backend's threads; "
+                    + "one terminal each, no event after destroy"
             case .runner: "the same library under runner hosting (afm-backend-runner): load, generate, cancel, 10 concurrent"
             }
         }
@@ -362,6 +364,9 @@ enum ConformanceBattery {
         return "\(count) generations accepted and ended" + String(format: " (%.2f s)", seconds)
     }
 
+    /// `destroy` as soon as the header allows it (afm_backend.h: only after every accepted generation delivered its
+    /// terminal event): four long generations are cancelled, as a host's drain deadline does, and `destroy` follows
+    /// their terminal events at once, while the backend's threads may still be finishing; it must join them.
     static func destroyInFlight(_ context: Context) throws(CheckFailure) -> String {
         let session = try Session(context)
         let instance = try session.instance()
@@ -374,17 +379,22 @@ enum ConformanceBattery {
             recorders.append(recorder)
         }
         let running = recorders.filter { $0.terminals == 0 }.count
-        try Session.destroy(instance, within: 30)
-        let counts = recorders.map(\.events.count)
-        let unended = recorders.filter { $0.terminals == 0 }.count
-        guard unended == 0 else {
-            throw CheckFailure("\(unended) of 4 generations had no terminal event when destroy returned")
+        for recorder in recorders { instance.cancel(recorder) }
+        for (index, recorder) in recorders.enumerated() where !recorder.waitForTerminal(seconds: 30) {
+            throw CheckFailure("generation \(index + 1) of 4 sent no terminal event within 30 s of its cancel")
         }
-        Thread.sleep(forTimeInterval: 0.3)
+        try Session.destroy(instance, within: 30, settle: false)
+        let counts = recorders.map(\.events.count)
+        // A thread destroy did not join may still run now: watch for its events (and for it crashing the check).
+        Thread.sleep(forTimeInterval: graceSeconds)
         guard recorders.map(\.events.count) == counts else {
             throw CheckFailure("events arrived after destroy returned")
         }
-        return "destroy returned with \(running) of 4 generations still running at the call; all ended, nothing after"
+        for recorder in recorders {
+            if let violation = recorder.orderViolation { throw CheckFailure(violation) }
+        }
+        return "destroy at once after 4 cancelled generations ended (\(running) still running at the cancel) returned; "
+            + "one terminal each, nothing after"
     }
 
     // MARK: - Helpers

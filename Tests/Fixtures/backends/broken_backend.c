@@ -12,7 +12,10 @@
  *   BREAK_ERROR_CODES        refuses an unknown model with status 42                    -> error-codes
  *   BREAK_CANCEL             ignores cancel() and emit's stop; a long answer takes 8 s  -> cancel
  *   BREAK_CONCURRENCY        refuses (busy) beyond 16 generations in flight             -> concurrency
- *   BREAK_DESTROY            destroy returns at once, its generations still running     -> destroy-in-flight
+ *   BREAK_DESTROY            destroy returns without joining a thread still finishing   -> destroy-in-flight
+ *                            after its terminal event (which then aborts: a use after free)
+ *   BREAK_DESTROY_EVENTS     destroy sends DONE/CANCELLED to every generation whose      -> destroy-in-flight
+ *                            thread is still finishing (a second terminal event)
  *   BREAK_RUNNER             create needs an environment variable runners do not pass  -> runner
  *
  * Without a flag it is the example, and passes every check. Two more flags are not defects of one check:
@@ -76,6 +79,7 @@ typedef struct generation {
 
 struct afm_instance {
     int in_flight; /* BREAK_CONCURRENCY: generations whose thread has not ended */
+    int destroyed; /* BREAK_DESTROY: destroy returned (guarded by mutex) */
     pthread_mutex_t mutex;
     pthread_cond_t idle;     /* signalled when a generation ends */
     generation *running;     /* every generation whose thread has not ended */
@@ -154,9 +158,18 @@ static void *generation_main(void *arg) {
         (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0);
     }
 #endif
+#if defined(BREAK_DESTROY) || defined(BREAK_DESTROY_EVENTS)
+    pause_ms(100); /* clean-up after the terminal event: destroy, which may come now, must wait for it */
+#endif
 
     struct afm_instance *instance = g->owner;
     pthread_mutex_lock(&instance->mutex);
+#if defined(BREAK_DESTROY)
+    if (instance->destroyed) {
+        fputs("broken_backend: a generation thread used its instance after destroy returned\n", stderr);
+        abort(); /* what a use after free may do, made certain */
+    }
+#endif
     instance->in_flight--;
     for (generation **link = &instance->running; *link; link = &(*link)->next)
         if (*link == g) {
@@ -295,9 +308,15 @@ static void example_cancel(afm_instance *instance, uint64_t request_id) {
 static void example_destroy(afm_instance *instance) {
     if (!instance) return;
 #if defined(BREAK_DESTROY)
+    pthread_mutex_lock(&instance->mutex);
+    instance->destroyed = 1;
+    pthread_mutex_unlock(&instance->mutex);
     return; /* neither cancels nor joins (and leaks the instance, which its threads still use) */
 #endif
     pthread_mutex_lock(&instance->mutex);
+#if defined(BREAK_DESTROY_EVENTS)
+    for (generation *g = instance->running; g; g = g->next) (void)emit(g, AFM_EVENT_DONE, AFM_FINISH_CANCELLED, NULL, 0);
+#endif
     for (generation *g = instance->running; g; g = g->next) g->cancelled = 1;
     while (instance->running) pthread_cond_wait(&instance->idle, &instance->mutex);
     pthread_mutex_unlock(&instance->mutex);

@@ -10,7 +10,7 @@
  *   BREAK_EVENT_ORDER        a short answer sends DONE twice, the second 0.5 s late     -> event-order
  *   BREAK_UTF8               splits a two-byte character across two deltas             -> utf8
  *   BREAK_ERROR_CODES        refuses an unknown model with status 42                    -> error-codes
- *   BREAK_CANCEL             ignores cancel() and emit's stop; a long answer takes 8 s  -> cancel
+ *   BREAK_CANCEL             ignores cancel() and emit's stop; a long answer takes 2 s  -> cancel
  *   BREAK_CONCURRENCY        refuses (busy) beyond 16 generations in flight             -> concurrency
  *   BREAK_DESTROY            destroy returns without joining a thread still finishing   -> destroy-in-flight
  *                            after its terminal event (which then aborts: a use after free)
@@ -131,7 +131,7 @@ static void *generation_main(void *arg) {
 #endif
 #if defined(BREAK_CANCEL)
     for (int i = 0; g->long_answer && i < 40; i++) {
-        pause_ms(200); /* 8 s in all, deaf to cancel() and to emit's stop */
+        pause_ms(50); /* 2 s in all (within the check's 5 s), deaf to cancel() and to emit's stop */
         (void)emit(g, AFM_EVENT_TEXT_DELTA, 0, " more", 0);
         words++;
     }

@@ -35,7 +35,9 @@ enum ConformanceBattery {
             case .eventOrder:
                 "exactly one terminal event per generation, nothing after it (watched 1 s past it); a refusal sends no event"
             case .utf8: "every text, name and message of an event is valid UTF-8 (non-ASCII input)"
-            case .errorCodes: "refusals and ERROR events use codes from the table, with a message"
+            case .errorCodes:
+                "refusals and ERROR events use codes from the table, with a message; request_version 99 is refused "
+                    + "(incompatible)"
             case .cancel:
                 "cancel from another thread stops a running generation: within 5 s, DONE/cancelled or ERROR/cancelled "
                     + "(at most \(ConformanceBattery.eventsAfterCancel) more events)"
@@ -262,6 +264,13 @@ enum ConformanceBattery {
         var outcomes: [String] = []
         for (name, document) in probes {
             let (recorder, refusal) = instance.generate(document)
+            // docs/backend-abi.md §1: a reader refuses a document version it does not know, with incompatible.
+            if name == "request_version 99", refusal?.status != AFM_ERR_INCOMPATIBLE {
+                let outcome = refusal.map { "refused with status \($0.status)" } ?? "accepted"
+                throw CheckFailure(
+                    "\(name): \(outcome); a backend refuses a request version it does not read with incompatible "
+                        + "(\(AFM_ERR_INCOMPATIBLE))")
+            }
             if let refusal {
                 guard (1...14).contains(refusal.status) else {
                     throw CheckFailure("\(name): refused with status \(refusal.status), not a code of the table (1-14)")

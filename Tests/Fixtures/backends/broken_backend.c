@@ -109,11 +109,25 @@ static int emit(generation *g, afm_event_type type, int32_t code, const char *te
 }
 
 /** Where `needle` starts inside the span (which is not NUL-terminated), or NULL. */
-static __attribute__((unused)) const char *span_find(afm_str span, const char *needle) {
+static const char *span_find(afm_str span, const char *needle) {
     size_t length = strlen(needle);
     for (size_t i = 0; span.data && length <= span.size && i <= span.size - length; i++)
         if (memcmp(span.data + i, needle, length) == 0) return span.data + i;
     return NULL;
+}
+
+/** The number after "request_version": in the request, or -1 when there is none. */
+static long request_version(afm_str request) {
+    static const char key[] = "\"request_version\":";
+    const char *c = span_find(request, key);
+    if (!c) return -1;
+    const char *end = request.data + request.size;
+    for (c += sizeof key - 1; c < end && *c == ' '; c++) {
+    }
+    if (c == end || *c < '0' || *c > '9') return -1;
+    long version = 0;
+    for (; c < end && *c >= '0' && *c <= '9' && version < 1000000; c++) version = version * 10 + (*c - '0');
+    return version;
 }
 
 static __attribute__((unused)) void pause_ms(long milliseconds) {
@@ -243,11 +257,18 @@ static afm_status example_generate(afm_instance *instance, uint64_t request_id, 
 #if defined(NOISY_STDOUT)
     printf("{\"passed\":false,\"detail\":\"printed by generate %llu\"}\n", (unsigned long long)request_id);
 #endif
-    (void)request_json; /* read only by some defects */
 #if defined(BREAK_ERROR_CODES)
     if (!span_find(request_json, "\"" EXAMPLE_MODEL "\""))
         return fail(error, 42, "unknown model");
 #endif
+    /* A real backend parses the request document (docs/backend-abi.md §8.2) with a JSON library. This one reads
+     * two things: the version (a reader refuses a version it does not know, §1) and that it asks for its model. */
+    long version = request_version(request_json);
+    if (version != 1)
+        return fail(error, version < 0 ? AFM_ERR_INVALID_REQUEST : AFM_ERR_INCOMPATIBLE,
+                    EXAMPLE_ID " reads request_version 1, not %ld", version);
+    if (!span_find(request_json, "\"" EXAMPLE_MODEL "\""))
+        return fail(error, AFM_ERR_MODEL_UNAVAILABLE, EXAMPLE_ID " serves only the model " EXAMPLE_MODEL);
     if (!sink || sink->struct_size < sizeof(afm_event_sink) || !sink->emit)
         return fail(error, AFM_ERR_INVALID_REQUEST, "generate: bad event sink");
     generation *g = calloc(1, sizeof *g);

@@ -225,6 +225,14 @@ fn bytes<'a>(span: AfmStr) -> Option<&'a [u8]> {
     Some(unsafe { std::slice::from_raw_parts(span.data as *const u8, span.size as usize) })
 }
 
+/// The number after `"request_version":` in the request, or None when there is none.
+fn request_version(request: &str) -> Option<u64> {
+    const KEY: &str = "\"request_version\":";
+    let rest = request[request.find(KEY)? + KEY.len()..].trim_start();
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).take(7).collect();
+    digits.parse().ok()
+}
+
 /// Runs an entry point's body; a panic becomes AFM_ERR_INTERNAL instead of unwinding into the host.
 fn guarded(error: *mut AfmError, body: impl FnOnce() -> i32) -> i32 {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| fail(error, AFM_ERR_INTERNAL, "example-rust panicked"))
@@ -284,11 +292,20 @@ extern "C" fn example_generate(
             Some(sink) if sink.struct_size as usize >= std::mem::size_of::<AfmEventSink>() && sink.emit.is_some() => *sink,
             _ => return fail(error, AFM_ERR_INVALID_REQUEST, "generate: bad event sink"),
         };
-        // A real backend parses the request document (§8.2); this one only checks that it names its model.
+        // A real backend parses the request document (§8.2) with a JSON library. This one reads two things: the
+        // version (a reader refuses a version it does not know, §1) and that it asks for its model.
         let request = match bytes(request) {
             Some(request) => String::from_utf8_lossy(request).into_owned(),
             None => return fail(error, AFM_ERR_INVALID_REQUEST, "generate: the request span is invalid"),
         };
+        match request_version(&request) {
+            Some(1) => {}
+            Some(version) => {
+                let message = format!("example-rust reads request_version 1, not {version}");
+                return fail(error, AFM_ERR_INCOMPATIBLE, &message);
+            }
+            None => return fail(error, AFM_ERR_INVALID_REQUEST, "the request has no request_version"),
+        }
         if !request.contains(&format!("\"{MODEL}\"")) {
             return fail(error, AFM_ERR_MODEL_UNAVAILABLE, "example-rust serves only the model example-rust-hello");
         }

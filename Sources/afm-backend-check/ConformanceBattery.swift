@@ -29,7 +29,9 @@ enum ConformanceBattery {
         var summary: String {
             switch self {
             case .exports: "the library exports afm_backend_negotiate and nothing else"
-            case .negotiation: "ABI 1.x is accepted with a complete backend info; other majors are refused (incompatible)"
+            case .negotiation:
+                "ABI 1.x is accepted with a complete backend info, within the host's struct_size (left alone); other "
+                    + "majors and structs shorter than 1.0 are refused (incompatible)"
             case .describe: "create, then describe: a document that matches the describe schema, naming the backend"
             case .lifecycle: "create, generate, cancel (finished and unknown ids), get_extension, destroy; two instances"
             case .eventOrder:
@@ -131,6 +133,24 @@ enum ConformanceBattery {
             ids.insert(id)
         }
         guard ids.count == 1 else { throw CheckFailure("negotiations reported different ids: \(ids.sorted())") }
+        // A host of a later minor hands a larger afm_backend_info: the backend fills its fields and nothing else,
+        // and struct_size stays the host's (afm_backend_info is caller-allocated; afm_backend.h).
+        let later = backend.negotiateAsLaterHost()
+        guard later.status == AFM_OK else {
+            throw CheckFailure("host ABI 1.\(AFM_ABI_MINOR + 1) with a larger afm_backend_info refused: status \(later.status)")
+        }
+        guard later.structSize == UInt32(MemoryLayout<afm_backend_info>.size + 8) else {
+            throw CheckFailure(
+                "afm_backend_info.struct_size \(MemoryLayout<afm_backend_info>.size + 8) (the host's) became "
+                    + "\(later.structSize): the callee leaves the struct_size of a caller-allocated struct alone")
+        }
+        guard later.tailIntact else { throw CheckFailure("negotiation wrote past the ABI 1.0 afm_backend_info") }
+        // Structs shorter than ABI 1.0 (struct_size 8) end at an inaccessible page: refused, nothing touched past them
+        // (a backend that reads or writes there crashes this check).
+        let short = backend.negotiateWithShortStructs()
+        guard short.status == AFM_ERR_INCOMPATIBLE else {
+            throw CheckFailure("an afm_backend_info of struct_size 8 was not refused with incompatible: status \(short.status)")
+        }
         for major in [UInt32(AFM_ABI_MAJOR) + 1, 0] {
             let result = backend.negotiate(major: major, minor: 0)
             guard result.status == AFM_ERR_INCOMPATIBLE else {

@@ -373,7 +373,7 @@ AFM_EXPORT int example_debug_generations(void) { return 0; }
 AFM_EXPORT afm_status afm_backend_negotiate(const afm_host_api *host, afm_backend_info *out, afm_error *error) {
     if (!host || !out || host->struct_size < 3 * sizeof(uint32_t) || out->struct_size < AFM_BACKEND_INFO_SIZE_1_0)
         return fail(error, AFM_ERR_INCOMPATIBLE, EXAMPLE_ID ": host or out missing or too small");
-    out->struct_size = (uint32_t)sizeof *out;
+    /* Only the ABI 1.0 fields, which the check above found room for; out->struct_size stays as the host set it. */
     out->abi_major = AFM_ABI_MAJOR;
     out->abi_minor = AFM_ABI_MINOR;
     out->reserved0 = 0;

@@ -399,7 +399,6 @@ pub extern "C" fn afm_backend_negotiate(host: *const AfmHostApi, out: *mut AfmBa
             (Some(host), Some(out)) if host.struct_size >= 12 && out.struct_size >= AFM_BACKEND_INFO_SIZE_1_0 => (host, out),
             _ => return fail(error, AFM_ERR_INCOMPATIBLE, "example-rust: host or out missing or too small"),
         };
-        out.struct_size = std::mem::size_of::<AfmBackendInfo>() as u32;
         out.abi_major = AFM_ABI_MAJOR;
         out.abi_minor = AFM_ABI_MINOR;
         out.reserved0 = 0;

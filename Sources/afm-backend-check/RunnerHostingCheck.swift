@@ -14,6 +14,10 @@ enum RunnerHostingCheck {
             throw CheckFailure("no afm-backend-runner at \(context.runnerPath) (give --runner PATH)")
         }
         let id = try RawBackend(path: context.library).vtable().id
+        // The id names files below (the manifest's rule keeps it a plain file name: no "/", no "..").
+        guard ConformanceBattery.isValidID(id) else {
+            throw CheckFailure("backend id \(quote(id)) is not 1-64 of a-z 0-9 . - _; no backend directory can hold it")
+        }
         let root = context.stateDirectory + "/runner-check"
         let directory = root + "/backends"
         do {

@@ -135,6 +135,18 @@ import Testing
         #expect(detail.contains("two instances"), "the check itself passed: \(output)")
     }
 
+    /// A backend whose id is a path ("../example") fails negotiation, and the runner check, which names files
+    /// after the id, refuses it instead of copying the library to `backends/../example.so` (outside the backend
+    /// directory, which it did before).
+    @Test func anIdThatIsAPathIsNeverAFileName() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["BAD_ID"])
+        let (status, document, output) = try Self.check(library, ["--only", "negotiation,runner"])
+        #expect(status == 1, "\(output)")
+        #expect(Self.failed(document) == ["negotiation", "runner"], "\(output)")
+        let runner = document["checks"]?.arrayValue?.last?["detail"]?.stringValue ?? ""
+        #expect(runner.contains(#"backend id "../example" is not 1-64 of a-z 0-9 . - _"#), "\(output)")
+    }
+
     /// The text report: one line per check, then the summary; --only narrows the battery.
     @Test func theTextReportHasOneLinePerCheckAndASummary() throws {
         let library = try Self.compile(Self.brokenSource, defines: ["BREAK_EXPORTS"])

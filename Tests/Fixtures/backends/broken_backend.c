@@ -23,6 +23,8 @@
  *   NOISY_STDOUT             prints to standard output (allowed: it still passes every check)
  *   LEAVE_PROCESS            create forks a process that sleeps an hour holding the checker's pipes: every check
  *                            that creates an instance fails (and the checker still finishes)
+ *   BAD_ID                   the id is "../example": negotiation fails, and the runner check refuses to make
+ *                            a file name of it
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -37,7 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(BAD_ID)
+#define EXAMPLE_ID "../example" /* a path, not an id */
+#else
 #define EXAMPLE_ID "example"
+#endif
 #define EXAMPLE_VERSION "1.0.0"
 #define EXAMPLE_MODEL "example-hello"
 

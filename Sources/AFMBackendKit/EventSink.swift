@@ -54,7 +54,8 @@ public final class EventSink: @unchecked Sendable {
     /// - Parameters:
     ///   - type: An `AFM_EVENT_*` value.
     ///   - index: The tool-call index, else 0.
-    ///   - code: `AFM_FINISH_*` for DONE, `AFM_ERR_*` for ERROR, else 0.
+    ///   - code: `AFM_FINISH_*` for DONE, `AFM_ERR_*` for ERROR (one outside 1-13 crosses as `AFM_ERR_INTERNAL`),
+    ///     else 0.
     ///   - text: The event's text (its UTF-8 bytes cross the boundary).
     ///   - name: The function name for TOOL_CALL_BEGIN.
     ///   - usage: Token counts (USAGE); other events carry "unknown".
@@ -68,6 +69,7 @@ public final class EventSink: @unchecked Sendable {
             emittingThread.compareExchange(expected: 0, desired: UInt(pthread_self()), ordering: .acquiringAndReleasing).exchanged,
             "concurrent emit() for one generation")
         defer { emittingThread.store(0, ordering: .releasing) }
+        let code = type == AFM_EVENT_ERROR && !(AFM_ERR_INVALID_REQUEST...AFM_ERR_INTERNAL).contains(code) ? AFM_ERR_INTERNAL : code
         var text = text
         var name = name
         let status = text.withUTF8 { textBytes in

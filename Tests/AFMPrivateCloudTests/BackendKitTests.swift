@@ -56,6 +56,21 @@ import Testing
         #expect(upstream.records().filter { $0["event"]?.stringValue == "generate" }.count == 8)
     }
 
+    /// A kit backend that emits one generation's events from two threads at once (a bug the ABI forbids) has them
+    /// delivered one after the other: the host's emit never runs twice at once, and nothing traps. Before, the kit
+    /// checked with a precondition, which trapped inside the host (afmd in-process: the whole daemon).
+    @Test func emitsFromTwoThreadsAreSerializedNotATrap() throws {
+        let driver = try KitFixtureDriver()
+        let outcome = driver.generate(KitFixtureDriver.request(model: "kit-two-threads"))
+        #expect(outcome.status == AFM_OK, "\(outcome.message)")
+        #expect(outcome.recorder.terminal.wait(timeout: .now() + 30) == .success, "no terminal event")
+        let events = outcome.recorder.events.withLock { $0 }
+        #expect(outcome.recorder.overlaps.load(ordering: .relaxed) == 0)
+        #expect(events.filter { $0.type == AFM_EVENT_TEXT_DELTA }.count == 6, "\(events)")
+        #expect(events.last?.type == AFM_EVENT_DONE && events.filter { $0.type == AFM_EVENT_DONE }.count == 1, "\(events)")
+        driver.destroy()
+    }
+
     /// A kit backend that refuses with a code outside the table (0, which says "accepted", or 99) reaches the host
     /// as `internal` (13), naming the code it gave; an ERROR event with code 0 arrives as `internal` too. Before, a
     /// refusal with 0 made generate return AFM_OK: the host waited for a terminal event that never came.

@@ -35,7 +35,7 @@ enum CheckMain {
             try? FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
             let context = ConformanceBattery.Context(
                 library: options.library, settings: options.settings, runnerPath: options.resolvedRunnerPath,
-                stateDirectory: stateDirectory)
+                stateDirectory: stateDirectory, maxOutputTokens: options.maxOutputTokens)
             CheckRunner.runOne(check, context, resultDescriptor: resultDescriptor)
         }
         let results = CheckRunner(options: options).runAll { result in

@@ -66,6 +66,8 @@ enum ConformanceBattery {
         var settings: [String: String]
         var runnerPath: String
         var stateDirectory: String
+        /// `--max-output-tokens`: the most output tokens any request asks for.
+        var maxOutputTokens: Int?
     }
 
     /// Runs one check.
@@ -211,12 +213,12 @@ enum ConformanceBattery {
         if first.extensionTable("org.afm-backend-check.none/1") != nil {
             throw CheckFailure("get_extension returned a table for an unknown id")
         }
-        try Session.destroy(first, within: 10)
+        try Session.destroy(first, within: 30)
         // The second instance still serves after the first is gone.
         let (recorder, refusal) = second.generate(Session.request(model))
         if let refusal { throw CheckFailure("generate on the second instance refused after the first was destroyed: \(refusal)") }
         guard recorder.waitForTerminal(seconds: 30) else { throw CheckFailure("no terminal event within 30 s") }
-        try Session.destroy(second, within: 10)
+        try Session.destroy(second, within: 30)
         return "two instances: create, generate, cancel, destroy"
     }
 
@@ -241,7 +243,7 @@ enum ConformanceBattery {
         if refusal != nil, !refused.events.isEmpty {
             throw CheckFailure("a refused generate sent \(refused.events.count) event(s)")
         }
-        try Session.destroy(instance, within: 10, settle: false)  // the grace was the settling
+        try Session.destroy(instance, within: 30, settle: false)  // the grace was the settling
         let counts = recorders.map { "\($0.events.count)" }.joined(separator: ", ")
         return "5 generations (\(counts) events), one terminal each"
     }
@@ -266,7 +268,7 @@ enum ConformanceBattery {
                 checked += 1
             }
         }
-        try Session.destroy(instance, within: 10)
+        try Session.destroy(instance, within: 30)
         return "\(checked) events of 3 generations with non-ASCII input"
     }
 
@@ -318,7 +320,7 @@ enum ConformanceBattery {
                 outcomes.append("\(name): DONE")
             }
         }
-        try Session.destroy(instance, within: 10)
+        try Session.destroy(instance, within: 30)
         return outcomes.joined(separator: "; ")
     }
 
@@ -381,7 +383,7 @@ enum ConformanceBattery {
                         + "reason \(terminal.code), not cancelled \(AFM_FINISH_CANCELLED))")
             }
         }
-        try Session.destroy(instance, within: 10)
+        try Session.destroy(instance, within: 30)
         return "3 generations cancelled from another thread (\(cancelledCount) ended as cancelled, the rest had finished); "
             + String(format: "terminal within %.1f ms", slowest * 1000)
     }

@@ -117,7 +117,10 @@ let package = Package(
         .systemLibrary(name: "CGD", path: "Sources/CGD", providers: [.apt(["libgd-dev"])]),
         .target(name: "AFMImageCodec", dependencies: ["CGD"], swiftSettings: swiftSettings),
         // The one HTTP/SSE client of afmd's Responses API, shared by `afm chat` and the agent runtime.
-        .target(name: "AFMClient", dependencies: ["AFMJSON", "AFMSystem"], swiftSettings: swiftSettings),
+        // The one server-sent-events reader, with caps: AFMClient reads afmd's streams with it, the private-cloud
+        // backend its upstream's.
+        .target(name: "AFMSSE", swiftSettings: swiftSettings),
+        .target(name: "AFMClient", dependencies: ["AFMJSON", "AFMSSE", "AFMSystem"], swiftSettings: swiftSettings),
         // The agent runtime: turns with per-step steering, local/external/MCP tools, schema turns. A client of the
         // gateway's HTTP API only (through AFMClient); AFMCore for the shared error table.
         .target(
@@ -193,7 +196,7 @@ let package = Package(
         ),
         .target(
             name: "AFMPrivateCloudBackend",
-            dependencies: ["AFMLocks", "AFMBackendKit", "CPrivateCloudSupport"],
+            dependencies: ["AFMLocks", "AFMBackendKit", "AFMSSE", "CPrivateCloudSupport"],
             path: "Plugins/private-cloud",
             exclude: ["private-cloud.json", "README.md", "CSupport"],
             swiftSettings: swiftSettings
@@ -258,7 +261,7 @@ let package = Package(
         .testTarget(name: "AFMStoreTests", dependencies: ["AFMStore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AFMChatTests",
-            dependencies: ["AFMChat", "AFMClient", "AFMCore", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
+            dependencies: ["AFMChat", "AFMClient", "AFMSSE", "AFMCore", "AFMStore", "AFMImageCodec", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -289,7 +292,7 @@ let package = Package(
             name: "AFMFuzzTests",
             dependencies: [
                 "AFMHTTP", "AFMJSON", "AFMSchema", "AFMResponses", "AFMDialects", "AFMCore", "AFMImages", "AFMConfig",
-                "AFMAdmin", "AFMBackends", "AFMClient", "AFMChat", "AFMBridge", "AFMTestSupport",
+                "AFMAdmin", "AFMBackends", "AFMClient", "AFMSSE", "AFMChat", "AFMBridge", "AFMTestSupport",
             ],
             swiftSettings: swiftSettings
         ),

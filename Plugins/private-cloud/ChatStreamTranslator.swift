@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMBackendKit
+import AFMSSE
 import Foundation
 
 /// Translates a Chat Completions stream (`chat.completion.chunk` SSE data, ended by `[DONE]`) into ABI events.

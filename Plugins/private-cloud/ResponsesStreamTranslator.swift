@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMBackendKit
+import AFMSSE
 import Foundation
 
 /// Translates a Responses API event stream (`response.*` SSE events) into ABI events.

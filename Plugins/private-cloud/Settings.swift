@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMBackendKit
+import AFMSSE
 import Foundation
 
 /// The backend config document `create()` receives, with the `[Backend.private-cloud]` settings validated.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMBackendKit
+import AFMSSE
 
 /// What a protocol translator makes of the upstream's stream: ABI events, plus the facts the generation logs.
 enum StreamOutput: Sendable, Equatable {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMBackendKit
+import AFMSSE
 import Foundation
 import Synchronization
 
@@ -200,7 +201,7 @@ final class UpstreamGeneration: Sendable {
         }
 
         if let overflow = parser.overflow, !clientGone, !isCancelled {
-            let message = overflow.description
+            let message = overflow.upstreamDescription
             return failOver(
                 message, orFail: AFM_ERR_MODEL_UNAVAILABLE,
                 "upstream \(upstream.baseURL) failed mid-stream: \(message); the generation was stopped")

@@ -63,4 +63,12 @@ public enum BackendEvent: Sendable, Hashable {
         default: false
         }
     }
+
+    /// Whether this event ends a cancelled generation (the backend's `done(cancelled)`, or a `cancelled` failure).
+    public var isCancellation: Bool {
+        switch self {
+        case .done(.cancelled), .failed(.cancelled, _): true
+        default: false
+        }
+    }
 }

@@ -60,7 +60,9 @@ final class HTTPExchange {
         descriptor.close()
     }
 
-    /// Reads whatever has arrived and returns the decoded body bytes; `isComplete` turns true at the end.
+    /// Reads whatever has arrived, at most about 1 MiB (a server that sends faster than the client reads must not
+    /// make one call's result grow without bound: the socket stays readable for the next), and returns the decoded
+    /// body bytes; `isComplete` turns true at the end.
     func readAvailable() throws -> [UInt8] {
         guard !isClosed, !isComplete else { return [] }
         var output: [UInt8] = []
@@ -77,12 +79,13 @@ final class HTTPExchange {
                 return output
             }
             output += try consume(buffer[0..<count])
-            if isComplete { return output }
+            if isComplete || output.count >= 1 << 20 { return output }
         }
     }
 
-    /// Reads the whole response, waiting up to `timeoutMilliseconds` in total.
-    func readToEnd(timeoutMilliseconds: Int32) throws -> [UInt8] {
+    /// Reads the whole response, waiting up to `timeoutMilliseconds` in total; a body of more than `maximumBytes`
+    /// is an error (the server is not afmd, or not well: the client's memory stays bounded).
+    func readToEnd(timeoutMilliseconds: Int32, maximumBytes: Int = 16 << 20) throws -> [UInt8] {
         var body: [UInt8] = []
         let deadline = Int64(SystemClock.monotonicNanoseconds() / 1_000_000) + Int64(timeoutMilliseconds)
         while !isComplete {
@@ -90,6 +93,7 @@ final class HTTPExchange {
             guard remaining > 0 else { throw ClientError("no complete answer within \(timeoutMilliseconds / 1000) s") }
             _ = try descriptor.poll(readable: true, writable: false, timeoutMilliseconds: Int32(remaining))
             body += try readAvailable()
+            guard body.count <= maximumBytes else { throw ClientError("the server's answer is larger than \(maximumBytes) bytes") }
         }
         return body
     }

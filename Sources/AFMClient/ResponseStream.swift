@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMJSON
+import AFMSSE
 import AFMSystem
 
 /// A streaming `POST /v1/responses` in progress: poll ``descriptor``, then call ``readEvents()``.
@@ -8,9 +9,24 @@ import AFMSystem
 /// start ─► (poll readable) ─► readEvents() ─► [.started, .textDelta…] … ─► terminal event ─► isFinished
 ///       └► cancel() at any time: closes the socket; afmd cancels the generation
 /// ```
+///
+/// What the server sends is capped (the server at the URL may not be afmd, or not well): one event may hold at most
+/// ``maximumEventBytes``, one line a little more, the whole stream ``maximumStreamBytes`` and an error answer's body
+/// ``maximumErrorBodyBytes``. Past a cap the stream ends with `.failed(code: "stream_too_large")` and the
+/// connection is closed, so a hostile server cannot make the client's memory grow without bound.
 public final class ResponseStream {
+    /// The most data one event may carry: 32 MiB. afmd's largest event, `response.completed`, repeats the whole
+    /// answer, which `[Responses] MaxOutputBytes` (default 8 MiB) bounds; an event is parsed as JSON in one piece,
+    /// which can take tens of times its size, so the cap is no higher than that needs.
+    public static let maximumEventBytes = 32 << 20
+    /// The most bytes one stream may carry: 1 GiB. The Responses protocol sends about 50 bytes of stream per byte of
+    /// answer (one `response.output_text.delta` event per token), 400 MiB for an 8 MiB answer.
+    public static let maximumStreamBytes = 1 << 30
+    /// The most bytes of an error answer's body (its JSON envelope is a few hundred): 1 MiB.
+    public static let maximumErrorBodyBytes = 1 << 20
+
     private let exchange: HTTPExchange
-    private var parser = SSEParser()
+    private var parser = SSEParser(maximumTotalBytes: ResponseStream.maximumStreamBytes, maximumEventBytes: ResponseStream.maximumEventBytes)
     private var errorBody: [UInt8] = []
     private var sawError = false
     /// Whether a terminal event (completed, incomplete, failed) was delivered or the stream was cancelled.
@@ -40,6 +56,12 @@ public final class ResponseStream {
         }
         if exchange.status != 200 {
             errorBody += bytes
+            guard errorBody.count <= Self.maximumErrorBodyBytes else {
+                return finish(
+                    .failed(
+                        code: "stream_too_large",
+                        message: "the server answered HTTP \(exchange.status) with an error body larger than \(Self.maximumErrorBodyBytes) bytes"))
+            }
             guard exchange.isComplete else { return [] }
             let value = try? JSONParser.parse(errorBody)
             let code = value?["error"]?["code"]?.stringValue ?? "http_\(exchange.status)"
@@ -59,6 +81,9 @@ public final class ResponseStream {
                 }
             }
         }
+        if let overflow = parser.overflow {
+            return events + finish(.failed(code: "stream_too_large", message: "the server sent \(overflow); afm stops reading there"))
+        }
         if exchange.isComplete && !isFinished {
             events.append(.failed(code: "connection", message: "the stream ended before the answer finished"))
             isFinished = true
@@ -74,9 +99,9 @@ public final class ResponseStream {
 
     /// Maps one SSE message to client events (none for events the client ignores): a terminal response event
     /// gives its usage first, then the terminal event.
-    static func events(for message: SSEParser.Message, sawError: inout Bool) -> [StreamEvent] {
+    static func events(for message: SSEParser.Event, sawError: inout Bool) -> [StreamEvent] {
         guard let value = try? JSONParser.parse(message.data) else { return [] }
-        let type = value["type"]?.stringValue ?? message.event
+        let type = value["type"]?.stringValue ?? message.name
         guard let event = event(type: type, value: value, sawError: &sawError) else { return [] }
         switch event {
         case .completed, .incomplete, .failed:

@@ -70,7 +70,8 @@ extension ConfigKey {
     /// `[Server] ProcessingDeadlineSeconds`.
     public static let serverProcessingDeadline = ConfigKey(
         section: "Server", key: "ProcessingDeadlineSeconds", type: .seconds(1...86_400), defaultValue: "300",
-        summary: "A request still being processed after this time is cancelled (504, or the stream is closed).")
+        summary: "A request still being processed after this time is cancelled: 504 timeout, or a stream already "
+            + "under way ends with its dialect's error event (code timeout).")
     /// `[Server] IOThreads`: 0 means one per CPU the process may run on, at most 4.
     public static let serverIOThreads = ConfigKey(
         section: "Server", key: "IOThreads", type: .integer(0...64), defaultValue: "0",

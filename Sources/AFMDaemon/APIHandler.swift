@@ -317,7 +317,11 @@ struct APIHandler: Sendable {
                 log(started, nil)
                 return
             }
-            let outcome = await service.stream(started, encoder: encoder) { bytes in try await writer.write(bytes) }
+            // A stream the processing deadline cuts ends with the dialect's failure event (code `timeout`): the
+            // server gives the cancelled handler `processingDeadlineGrace` to write it.
+            let outcome = await service.stream(started, encoder: encoder, deadlinePassed: { writer.processingDeadlinePassed }) { bytes in
+                try await writer.write(bytes)
+            }
             try? await writer.finishStream()
             log(started, outcome)
         } else {

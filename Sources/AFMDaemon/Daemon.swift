@@ -102,6 +102,9 @@ public final class Daemon: Sendable {
         var http = HTTPServer.Configuration()
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
         http.processingDeadline = configuration.processingDeadline
+        // A stream cut by the deadline ends with its dialect's failure event once the backend stopped: it has the
+        // backend's cancel grace (after which the watchdog ends the generation) and a second more to write it.
+        http.processingDeadlineGrace = configuration.cancelGrace + .seconds(1)
         http.ioThreadCount = configuration.ioThreads
         http.errorBody = Self.httpErrorBody
         http.maxConnections = Self.fitConnectionLimit(

@@ -84,6 +84,8 @@ final class HTTPConnection: Sendable {
         var response = ResponseState.notStarted
         var keepAlive = true
         var inputWaiting = false
+        /// The processing deadline cancelled the handler after its stream had started (``DeadlineAction/grace``).
+        var deadlinePassed = false
         /// The loop holds the next request back until the queue drains below the low watermark (``InputStatus/backlogged``).
         var outputWaiting = false
         var idleSince: UInt64 = 0
@@ -142,6 +144,7 @@ final class HTTPConnection: Sendable {
             state.response = .notStarted
             state.keepAlive = keepAlive && !draining
             state.inputWaiting = false
+            state.deadlinePassed = false
             return true
         }
     }
@@ -239,17 +242,30 @@ final class HTTPConnection: Sendable {
         if wakeLoop { loop.post(.wake(id)) }
     }
 
+    /// What the loop does after ``processingDeadlineExpired(sequence:path:grace:)``.
+    enum DeadlineAction: Equatable {
+        /// Nothing more: the 504 is queued (or the request had already ended).
+        case answered
+        /// The stream had started: its handler, cancelled, may still end it until the grace period is over.
+        case grace
+        /// The stream had started and no grace is allowed: tear the connection down now.
+        case closeNow
+    }
+
     /// The processing deadline passed for request `sequence`: cancel the handler and answer 504 if nothing was
-    /// sent yet. Returns true when the connection must be torn down instead (a response had already started).
-    func processingDeadlineExpired(sequence: UInt64, path: String?) -> Bool {
+    /// sent yet. A handler whose stream already started is cancelled too, but may still write (its protocol's
+    /// final error event, see ``isProcessingDeadlinePassed(sequence:)``) and end the stream: with `grace`, the
+    /// connection stays until the handler returns or the loop's grace period ends; the connection closes after the
+    /// response either way.
+    func processingDeadlineExpired(sequence: UInt64, path: String?, grace: Bool) -> DeadlineAction {
         let message = "The request took too long to process."
         let response = HTTPResponseEncoder.errorResponse(
             status: 504, code: "timeout", message: message, date: core.dateCache.current(),
             serverName: core.configuration.serverName, body: core.configuration.errorBody?(path, 504, "timeout", message))
-        let (task, waiters, flush, dead) = state.withLock {
-            state -> (Task<Void, Never>?, [Waiter], Bool, Bool) in
+        let (task, waiters, flush, action) = state.withLock {
+            state -> (Task<Void, Never>?, [Waiter], Bool, DeadlineAction) in
             guard state.phase == .handling, state.sequence == sequence, !state.closed else {
-                return (nil, [], false, false)
+                return (nil, [], false, .answered)
             }
             if state.response == .notStarted {
                 state.response = .takenOver
@@ -257,15 +273,26 @@ final class HTTPConnection: Sendable {
                 state.closeAfterFlush = true
                 state.queue.append(response)
                 let task = state.handlerTask
-                return (task, [], takeTokenIfWorkPending(&state), false)
+                return (task, [], takeTokenIfWorkPending(&state), .answered)
+            }
+            if grace {
+                state.deadlinePassed = true
+                state.keepAlive = false
+                return (state.handlerTask, [], false, .grace)
             }
             let (task, waiters) = state.markClosed()
-            return (task, waiters, false, true)
+            return (task, waiters, false, .closeNow)
         }
         task?.cancel()
         for waiter in waiters { waiter.continuation.resume(returning: false) }
         if flush { flushAsTokenHolder() }
-        return dead
+        return action
+    }
+
+    /// Whether request `sequence`'s handler was cancelled by the processing deadline (rather than by the client
+    /// leaving): its stream may still be ended properly.
+    func isProcessingDeadlinePassed(sequence: UInt64) -> Bool {
+        state.withLock { $0.sequence == sequence && $0.deadlinePassed }
     }
 
     /// Sends the `100 Continue` interim response.

@@ -18,6 +18,9 @@ final class HTTPEventLoopRunner {
         var sequence: UInt64 = 0
         var handlerStartedAt: UInt64 = 0
         var deadlineFired = false
+        /// When the processing deadline cancelled a handler whose stream had started; it may end the stream until
+        /// `processingDeadlineGrace` later.
+        var deadlineGraceSince: UInt64?
         /// Closing: the last response is queued with close-after-flush; input is discarded.
         var closing = false
         var lingerSince: UInt64?
@@ -371,6 +374,7 @@ final class HTTPEventLoopRunner {
         }
         context.handlerActive = true
         context.deadlineFired = false
+        context.deadlineGraceSince = nil
         context.handlerStartedAt = SystemClock.coarseMonotonicNanoseconds()
         context.served += 1
         let head = parsed.head
@@ -442,10 +446,21 @@ final class HTTPEventLoopRunner {
                             [
                                 "connection.id": "\(connection.id)"
                             ])
-                        if connection.processingDeadlineExpired(sequence: context.sequence, path: context.requestPath) {
+                        switch connection.processingDeadlineExpired(
+                            sequence: context.sequence, path: context.requestPath, grace: configuration.processingGrace > 0)
+                        {
+                        case .answered:
+                            break
+                        case .grace:
+                            context.deadlineGraceSince = now
+                        case .closeNow:
                             teardown(context, "deadline passed mid-response")
                             continue
                         }
+                    } else if let since = context.deadlineGraceSince, elapsed(from: since, to: now) > configuration.processingGrace {
+                        // The cancelled handler did not end its stream in time: cut it (no last chunk).
+                        teardown(context, "deadline grace passed mid-response")
+                        continue
                     }
                 case .idle(let since):
                     finishCycle(context, since: since)

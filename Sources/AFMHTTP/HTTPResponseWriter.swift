@@ -8,7 +8,9 @@ import Dispatch
 /// Use either ``respond(_:body:)`` once, or ``startStream(_:)``, any number of ``write(_:)`` and then
 /// ``finishStream()``. The writer is valid until the handler returns; after that every call throws
 /// `.invalidState`. When the client disconnects, the handler's task is cancelled and calls throw
-/// `.connectionClosed`.
+/// `.connectionClosed`. When the processing deadline passes, the task is cancelled too: before a response started
+/// the server answers 504 itself; after a stream started, ``processingDeadlinePassed`` is true and the stream may
+/// still be ended for a short grace period.
 ///
 /// Bytes are written to the socket directly from the calling task when it can take them (no hop to the
 /// event loop); the rest is queued and flushed by the loop when the socket drains.
@@ -78,6 +80,12 @@ public final class HTTPResponseWriter: Sendable {
     /// Whether nothing more can be sent: the client disconnected, the connection was closed, the server took
     /// over the response (processing deadline), or the handler already returned.
     public var isClosed: Bool { connection.isClosed(sequence: sequence) }
+
+    /// Whether the server's processing deadline (``HTTPServer/Configuration/processingDeadline``) cancelled this
+    /// handler after its stream had started, rather than the client leaving. The stream stays writable for
+    /// ``HTTPServer/Configuration/processingDeadlineGrace``: the handler should end it with its protocol's error
+    /// event and ``finishStream()`` (the connection closes afterwards).
+    public var processingDeadlinePassed: Bool { connection.isProcessingDeadlinePassed(sequence: sequence) }
 
     /// Bytes this connection has queued in user space that the kernel has not accepted yet.
     public var bufferedByteCount: Int { connection.queuedByteCount }

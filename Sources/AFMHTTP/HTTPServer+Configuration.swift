@@ -34,8 +34,14 @@ extension HTTPServer {
         /// race with a request the client is just sending). Default: 30 s.
         public var requestHeaderTimeout: Duration = .seconds(30)
         /// How long a handler may run. On expiry its task is cancelled; if it had not started a response the
-        /// server answers 504 (`timeout`), otherwise the connection is closed. Default: 300 s.
+        /// server answers 504 (`timeout`). A handler whose streamed response had started may still write for
+        /// `processingDeadlineGrace` (its protocol's final error event: ``HTTPResponseWriter/processingDeadlinePassed``
+        /// tells it why it was cancelled) and end the stream; the connection then closes. Default: 300 s.
         public var processingDeadline: Duration = .seconds(300)
+        /// After the processing deadline cancelled a handler whose stream had started, how long it may still write
+        /// and end the stream before the connection is closed under it (a cut stream then lacks its last chunk, so
+        /// the client can tell). Zero closes the connection at the deadline. Default: 2 s.
+        public var processingDeadlineGrace: Duration = .seconds(2)
         /// Streaming `write` suspends while more than this many bytes are queued, and a connection's next
         /// (pipelined) request is neither parsed nor read while more than this many bytes of earlier answers are
         /// queued. Default: 256 KiB.

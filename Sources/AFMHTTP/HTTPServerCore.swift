@@ -12,6 +12,7 @@ final class HTTPServerCore: Sendable {
     struct Timeouts: Sendable {
         var requestHeader: UInt64
         var processing: UInt64
+        var processingGrace: UInt64
         var send: UInt64
         var linger: UInt64
     }
@@ -41,6 +42,7 @@ final class HTTPServerCore: Sendable {
         timeouts = Timeouts(
             requestHeader: SystemClock.nanoseconds(configuration.requestHeaderTimeout),
             processing: SystemClock.nanoseconds(configuration.processingDeadline),
+            processingGrace: SystemClock.nanoseconds(configuration.processingDeadlineGrace),
             send: SystemClock.nanoseconds(configuration.sendTimeout),
             linger: SystemClock.nanoseconds(configuration.lingerTimeout))
         var loops: [HTTPEventLoop] = []

@@ -310,6 +310,22 @@ public struct ResponseBuilder: Sendable {
         return out
     }
 
+    /// The message of the failure a stream ends with when the server's processing deadline cut it.
+    public static let processingDeadlineMessage =
+        "The response took longer than this server's processing deadline ([Server] ProcessingDeadlineSeconds) and was stopped."
+
+    /// Ends the response as failed with `timeout` because the server's processing deadline cut the generation: its
+    /// cancellation was the server's doing, not the client's, and the client is still there to be told. Nothing
+    /// when the response already ended.
+    public mutating func failForProcessingDeadline(now: Int) -> [JSONValue] {
+        guard outcome == nil else { return [] }
+        var out: [JSONValue] = []
+        flushHeldText(into: &out)
+        completedAt = now
+        out += fail(AFMError(.timeout, Self.processingDeadlineMessage))
+        return out
+    }
+
     /// What is wrong with a finished structured answer (`text.format` json_schema or json_object), or nil when it
     /// is valid or none was asked for. The answer is the text of the message items; a turn that only calls tools
     /// has no answer to check.

@@ -435,8 +435,13 @@ public final class ResponsesService: Sendable {
     }
 
     /// Runs a started generation as a stream in `encoder`'s dialect (see ``stream(_:write:)``).
+    ///
+    /// `deadlinePassed` tells a cancellation by the server's processing deadline from a client that left: the
+    /// generation is cancelled either way, but after the deadline the client is still there, and the stream ends
+    /// with the dialect's failure event (code `timeout`) instead of just stopping.
     public func stream<Encoder: AnswerEncoder>(
-        _ started: Started, encoder: Encoder, write: @Sendable ([UInt8]) async throws -> Void
+        _ started: Started, encoder: Encoder, deadlinePassed: @escaping @Sendable () -> Bool = { false },
+        write: @Sendable ([UInt8]) async throws -> Void
     ) async -> ResponseBuilder.Outcome? {
         var builder = started.builder
         builder.streamsEvents = Encoder.readsResponsesEvents
@@ -454,7 +459,10 @@ public final class ResponsesService: Sendable {
             }
             var reporter = MonitorReporter(counts: builder.usageCounts)
             for await event in stream {
-                let events = Self.consume(event, into: &builder, stream: stream)
+                let events =
+                    event.isCancellation && deadlinePassed()
+                    ? builder.failForProcessingDeadline(now: Self.now())
+                    : Self.consume(event, into: &builder, stream: stream)
                 let steps = builder.recordsSteps ? builder.takeSteps() : []
                 reporter.report(builder.usageCounts, id: builder.responseID, to: monitor)
                 guard !clientGone, !events.isEmpty || !steps.isEmpty else { continue }

@@ -2,6 +2,7 @@
 import AFMChat
 import AFMClient
 import AFMImageCodec
+import AFMSSE
 import AFMSystem
 import Foundation
 import Testing
@@ -10,9 +11,68 @@ import Testing
     @Test func sseParserHandlesSplitsAndCRLF() {
         var parser = SSEParser()
         let stream = "event: response.created\r\ndata: {\"a\":1}\r\n\r\n: comment\n\nevent: x\ndata: one\ndata: two\n\n"
-        var messages: [SSEParser.Message] = []
+        var messages: [SSEParser.Event] = []
         for byte in Array(stream.utf8) { messages += parser.feed([byte]) }
-        #expect(messages == [.init(event: "response.created", data: "{\"a\":1}"), .init(event: "x", data: "one\ntwo")])
+        #expect(messages == [.init(name: "response.created", data: Array("{\"a\":1}".utf8)), .init(name: "x", data: Array("one\ntwo".utf8))])
+    }
+
+    /// A server that never ends a line, or an event, or sends an endless error body, cannot make the client's memory
+    /// grow without bound: the stream fails with `stream_too_large` at the cap. Before, the chat client's parser
+    /// buffered all of it (the line case kept reading 40 MiB and more without an event).
+    @Test(arguments: [
+        ("line", "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: ", "a", "a line longer than"),
+        ("event", "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", "data: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", "an event larger than"),
+        ("error body", "HTTP/1.1 500 Internal Server Error\r\n\r\n", "a", "error body larger than"),
+    ])
+    func aHostileStreamEndsAtTheClientsCaps(_ kind: String, _ head: String, _ unit: String, _ expected: String) throws {
+        let url = try serveForever(head: head, unit: unit)
+        let stream = try ResponsesClient(url: url).startStream(body: Array(#"{"model":"m","input":"x","stream":true}"#.utf8))
+        var last: StreamEvent?
+        let deadline = Date().addingTimeInterval(120)
+        while !stream.isFinished && Date() < deadline {
+            _ = try stream.descriptor.poll(readable: true, writable: false, timeoutMilliseconds: 1000)
+            if let event = stream.readEvents().last { last = event }
+        }
+        guard case .failed(let code, let message)? = last else {
+            Issue.record("\(kind): the stream did not fail at a cap (last event: \(String(describing: last)))")
+            return
+        }
+        #expect(code == "stream_too_large", "\(kind): \(message)")
+        #expect(message.contains(expected), "\(kind): \(message)")
+    }
+
+    /// Serves one connection on 127.0.0.1:0: `head`, then `unit` over and over until the client closes.
+    private func serveForever(head: String, unit: String) throws -> ServerURL {
+        let listener = try FileDescriptor.makeTCPListener(address: try #require(SocketAddress(host: "127.0.0.1", port: 0)))
+        let port = try listener.localAddress().port
+        Thread.detachNewThread {
+            defer { listener.close() }
+            guard (try? listener.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)) != nil,
+                case .processed(let accepted)? = try? listener.accept()
+            else { return }
+            let connection = accepted.descriptor
+            defer { connection.close() }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            _ = try? connection.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)
+            _ = try? buffer.withUnsafeMutableBytes { try connection.read(into: $0) }
+            var bytes = Array(head.utf8)
+            _ = try? bytes.withUnsafeBytes { try connection.write($0) }
+            bytes = Array(String(repeating: unit, count: 65_536 / unit.utf8.count).utf8)
+            // At most 2 GiB: far past every cap, and an end even if the client never stops reading.
+            for _ in 0..<32_768 {
+                var offset = 0
+                while offset < bytes.count {
+                    switch try? bytes[offset...].withUnsafeBytes({ try connection.write($0) }) {
+                    case .processed(let count)?: offset += count
+                    case .wouldBlock?:
+                        // A client that stopped reading for 10 s is not coming back.
+                        guard (try? connection.poll(readable: false, writable: true, timeoutMilliseconds: 10_000))?.writable == true else { return }
+                    case nil: return  // The client closed.
+                    }
+                }
+            }
+        }
+        return try #require(ServerURL(string: "http://127.0.0.1:\(port)"))
     }
 
     @Test func markdownIsPlainWhenPipedAndStyledOnTerminals() {

@@ -114,6 +114,45 @@ import Testing
         #expect(status?["backends"]?[0]?["completed"] == 100)
     }
 
+    /// A stream still running at `ProcessingDeadlineSeconds` ends with its dialect's failure event (code `timeout`)
+    /// and a complete chunked body, in every dialect. Before, afmd closed the connection mid-stream: no final event,
+    /// no last chunk (the client's reader failed on the cut body).
+    @Test func aStreamCutByTheProcessingDeadlineEndsWithTheDialectsFailureEvent() throws {
+        let harness = try DaemonHarness(
+            models: ["slow": #"[{"text":"a"},{"repeat":200,"steps":[{"delay_ms":50},{"text":"b"}]}]"#],
+            config: "[Server]\nProcessingDeadlineSeconds=1\n")
+        let started = Date()
+        let responses = try harness.client().post("/v1/responses", json: responsesBody(model: "slow", stream: true))
+        #expect(responses.status == 200)
+        let events = responses.events
+        #expect(events.contains { $0.event == "response.output_text.delta" })
+        let error = try #require(events.first { $0.event == "error" }, "\(responses.text.suffix(400))")
+        #expect(error.data["code"] == "timeout")
+        #expect(events.last?.event == "response.failed")
+        #expect(events.last?.data["response"]?["error"]?["code"] == "timeout")
+        // Cut at the deadline (1 s), not played to its end (10 s).
+        #expect(Date().timeIntervalSince(started) < 6)
+
+        let chat = try harness.client().post(
+            "/v1/chat/completions", json: #"{"model":"slow","messages":[{"role":"user","content":"x"}],"stream":true}"#)
+        #expect(chat.status == 200)
+        let chunks = ChatCompletionsTests.chunks(chat.text)
+        #expect(chunks.last == "[DONE]", "\(chat.text.suffix(400))")
+        #expect(chunks.dropLast().last?["error"]?["code"] == "timeout")
+        #expect(chunks.contains { $0["choices"]?[0]?["delta"]?["content"] == "a" })
+
+        let messages = try harness.client().post(
+            "/v1/messages", json: #"{"model":"slow","max_tokens":500,"stream":true,"messages":[{"role":"user","content":"x"}]}"#)
+        #expect(messages.status == 200)
+        let anthropic = TestHTTPClient.parseEvents(messages.text)
+        #expect(anthropic.last?.event == "error", "\(messages.text.suffix(400))")
+        #expect(anthropic.last?.data["error"]?["type"] == "timeout_error")
+        #expect(!anthropic.contains { $0.event == "message_stop" })
+        // Each generation was cancelled at the backend, and afmd serves on.
+        #expect(waitUntil(seconds: 5) { harness.records().filter { $0["event"] == "cancel" }.count == 3 })
+        #expect(try harness.client().get("/health").status == 200)
+    }
+
     @Test func sigtermDrainsInFlightStreamsThenExits() throws {
         let harness = try DaemonHarness(models: ["slow": #"[{"repeat":10,"steps":[{"text":"s"},{"delay_ms":50}]}]"#])
         let client = try harness.client()

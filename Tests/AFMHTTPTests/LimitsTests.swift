@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMHTTP
+import Dispatch
 import Testing
 
 @Suite struct LimitsTests {
@@ -190,6 +191,53 @@ import Testing
             let received = String(decoding: try await client.readToEnd(), as: UTF8.self)
             #expect(received.hasPrefix("HTTP/1.1 200 OK\r\n"))
             #expect(received.hasSuffix("7\r\npartial\r\n"))  // No last chunk: the client can tell it was cut.
+        }
+    }
+
+    /// A handler cancelled by the deadline mid-stream learns why (`processingDeadlinePassed`), may still write its
+    /// last words and end the stream within the grace period, and the connection then closes.
+    @Test func aStreamCutByTheDeadlineMayStillBeEndedWithinTheGrace() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.processingDeadline = .milliseconds(1500)
+        configuration.processingDeadlineGrace = .seconds(5)
+        let handler: HTTPHandler = { _, writer in
+            try? await writer.startStream(HTTPResponseHead(status: 200))
+            try? await writer.write(Array("partial".utf8))
+            try? await Task.sleep(for: .seconds(30))
+            guard writer.processingDeadlinePassed else { return }
+            try? await writer.write(Array("timeout".utf8))
+            try? await writer.finishStream()
+        }
+        try await withTestServer(configuration: configuration, handler: handler) { server, port in
+            let client = try TestClient(port: port)
+            try await client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            let received = String(decoding: try await client.readToEnd(), as: UTF8.self)
+            #expect(received.hasPrefix("HTTP/1.1 200 OK\r\n"))
+            #expect(received.hasSuffix("7\r\npartial\r\n7\r\ntimeout\r\n0\r\n\r\n"), "\(received)")
+            #expect(try await eventually { server.activeConnectionCount == 0 })
+        }
+    }
+
+    /// A cancelled handler that does not end its stream within the grace period has its connection closed under it.
+    @Test func aStreamNotEndedWithinTheGraceIsCut() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.processingDeadline = .milliseconds(1500)
+        configuration.processingDeadlineGrace = .milliseconds(500)
+        let handler: HTTPHandler = { _, writer in
+            try? await writer.startStream(HTTPResponseHead(status: 200))
+            try? await writer.write(Array("partial".utf8))
+            // Ignores the cancel: waits that cancellation does not end.
+            while !writer.isClosed {
+                await withCheckedContinuation { continuation in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) { continuation.resume() }
+                }
+            }
+        }
+        try await withTestServer(configuration: configuration, handler: handler) { _, port in
+            let client = try TestClient(port: port)
+            try await client.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            let received = String(decoding: try await client.readToEnd(), as: UTF8.self)
+            #expect(received.hasSuffix("7\r\npartial\r\n"))
         }
     }
 }

@@ -1,18 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMHTTP
 import AFMSystem
+import Foundation
 import Glibc
 import Synchronization
 import Testing
 
 /// Slowloris: a thousand connections that each send a header byte per second must neither slow ordinary requests
-/// down nor live past the header deadline.
+/// down nor live past the header deadline (issue 20: "the normal requests' p99 stays under 50 ms and the slow ones
+/// are closed at the header deadline with 408").
 ///
-/// Both clients run on their own threads with blocking waits (`poll`), never on the cooperative pool, so what is
-/// measured is the server, not the test's own scheduling.
+/// Both clients run on their own threads with blocking waits (`epoll`, `poll`), never on the cooperative pool, so
+/// what is measured is the server, not the test's own scheduling; and the crowd's client costs little (one epoll
+/// set, sends taken from a schedule in order), so it does not compete with the server for the CPU it measures.
 @Suite struct SlowClientTests {
     static let slowCount = 1000
     static let headerDeadline = Duration.seconds(5)
+    /// The p99 bound of the issue, measured over at least ``minimumSamples`` ordinary requests.
+    static let p99Bound = Duration.milliseconds(50)
+    static let minimumSamples = 200
 
     @Test func aThousandSlowHeaderSendersGet408AtTheDeadlineWhileOrdinaryRequestsStayFast() async throws {
         // Both ends of every connection live in this process: 2,000 descriptors and change.
@@ -29,6 +35,10 @@ import Testing
             let warmUp = try TestClient(port: port)
             try await warmUp.send("GET /warm-up HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             #expect(try await warmUp.readResponse().status == 200)
+            // The same requests without the crowd: what this machine gives now, for the report.
+            let alone = try await onThread("ordinary-alone") {
+                try OrdinaryClient.run(port: port, after: StopFlag(set: true), until: StopFlag(), count: Self.minimumSamples)
+            }.sorted()
             let done = StopFlag()
             let crowdConnected = StopFlag()
             let crowdAccepted = StopFlag()
@@ -44,8 +54,9 @@ import Testing
                 return held
             }()
             let slow: [SlowOutcome]
+            let crowdCPU: Duration
             do {
-                slow = try await onThread("slow-crowd") {
+                (slow, crowdCPU) = try await onThread("slow-crowd") {
                     try SlowCrowd.run(
                         port: port, count: Self.slowCount, giveUpAfter: Self.headerDeadline + .seconds(15),
                         connected: crowdConnected)
@@ -70,17 +81,28 @@ import Testing
             #expect(times.first! >= Self.headerDeadline - .milliseconds(10))
             #expect(times.last! < Self.headerDeadline + .seconds(2), "the last 408 came \(times.last!) after its first byte")
 
-            // Ordinary requests were served throughout, fast.
-            try #require(latencies.count >= 50, "only \(latencies.count) ordinary requests completed")
-            let p50 = latencies[latencies.count / 2]
-            let p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)]
-            print("slow clients: \(Self.slowCount) answered 408 after \(times.first!)…\(times.last!); ordinary requests: "
-                + "\(latencies.count), p50 \(p50), p99 \(p99), max \(latencies.last!)")
-            // Not starved: had the slow connections held the server, ordinary requests would have waited for their
-            // 408s at the header deadline. (How fast is a benchmark's question: docs/PERFORMANCE.md, bench-http.)
-            #expect(latencies.last! < Self.headerDeadline / 2, "ordinary p99 \(p99) (p50 \(p50), max \(latencies.last!))")
+            // Ordinary requests were served throughout, fast: p99 under the issue's 50 ms.
+            try #require(
+                latencies.count >= Self.minimumSamples,
+                "only \(latencies.count) ordinary requests completed while the crowd was held (\(Self.minimumSamples) needed)")
+            let (p50, p99) = (Self.percentile(latencies, 50), Self.percentile(latencies, 99))
+            // Where the CPU went (the server's loops and the crowd's client share the machine with everything else).
+            print("CPU: server loops \(processThreadsCPUTime(named: "afm-http-")), the crowd's client \(crowdCPU)")
+            print(
+                "slow clients: \(Self.slowCount) answered 408 after \(times.first!)…\(times.last!); ordinary requests alone: "
+                    + "\(alone.count), p50 \(Self.percentile(alone, 50)), p99 \(Self.percentile(alone, 99)), max \(alone.last!); "
+                    + "during the crowd: \(latencies.count), p50 \(p50), p99 \(p99), max \(latencies.last!)")
+            #expect(
+                p99 < Self.p99Bound,
+                "ordinary p99 \(p99) during the crowd (p50 \(p50), max \(latencies.last!), \(latencies.count) requests); without it: p99 \(Self.percentile(alone, 99))"
+            )
             #expect(try await eventually { server.activeConnectionCount == 0 })
         }
+    }
+
+    /// The `p`th percentile of sorted `values` (nearest rank).
+    static func percentile(_ values: [Duration], _ p: Int) -> Duration {
+        values[min(values.count - 1, max(0, (values.count * p + 99) / 100 - 1))]
     }
 }
 
@@ -96,7 +118,8 @@ struct SlowOutcome: Sendable {
 
 /// A one-way flag between the test and a client thread.
 final class StopFlag: Sendable {
-    private let value = Atomic<Bool>(false)
+    private let value: Atomic<Bool>
+    init(set: Bool = false) { value = Atomic(set) }
     func set() { value.store(true, ordering: .releasing) }
     var isSet: Bool { value.load(ordering: .acquiring) }
 }
@@ -112,17 +135,17 @@ func onThread<T: Sendable>(_ name: String, _ body: @escaping @Sendable () throws
     }
 }
 
-/// Sequential requests, each on a new connection, from when the crowd is connected until told to stop; returns each
-/// one's latency (connect to end of response).
+/// Sequential requests, each on a new connection, from when `start` is set until `done` is (or `count` requests
+/// were made); returns each one's latency (connect to end of response).
 enum OrdinaryClient {
-    static func run(port: Int, after start: StopFlag, until done: StopFlag) throws -> [Duration] {
+    static func run(port: Int, after start: StopFlag, until done: StopFlag, count: Int = .max) throws -> [Duration] {
         while !start.isSet { pauseThread(milliseconds: 5) }
         let address = try #require(SocketAddress(host: "127.0.0.1", port: port))
         let clock = ContinuousClock()
         let request = Array("GET /ordinary HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".utf8)
         var latencies: [Duration] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while !done.isSet {
+        while !done.isSet && latencies.count < count {
             let start = clock.now
             let socket = try FileDescriptor.connectTCP(to: address)
             defer { socket.close() }
@@ -142,7 +165,7 @@ enum OrdinaryClient {
             guard response.starts(with: Array("HTTP/1.1 200 ".utf8)) else {
                 throw TestClientError(description: "an ordinary request got: \(String(decoding: response.prefix(80), as: UTF8.self))")
             }
-            pauseThread(milliseconds: 20)
+            pauseThread(milliseconds: 10)
         }
         return latencies
     }
@@ -150,21 +173,23 @@ enum OrdinaryClient {
 
 /// `count` connections that send a request line and `Host` at once, then one more header byte per second, never
 /// finishing the header block; each is watched until the server answers and closes it. The clients are
-/// independent, so their bytes are spread over each second rather than sent in one burst.
+/// independent, so their bytes are spread over each second rather than sent in one burst: connection `number` sends
+/// its `k`th byte `k + 1 + number/count` seconds after the first, which is slot `k × count + number` of one schedule
+/// walked in order (each pass sends what fell due, about 10 bytes every 10 ms).
 enum SlowCrowd {
-    static func run(port: Int, count: Int, giveUpAfter: Duration, connected: StopFlag) throws -> [SlowOutcome] {
+    static func run(port: Int, count: Int, giveUpAfter: Duration, connected: StopFlag) throws -> (outcomes: [SlowOutcome], cpu: Duration) {
         let address = try #require(SocketAddress(host: "127.0.0.1", port: port))
         let clock = ContinuousClock()
         let opening = Array("GET /slow HTTP/1.1\r\nHost: t\r\n".utf8)
         let trickle = Array(("X-Slow: " + String(repeating: "a", count: 64)).utf8)
+        let epoll = try Epoll()
         var sockets: [FileDescriptor] = []
         var started: [ContinuousClock.Instant] = []
-        var index: [Int32: Int] = [:]
         defer { for socket in sockets { socket.close() } }
         for number in 0..<count {
             let socket = try FileDescriptor.connectTCP(to: address, nonBlocking: true)
             sockets.append(socket)
-            index[socket.rawValue] = number
+            try epoll.add(socket, events: [.readable, .readHangup, .edgeTriggered], userData: UInt64(number))
             guard case .processed(opening.count) = try opening.withUnsafeBytes({ try socket.write($0) }) else {
                 throw TestClientError(description: "the request line did not fit in an empty socket buffer")
             }
@@ -173,30 +198,33 @@ enum SlowCrowd {
         connected.set()
         var outcomes = [SlowOutcome](repeating: SlowOutcome(), count: count)
         var received = [[UInt8]](repeating: [], count: count)
-        var pending = Set(0..<count)
-        // Connection `number` sends its next byte once a second at its own phase: number/count of a second.
-        var sentBytes = [Int](repeating: 0, count: count)
-        let firstByte = clock.now
-        let end = clock.now + giveUpAfter
+        var pendingCount = count
+        var events = EpollEventBuffer(capacity: 256)
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while !pending.isEmpty && clock.now < end {
-            for socket in try PollSet.waitReadable(pending.map { sockets[$0] }, timeoutMilliseconds: 20) {
-                guard let number = index[socket.rawValue] else { continue }
+        let firstByte = clock.now
+        let end = firstByte + giveUpAfter
+        var nextSlot = 0
+        while pendingCount > 0 && clock.now < end {
+            let ready = try epoll.wait(into: &events, timeoutMilliseconds: 10)
+            for index in 0..<ready {
+                let number = Int(events.userData(at: index))
+                guard !outcomes[number].closed else { continue }
                 var finished = false
-                while !finished {
+                reading: while true {
                     let result: IOResult<Int>
                     do {
-                        result = try chunk.withUnsafeMutableBytes { try socket.read(into: $0) }
+                        result = try chunk.withUnsafeMutableBytes { try sockets[number].read(into: $0) }
                     } catch {
                         finished = true  // A reset after the answer counts as closed.
                         break
                     }
                     switch result {
-                    case .wouldBlock: break
-                    case .processed(0): finished = true
+                    case .wouldBlock: break reading
+                    case .processed(0):
+                        finished = true
+                        break reading
                     case .processed(let n): received[number] += chunk[0..<n]
                     }
-                    if case .wouldBlock = result { break }
                 }
                 if outcomes[number].answeredAfter == nil, !received[number].isEmpty {
                     outcomes[number].answeredAfter = clock.now - started[number]
@@ -206,21 +234,46 @@ enum SlowCrowd {
                     outcomes[number].status = text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) }
                     outcomes[number].envelope = text.contains(#""code":"request_timeout""#)
                     outcomes[number].closed = true
-                    pending.remove(number)
+                    pendingCount -= 1
                 }
             }
+            // Send what fell due; connections already answered stop sending, as a real client would.
             let elapsed = clock.now - firstByte
-            // Connections already answered stop sending, as a real client would.
-            for number in pending where received[number].isEmpty {
-                let due = Duration.seconds(sentBytes[number] + 1) + .seconds(1) * (Double(number) / Double(count))
-                guard elapsed >= due else { continue }
-                let byte = trickle[sentBytes[number] % trickle.count]
-                sentBytes[number] += 1
-                _ = try? [byte].withUnsafeBytes { try sockets[number].write($0) }
+            while Duration.seconds(1) + .seconds(1) * (Double(nextSlot) / Double(count)) <= elapsed {
+                let number = nextSlot % count
+                if !outcomes[number].closed && received[number].isEmpty {
+                    let byte = trickle[(nextSlot / count) % trickle.count]
+                    _ = try? [byte].withUnsafeBytes { try sockets[number].write($0) }
+                }
+                nextSlot += 1
             }
         }
-        return outcomes
+        return (outcomes, threadCPUTime())
     }
+}
+
+/// CPU time the calling thread has used.
+func threadCPUTime() -> Duration {
+    var now = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+    return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
+}
+
+/// CPU time used so far by this process's threads whose name starts with `prefix` (from /proc/self/task).
+func processThreadsCPUTime(named prefix: String) -> Duration {
+    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    var total = Duration.zero
+    for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
+        guard let name = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8), name.hasPrefix(prefix),
+            let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { continue }
+        // Fields after the name: state is field 3; utime and stime are fields 14 and 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+        total += .seconds((user + system) / ticks)
+    }
+    return total
 }
 
 /// Sleeps the calling (dedicated) thread.

@@ -27,7 +27,7 @@ NAMES = ["name", "city", "count", "tags", "ok", "score", "kind", "items", "note"
 
 class SchemaMaker:
     """Random schemas of the subset: objects (property order and required sets vary), strings (some with length
-    bounds), integers with ranges, numbers, booleans, enums, consts, arrays with counts, Optionals (anyOf with null
+    bounds), integers with ranges, numbers (some with whole-number bounds), booleans, enums, consts, arrays with counts, Optionals (anyOf with null
     and type arrays), string-literal unions, unions of objects, $defs with $ref, recursion through an array."""
 
     def __init__(self, rng: random.Random) -> None:
@@ -54,8 +54,28 @@ class SchemaMaker:
         if choice == 5:
             return {"const": r.choice(["yes", 1, True, None])}
         if choice == 6:
-            return {"type": "number"}
+            return self.number()
         return {"anyOf": [{"const": "low"}, {"const": "high"}]}
+
+    def number(self) -> dict[str, Any]:
+        """A number, unbounded or with whole-number bounds (inclusive or exclusive, one- or two-sided, negative
+        ranges, a unit interval): the local backend's grammar writes these as range rules, and the answer check
+        compares them exactly, so a completed answer must land inside."""
+        r = self.rng
+        kind = r.randrange(6)
+        if kind == 0:
+            return {"type": "number"}
+        if kind == 1:
+            return {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}
+        low = r.randrange(-100, 100)
+        high = low + r.randrange(1, 200)
+        if kind == 2:
+            return {"type": "number", "minimum": low, "maximum": high}
+        if kind == 3:
+            return {"type": "number", "exclusiveMinimum": low, "exclusiveMaximum": high}
+        if kind == 4:
+            return {"type": "number", r.choice(["minimum", "exclusiveMinimum"]): low}
+        return {"type": "number", r.choice(["maximum", "exclusiveMaximum"]): high}
 
     def node(self, depth: int) -> dict[str, Any]:
         r = self.rng

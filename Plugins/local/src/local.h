@@ -128,7 +128,9 @@ constexpr int64_t kMaxGrammarRepetition = 2000;
 
 /** The sum of the length and count bounds over one request's schemas (output and every tool): llama.cpp spends
  *  about one grammar rule per unit of each bound, so without a cap a 16 MiB body of `maxLength: 2000` properties
- *  would make the grammar parser allocate millions of rules. 50,000 is 25 strings of 2,000 characters. */
+ *  would make the grammar parser allocate millions of rules. 50,000 is 25 strings of 2,000 characters. Each bounded
+ *  integer (output and tools) and bounded number (output) is charged too, by the size of its range rule
+ *  (grammar.cpp, kRangeBytesPerUnit). */
 constexpr int64_t kGrammarRepetitionBudget = 50000;
 
 /** Checks one schema (the host's normalized output schema, or a tool's parameters) against the limits above and,

@@ -687,6 +687,183 @@ void test_number_bounds_are_in_the_grammar() {
     llama_model_free(model);
 }
 
+/** A vocabulary-only model for grammar checks (nullptr after a failed CHECK). */
+llama_model *vocab_model() {
+    llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    llama_model *model = llama_model_load_from_file(g_model.c_str(), mp);
+    CHECK(model != nullptr, "vocab of %s", g_model.c_str());
+    return model;
+}
+
+/** The marker that stands for a bounded number grew by one "x" per pass until the schema text no longer contained
+ *  it: a description "afm-number-bound-xxx…" made the conversion quadratic in its length and every marker in the
+ *  grammar as long as it (L = 1,000,000 with 100 bounded numbers: 60 s, a 200 MB grammar). The marker is now 128
+ *  random bits, so the grammar does not carry the schema's text. */
+void test_number_marker_is_not_derived_from_the_schema() {
+    json properties = json::object();
+    for (int i = 0; i < 5; i++) properties["p" + std::to_string(i)] = {{"type", "number"}, {"maximum", 3}};
+    json schema = object_of(properties);
+    schema["description"] = "afm-number-bound-" + std::string(20000, 'x');
+    std::string grammar = output_schema_grammar(schema.dump());
+    CHECK(grammar.find("afm-number-bound-xxxxxxxx") == std::string::npos && grammar.size() < 32 * 1024,
+          "the grammar carries the description: %zu bytes", grammar.size());
+    llama_model *model = vocab_model();
+    if (!model) return;
+    const llama_vocab *vocab = llama_model_get_vocab(model);
+    CHECK(grammar_accepts(vocab, grammar, R"({"p0": 1, "p1": 2.5, "p2": 3, "p3": -7, "p4": 0})"), "valid refused");
+    CHECK(!grammar_accepts(vocab, grammar, R"({"p0": 1, "p1": 2.5, "p2": 3.5, "p3": -7, "p4": 0})"), "3.5 allowed");
+    llama_model_free(model);
+}
+
+/** Number ranges were not charged to the grammar budget: 10,000 bounded numbers (888 KB, within the host's node
+ *  cap) took 217 s and 2.8 GB to convert, 1,000 bounded integers made a 5.7 MB grammar. Each range now costs the
+ *  budget by the size of its rule; a realistic schema still fits. */
+void test_number_ranges_count_against_the_budget() {
+    json properties = json::object();
+    for (int i = 0; i < 100; i++)
+        properties["p" + std::to_string(i)] = {
+            {"type", "number"}, {"minimum", -9007199254740989LL}, {"maximum", 9007199254740989LL}};
+    std::string m = refusal(structured_request(object_of(properties)));
+    CHECK(m.find("output_format.schema.properties.p") != std::string::npos && m.find("50000") != std::string::npos &&
+              m.find("number") != std::string::npos,
+          "100 numbers of ±2^53: \"%s\"", m.c_str());
+    json many = json::object();
+    for (int i = 0; i < 1000; i++)
+        many["n" + std::to_string(i)] = {{"type", "integer"}, {"minimum", -1000000000000000LL}, {"maximum", 1000000000000000LL}};
+    json tool = {{"name", "t"}, {"parameters", object_of(many)}};
+    m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), json::array({tool})));
+    CHECK(m.find("tools[0].parameters.properties.n") != std::string::npos && m.find("50000") != std::string::npos,
+          "1,000 integers of ±10^15 in a tool: \"%s\"", m.c_str());
+    // 200 scores of 0..100 (numbers and integers) fit, and every one is in the grammar.
+    json scores = json::object();
+    std::string answer = "{";
+    for (int i = 0; i < 100; i++) {
+        std::string n = std::to_string(1000 + i);  // name order is document order
+        scores["a" + n] = {{"type", "number"}, {"minimum", 0}, {"maximum", 100}};
+        scores["b" + n] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 100}};
+    }
+    for (int i = 0; i < 100; i++) answer += std::string(i ? ", " : "") + "\"a" + std::to_string(1000 + i) + "\": 99.5";
+    for (int i = 0; i < 100; i++) answer += ", \"b" + std::to_string(1000 + i) + "\": 100";
+    m = refusal(structured_request(object_of(scores)));
+    CHECK(m.empty(), "200 ranges of 0..100 refused: %s", m.c_str());
+    std::string grammar = output_schema_grammar(object_of(scores).dump());
+    llama_model *model = vocab_model();
+    if (!model) return;
+    const llama_vocab *vocab = llama_model_get_vocab(model);
+    CHECK(grammar_accepts(vocab, grammar, answer + "}"), "200 scores: valid refused");
+    std::string over = answer;
+    over.replace(over.find("99.5"), 4, "100.5");
+    CHECK(!grammar_accepts(vocab, grammar, over + "}"), "200 scores: 100.5 allowed");
+    llama_model_free(model);
+}
+
+/** A definition nobody references is not in llama.cpp's grammar: its bounded number's marker was never found and
+ *  a valid schema was refused ("a bounded number was lost"). */
+void test_unreferenced_bounded_number() {
+    json schema = json::parse(R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"],)"
+                              R"("additionalProperties":false,"$defs":{"unused":{"type":"number","maximum":3}}})");
+    std::string grammar;
+    try {
+        grammar = output_schema_grammar(schema.dump());
+    } catch (const std::exception &e) {
+        CHECK(false, "unreferenced definition: %s", e.what());
+        return;
+    }
+    llama_model *model = vocab_model();
+    if (!model) return;
+    CHECK(grammar_accepts(llama_model_get_vocab(model), grammar, R"({"a": "x"})"), "valid refused");
+    llama_model_free(model);
+}
+
+/** Next to an exclusive bound a fraction of 16 digits rounded onto the bound as a double: exclusiveMaximum 2 let
+ *  the model write 1.9999999999999999 (the double 2), which the host then refused (500). Such fractions keep to
+ *  15 significant digits now; every value the grammar takes is inside the bounds as a double. */
+void test_fractions_stay_off_exclusive_bounds() {
+    llama_model *model = vocab_model();
+    if (!model) return;
+    const llama_vocab *vocab = llama_model_get_vocab(model);
+    struct Case {
+        json bounds;
+        std::vector<const char *> in, out;
+    };
+    const std::vector<Case> cases = {
+        {{{"exclusiveMaximum", 2}}, {"1.99999999999999", "1.5", "0.9999999999999999", "-3.25"}, {"1.9999999999999999", "1.999999999999999"}},
+        {{{"exclusiveMaximum", 100}}, {"99.9999999999999", "98.9999999999999999"}, {"99.9999999999999999", "99.99999999999999"}},
+        {{{"exclusiveMinimum", -100}}, {"-99.9999999999999", "-98.9999999999999999"}, {"-99.9999999999999999", "-99.99999999999999"}},
+        {{{"exclusiveMaximum", 4503599627370497LL}}, {"4503599627370496", "4503599627370495.5"}, {"4503599627370496.9", "4503599627370496.5"}},
+        {{{"exclusiveMinimum", 1}, {"maximum", 5}}, {"1.00000000000001", "5", "4.9999999999999999"}, {"1.0000000000000001", "1", "5.5"}},
+        {{{"exclusiveMinimum", -3}, {"exclusiveMaximum", -1}}, {"-2", "-1.00000000000001", "-2.99999999999999"}, {"-1.0000000000000001", "-2.9999999999999999", "-1", "-3"}},
+    };
+    for (const auto &c : cases) {
+        json number = {{"type", "number"}};
+        for (auto &[k, v] : c.bounds.items()) number[k] = v;
+        std::string grammar = output_schema_grammar(object_of({{"x", number}}).dump());
+        for (const char *v : c.in) {
+            CHECK(grammar_accepts(vocab, grammar, std::string(R"({"x": )") + v + "}"), "%s: %s refused",
+                  c.bounds.dump().c_str(), v);
+            double d = std::strtod(v, nullptr);  // what the host reads
+            bool inside = (!number.contains("exclusiveMaximum") || d < number["exclusiveMaximum"].get<double>()) &&
+                          (!number.contains("exclusiveMinimum") || d > number["exclusiveMinimum"].get<double>()) &&
+                          (!number.contains("maximum") || d <= number["maximum"].get<double>());
+            CHECK(inside, "%s: %s (the double %.17g) is not inside", c.bounds.dump().c_str(), v, d);
+        }
+        for (const char *v : c.out)
+            CHECK(!grammar_accepts(vocab, grammar, std::string(R"({"x": )") + v + "}"), "%s: %s allowed",
+                  c.bounds.dump().c_str(), v);
+    }
+    llama_model_free(model);
+}
+
+/** The budget's walk summed negative counts as they were (a tool's minLength of -9e18 cancelled every other
+ *  bound; two overflowed int64), counted minLength on an integer (llama.cpp ignores it), and missed oneOf, allOf,
+ *  additionalProperties, prefixItems, tuple items, $ref targets and `type` arrays, which llama.cpp expands. */
+void test_repetition_budget_walks_what_llama_cpp_builds() {
+    json strings = json::object();
+    for (int i = 0; i < 26; i++) strings["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 2000}};
+    json negative = {{"name", "n"},
+                     {"parameters", object_of({{"a", {{"type", "string"}, {"minLength", -9000000000000000000LL}}}})}};
+    std::string m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}),
+                                               json::array({negative, {{"name", "s"}, {"parameters", object_of(strings)}}})));
+    CHECK(m.find("50000") != std::string::npos, "negative counts cancelled the budget: \"%s\"", m.c_str());
+    // llama.cpp reads minLength of strings only.
+    json fits = json::object();
+    for (int i = 0; i < 25; i++) fits["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 2000}};
+    fits["z"] = {{"type", "integer"}, {"minLength", 2000}};
+    m = refusal(structured_request(object_of(fits)));
+    CHECK(m.empty(), "minLength of an integer counted: %s", m.c_str());
+    // Every place llama.cpp builds a schema from counts.
+    const json big = {{"type", "string"}, {"maxLength", 2000}};
+    json s26 = json::array();
+    for (int i = 0; i < 26; i++) s26.push_back(big);
+    const std::vector<std::pair<const char *, json>> shapes = {
+        {"oneOf", {{"oneOf", s26}}},
+        {"allOf", {{"type", "string"}, {"allOf", s26}}},
+        {"prefixItems", {{"type", "array"}, {"prefixItems", s26}}},
+        {"tuple items", {{"type", "array"}, {"items", s26}}},
+        {"additionalProperties", {{"type", "object"}, {"additionalProperties", {{"anyOf", s26}}}}},
+        {"type array", {{"type", json::array({"string", "string", "string", "string", "string", "string", "string",
+                                             "string", "string", "string", "string", "string", "string", "string",
+                                             "string", "string", "string", "string", "string", "string", "string",
+                                             "string", "string", "string", "string", "string"})},
+                        {"maxLength", 2000}}},
+        {"$ref", {{"type", "object"},
+                  {"properties", {{"a", {{"$ref", "#/properties/b"}}}, {"b", {{"oneOf", s26}}}}}}},
+    };
+    for (const auto &[label, parameters] : shapes) {
+        json tool = {{"name", "t"}, {"parameters", parameters}};
+        m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), json::array({tool})));
+        CHECK(m.find("tools[0].parameters") != std::string::npos && m.find("50000") != std::string::npos,
+              "26 x 2000 under %s: \"%s\"", label, m.c_str());
+    }
+    // Nested type arrays double at each level in llama.cpp: refused without walking 2^30 copies.
+    json nested = {{"type", "string"}};
+    for (int i = 0; i < 30; i++) nested = {{"type", {"object", "object"}}, {"properties", {{"x", nested}}}};
+    json tool = {{"name", "t"}, {"parameters", nested}};
+    m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), json::array({tool})));
+    CHECK(m.find("expand to more than") != std::string::npos, "2^30 copies: \"%s\"", m.c_str());
+}
+
 void test_parse_with_memory_exhausted() {
     // A valid request, an invalid (truncated) one whose partial tree the parser discards, and the create config.
     std::string valid = request("Hi.", 2, true);
@@ -1477,6 +1654,23 @@ void test_prompt_cache_counts_a_state_once() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+void test_prompt_cache_writer_yields_to_decoding() {
+    // The disk writer hashes and copies a whole state per answer while the next one decodes: it must run only on
+    // idle CPU (SCHED_IDLE), or it stalls llama.cpp's threads at their per-step barrier (bench-interleaved: 16
+    // conversations' second-turn TTFT ratio 0.124-0.133 with the disk tier, 0.105 without).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        PromptCache cache((size_t)1 << 20, root, 8 << 20, 0x4545, "n1", "idle", 4096);
+        CHECK(cache.disk_enabled(), "the disk tier is off in %s", root.c_str());
+        cache.save(fake_tokens(9, 64), fake_state(4096, 9), false);
+        cache.flush();  // the writer has run: its policy is set before it takes any work
+        CHECK(cache.writer_yields(), "the prompt cache's disk writer does not run at SCHED_IDLE");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_refused_restore_keeps_the_entry() {
     // llama.cpp may refuse a state for want of free cells (one KV stream shared by every sequence): the entry is not
     // damaged, so it stays (review F5: a RAM entry taken whole was lost, a disk entry deleted).
@@ -1707,6 +1901,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_keeps_entries_through_transient_errors", test_prompt_cache_keeps_entries_through_transient_errors);
     run("prompt_cache_keeps_entries_beyond_its_bounds", test_prompt_cache_keeps_entries_beyond_its_bounds);
     run("prompt_cache_counts_a_state_once", test_prompt_cache_counts_a_state_once);
+    run("prompt_cache_writer_yields_to_decoding", test_prompt_cache_writer_yields_to_decoding);
     run("prompt_cache_take_rechecks_tokens", test_prompt_cache_take_rechecks_tokens);
     run("prompt_cache_refused_restore_keeps_the_entry", test_prompt_cache_refused_restore_keeps_the_entry);
     run("prompt_cache_refuses_unsafe_files_and_directories", test_prompt_cache_refuses_unsafe_files_and_directories);
@@ -1715,6 +1910,11 @@ int main(int argc, char **argv) {
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);
     run("number_bounds_are_in_the_grammar", test_number_bounds_are_in_the_grammar);
+    run("number_marker_is_not_derived_from_the_schema", test_number_marker_is_not_derived_from_the_schema);
+    run("number_ranges_count_against_the_budget", test_number_ranges_count_against_the_budget);
+    run("unreferenced_bounded_number", test_unreferenced_bounded_number);
+    run("fractions_stay_off_exclusive_bounds", test_fractions_stay_off_exclusive_bounds);
+    run("repetition_budget_walks_what_llama_cpp_builds", test_repetition_budget_walks_what_llama_cpp_builds);
     const afm_backend_vtable *vt = negotiate();
     if (!vt) {
         std::fprintf(stderr, "negotiation failed\n");

@@ -1,1 +1,0 @@
-../../Plugins/private-cloud/SSEParser.swift

@@ -266,12 +266,12 @@ let package = Package(
         ),
         .testTarget(
             name: "AFMLocalBackendTests",
-            dependencies: ["AFMJSON", "AFMTestSupport"],
+            dependencies: ["AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "AFMPrivateCloudTests",
-            dependencies: ["AFMLocks", "CAFMBackendABI", "AFMJSON", "AFMTestSupport"],
+            dependencies: ["AFMLocks", "CAFMBackendABI", "AFMJSON", "AFMSystem", "AFMTestSupport"],
             swiftSettings: swiftSettings
         ),
         // afm chat in a pseudo-terminal (tmux) against a real afmd; crash safety of the history.

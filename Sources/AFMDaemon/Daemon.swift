@@ -520,6 +520,10 @@ public final class Daemon: Sendable {
             }
         }
         logger.info("configuration reloaded", ["generation": String(generation)])
+        // A reload builds and drops a generation's worth of documents, settings and backend state; glibc keeps the
+        // freed memory in its arenas (afmd's resident memory then steps up at reloads and never comes down). Hand it
+        // back, off the reload's path.
+        DispatchQueue.global(qos: .utility).async { CurrentProcess.releaseFreeHeapMemory() }
         return ["config_generation": .number(JSONNumber(generation)), "backends": .array(backends)]
     }
 

@@ -23,6 +23,17 @@ public enum CurrentProcess {
         _ = try blockingSystemCall("prctl") { LinuxSymbols.processControl(setDumpable, 0, 0, 0, 0) }
     }
 
+    /// Hands the heap's free memory back to the kernel. glibc keeps what its arenas (up to 8 per core, one per
+    /// thread that allocated under contention) have freed at each arena's high-water mark, so after a burst — a
+    /// reload, thousands of cancelled streams — resident memory stays up although little of it is in use (afmd
+    /// after 53,000 cancelled streams: 18.7 MiB anonymous, 11.1 MiB after this). Takes each arena's lock in turn
+    /// (milliseconds): call it off hot paths. Returns whether memory was released.
+    /// The corresponding C function is `malloc_trim(0)`.
+    @discardableResult
+    public static func releaseFreeHeapMemory() -> Bool {
+        LinuxSymbols.mallocTrim(0) != 0
+    }
+
     /// The resident set size of a process in KiB (`VmRSS` in `/proc/<pid>/status`), or nil when it is gone.
     public static func residentKilobytes(of pid: Int32) -> Int? {
         guard let file = fopen("/proc/\(pid)/status", "r") else { return nil }

@@ -4,7 +4,7 @@
 
 /// Linux-only C functions that the `Glibc` module does not expose, resolved once with `dlsym`.
 ///
-/// Why: Swift's Glibc module map omits `<sys/epoll.h>` and `<sys/eventfd.h>` and is built without `_GNU_SOURCE`
+/// Why: Swift's Glibc module map omits `<sys/epoll.h>`, `<sys/eventfd.h>` and `<malloc.h>` and is built without `_GNU_SOURCE`
 /// (so no `accept4` or `pthread_setname_np`), and the package has no C shim target for AFMSystem. Looking the
 /// symbols up in the already-loaded libc and calling them through `@convention(c)` pointers uses the real C
 /// calling convention, unlike `@_silgen_name`. If a C shim target is added later, these move there.
@@ -21,6 +21,8 @@ enum LinuxSymbols {
     typealias GetAffinity = @convention(c) (pid_t, Int, UnsafeMutableRawPointer?) -> Int32
     /// `prctl` is variadic in C, which Swift does not import; called with all five arguments, as the kernel takes them.
     typealias ProcessControl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
+    /// `malloc_trim` (`<malloc.h>`, which the Glibc module map leaves out).
+    typealias MallocTrim = @convention(c) (Int) -> Int32
 
     static let epollCreate1: EpollCreate1 = resolve("epoll_create1")
     static let epollCtl: EpollCtl = resolve("epoll_ctl")
@@ -31,6 +33,7 @@ enum LinuxSymbols {
     static let pipe2: Pipe2 = resolve("pipe2")
     static let getAffinity: GetAffinity = resolve("sched_getaffinity")
     static let processControl: ProcessControl = resolve("prctl")
+    static let mallocTrim: MallocTrim = resolve("malloc_trim")
 
     private static func resolve<F>(_ name: String) -> F {
         // `nil` is RTLD_DEFAULT: search the global scope, where libc is always loaded.

@@ -142,6 +142,11 @@ final class RunnerInstanceHost: BackendInstanceHost {
         return host
     }
 
+    /// The sanitizers' options. A sanitizer build's runner must run with the options afmd runs with (`make
+    /// test-asan` turns off ASan's SIGSEGV handler so that a backend's segfault ends the runner with the signal
+    /// afmd reports, and names the suppression files); an ordinary runner ignores them.
+    static let sanitizerVariables = ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS"]
+
     /// The runner's environment: only what it needs, with the library path scoped to the backend's directory.
     static func environment(for manifest: BackendManifest) -> [String] {
         let inherited = ProcessInfo.processInfo.environment
@@ -150,7 +155,7 @@ final class RunnerInstanceHost: BackendInstanceHost {
             "PATH=/usr/local/bin:/usr/bin:/bin",
             "AFM_BACKEND_ID=\(manifest.id)",
         ]
-        for key in ["HOME", "TMPDIR", "LANG", "LC_ALL", "TZ", "AFM_LOG_LEVEL", "SWIFT_BACKTRACE"] {
+        for key in ["HOME", "TMPDIR", "LANG", "LC_ALL", "TZ", "AFM_LOG_LEVEL", "SWIFT_BACKTRACE"] + Self.sanitizerVariables {
             if let value = inherited[key] { environment.append("\(key)=\(value)") }
         }
         // OpenMP tuning (OMP_WAIT_POLICY, GOMP_SPINCOUNT, …) is the operator's: a compute backend's thread team
@@ -405,10 +410,13 @@ final class RunnerInstanceHost: BackendInstanceHost {
         }
     }
 
-    func countInputTokens(document: [UInt8]) -> Int? {
-        guard case .success(let reply) = send(timeout: .seconds(30), { .tokenize(seq: $0, request: document) }),
-            reply.status == AFM_OK
-        else { return nil }
+    func countInputTokens(document: [UInt8]) throws(AFMError) -> Int? {
+        guard case .success(let reply) = send(timeout: .seconds(30), { .tokenize(seq: $0, request: document) }) else { return nil }
+        if reply.status == AFM_ERR_BUSY {
+            // The runner's tokenizer pool is full (RunnerService.tokenizerThreads/tokenizerWaiting).
+            throw AFMError(.busy, "The backend '\(backendID)' is counting tokens for too many requests; retry later.", retryAfterSeconds: 1)
+        }
+        guard reply.status == AFM_OK else { return nil }
         // A runner's count is untrusted like a backend's: capped by the same rule (negative: no count).
         return BackendUsage.count(abiValue: reply.value)
     }

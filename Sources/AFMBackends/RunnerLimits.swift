@@ -5,7 +5,7 @@ import Foundation
 ///
 /// | Key | Meaning |
 /// |---|---|
-/// | `RunnerMemoryLimitMB` | `RLIMIT_AS` of the runner in MiB: its whole address space (an idle runner maps about 150–220 MiB: the Swift runtime, Dispatch, and 8 MiB of stack per thread; a model adds its weights and buffers). |
+/// | `RunnerMemoryLimitMB` | `RLIMIT_AS` of the runner in MiB: its whole address space (an idle runner maps about 150–220 MiB: the Swift runtime, Dispatch, and 8 MiB of stack per thread; a model adds its weights and buffers). A sanitizer build's runner does not apply it (`RunnerOptions.applyLimits`). |
 /// | `RunnerOpenFiles` | `RLIMIT_NOFILE`: descriptors the runner may have open. |
 /// | `RunnerNice` | Added to the runner's nice value (0–19; higher is lower priority). |
 public struct RunnerLimits: Sendable, Hashable {

@@ -52,23 +52,37 @@ public struct RunnerOptions: Sendable, Hashable {
     /// Applies the limits to this process (unprivileged: they can only be lowered), on the main thread before
     /// any other thread exists, so every thread the runner and its backend start inherits the nice value.
     ///
-    /// - Returns: a warning when afmd's nice value could not be taken over (a runner started from a thread with
-    ///   a higher nice value may not lower its own without `CAP_SYS_NICE`); `RunnerNice` is applied regardless.
+    /// In a sanitizer build (`make test-asan`, `make test-tsan`) `RunnerMemoryLimitMB` is not applied: the
+    /// sanitizer's shadow memory alone has reserved terabytes of address space before `main`, so any `RLIMIT_AS`
+    /// a configuration can name would make every later `mmap` fail and the runner could not even answer hello.
+    /// The warning says so.
+    ///
+    /// - Returns: warnings to log: afmd's nice value could not be taken over (a runner started from a thread with
+    ///   a higher nice value may not lower its own without `CAP_SYS_NICE`; `RunnerNice` is applied regardless),
+    ///   or the memory limit was not applied under a sanitizer.
     /// - Throws: `SystemCallError` from `setrlimit` or `setpriority`.
     @discardableResult
-    public func applyLimits() throws(SystemCallError) -> String? {
-        if let megabytes = limits.memoryLimitMB { try ResourceLimits.limitAddressSpace(bytes: UInt64(megabytes) << 20) }
+    public func applyLimits(sanitizer: Sanitizer? = Sanitizer.current) throws(SystemCallError) -> [String] {
+        var warnings: [String] = []
+        if let megabytes = limits.memoryLimitMB {
+            if let sanitizer {
+                warnings.append(
+                    "RunnerMemoryLimitMB=\(megabytes) is not applied: this runner is built with \(sanitizer.name), whose shadow "
+                        + "memory alone reserves terabytes of address space")
+            } else {
+                try ResourceLimits.limitAddressSpace(bytes: UInt64(megabytes) << 20)
+            }
+        }
         if let files = limits.openFiles { try ResourceLimits.limitOpenFiles(UInt64(files)) }
         let increment = Int32(limits.nice ?? 0)
-        var warning: String?
         if let baseNice, baseNice != ResourceLimits.processNice() {
             do {
                 try ResourceLimits.setNice(baseNice)
             } catch {
-                warning = "cannot take over afmd's nice value \(baseNice) (\(error)); the runner stays at \(ResourceLimits.processNice())"
+                warnings.append("cannot take over afmd's nice value \(baseNice) (\(error)); the runner stays at \(ResourceLimits.processNice())")
             }
         }
         if increment > 0 { try ResourceLimits.setNice(ResourceLimits.processNice() + increment) }
-        return warning
+        return warnings
     }
 }

@@ -21,7 +21,7 @@ struct RunnerMain {
         }
         logger = logger.with("pid", String(CurrentProcess.id))
         do {
-            if let warning = try options.applyLimits() { logger.warning(warning) }
+            for warning in try options.applyLimits() { logger.warning(warning) }
         } catch {
             logger.error("cannot apply resource limits", ["error": error.description])
             CurrentProcess.exitImmediately(71)

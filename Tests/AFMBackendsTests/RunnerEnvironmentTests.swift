@@ -16,10 +16,16 @@ import Testing
         return try BackendManifest(contentsOf: path)
     }
 
-    /// Runs `body` with the variables set in this process's environment, then removes them.
+    /// Runs `body` with the variables set in this process's environment, then puts back what was there (a
+    /// sanitizer build's ASAN_OPTIONS must outlive this test: every runner started later inherits it).
     func with(_ variables: [String: String], _ body: () throws -> Void) rethrows {
+        let saved = variables.keys.map { ($0, ProcessInfo.processInfo.environment[$0]) }
         for (key, value) in variables { setenv(key, value, 1) }
-        defer { for key in variables.keys { unsetenv(key) } }
+        defer {
+            for (key, value) in saved {
+                if let value { setenv(key, value, 1) } else { unsetenv(key) }
+            }
+        }
         try body()
     }
 
@@ -46,6 +52,22 @@ import Testing
             #expect(environment.contains("AFM_LOCAL_DEBUG=1"))
             #expect(environment.contains("AFM_LOCAL_PROGRESS_MS=5"))
             #expect(!environment.contains { $0.hasPrefix("AFM_LOCAL_OTHER=") }, "\(environment)")
+        }
+    }
+
+    /// A sanitizer build's runner runs with afmd's sanitizer options: without ASAN_OPTIONS (handle_segv=0) ASan's
+    /// own handler turned a backend's deliberate segfault into exit status 1, and afmd reported no signal
+    /// (RunnerTests.aCrashFailsExactlyTheRequestsOnThatRunner under `make test-asan`).
+    @Test func theSanitizersOptionsArePassed() throws {
+        let options = [
+            "ASAN_OPTIONS": "handle_segv=0:detect_leaks=1", "LSAN_OPTIONS": "suppressions=/x/address.supp",
+            "TSAN_OPTIONS": "halt_on_error=1", "UBSAN_OPTIONS": "print_stacktrace=1",
+        ]
+        try with(options) {
+            let environment = RunnerInstanceHost.environment(for: try manifest(id: "plain"))
+            for (key, value) in options {
+                #expect(environment.contains("\(key)=\(value)"), "\(environment)")
+            }
         }
     }
 

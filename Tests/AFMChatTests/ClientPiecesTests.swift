@@ -43,18 +43,7 @@ import Testing
 
     /// Serves one connection on 127.0.0.1:0: `head`, then `unit` over and over until the client closes.
     private func serveForever(head: String, unit: String) throws -> ServerURL {
-        let listener = try FileDescriptor.makeTCPListener(address: try #require(SocketAddress(host: "127.0.0.1", port: 0)))
-        let port = try listener.localAddress().port
-        Thread.detachNewThread {
-            defer { listener.close() }
-            guard (try? listener.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)) != nil,
-                case .processed(let accepted)? = try? listener.accept()
-            else { return }
-            let connection = accepted.descriptor
-            defer { connection.close() }
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            _ = try? connection.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)
-            _ = try? buffer.withUnsafeMutableBytes { try connection.read(into: $0) }
+        try serve { connection in
             var bytes = Array(head.utf8)
             _ = try? bytes.withUnsafeBytes { try connection.write($0) }
             bytes = Array(String(repeating: unit, count: 65_536 / unit.utf8.count).utf8)
@@ -72,6 +61,34 @@ import Testing
                 }
             }
         }
+    }
+
+    /// Serves one connection on 127.0.0.1:0 with `response` (after reading the request head); returns the URL.
+    private func serveOnce(_ response: String) throws -> ServerURL {
+        try serve { connection in
+            let bytes = Array(response.utf8)
+            _ = try? bytes.withUnsafeBytes { try connection.write($0) }
+            _ = try? connection.poll(readable: true, writable: false, timeoutMilliseconds: 2_000)  // until the client closes
+        }
+    }
+
+    /// Accepts one connection on 127.0.0.1:0 on a thread of its own, reads the request head, and lets `answer`
+    /// write the response; returns the URL.
+    private func serve(_ answer: @escaping @Sendable (FileDescriptor) -> Void) throws -> ServerURL {
+        let listener = try FileDescriptor.makeTCPListener(address: try #require(SocketAddress(host: "127.0.0.1", port: 0)))
+        let port = try listener.localAddress().port
+        Thread.detachNewThread {
+            defer { listener.close() }
+            guard (try? listener.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)) != nil,
+                case .processed(let accepted)? = try? listener.accept()
+            else { return }
+            let connection = accepted.descriptor
+            defer { connection.close() }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            _ = try? connection.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)
+            _ = try? buffer.withUnsafeMutableBytes { try connection.read(into: $0) }
+            answer(connection)
+        }
         return try #require(ServerURL(string: "http://127.0.0.1:\(port)"))
     }
 
@@ -88,27 +105,6 @@ import Testing
         #expect(output.contains("let x = 1"))
         #expect(output.contains("• item"))
         #expect(!output.contains("**") && !output.contains("`code`"))
-    }
-
-    /// Serves one connection on 127.0.0.1:0 with `response` (after reading the request head); returns the URL.
-    private func serveOnce(_ response: String) throws -> ServerURL {
-        let listener = try FileDescriptor.makeTCPListener(address: try #require(SocketAddress(host: "127.0.0.1", port: 0)))
-        let port = try listener.localAddress().port
-        Thread.detachNewThread {
-            defer { listener.close() }
-            guard (try? listener.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)) != nil,
-                case .processed(let accepted)? = try? listener.accept()
-            else { return }
-            let connection = accepted.descriptor
-            defer { connection.close() }
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            _ = try? connection.poll(readable: true, writable: false, timeoutMilliseconds: 10_000)
-            _ = try? buffer.withUnsafeMutableBytes { try connection.read(into: $0) }
-            let bytes = Array(response.utf8)
-            _ = try? bytes.withUnsafeBytes { try connection.write($0) }
-            _ = try? connection.poll(readable: true, writable: false, timeoutMilliseconds: 2_000)  // until the client closes
-        }
-        return try #require(ServerURL(string: "http://127.0.0.1:\(port)"))
     }
 
     @Test(arguments: ["-5", "12abc", "-9223372036854775808"])

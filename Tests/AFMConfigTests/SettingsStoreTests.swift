@@ -127,8 +127,8 @@ import Testing
         #expect(try SettingsStore(path: tree.paths.controlFile).current == store.current)
     }
 
-    /// kill -9 during writes: a child process rewrites the file in a loop and is killed at random times,
-    /// 50 rounds; the file must always be one complete version.
+    /// kill -9 during writes: a child process rewrites the file in a loop and is killed at random times once it
+    /// writes, 50 rounds; the file must always be one complete version.
     @Test func killDuringWritesLeavesTheOldOrTheNewVersion() throws {
         let tree = ConfigTree()
         defer { tree.remove() }
@@ -141,7 +141,15 @@ import Testing
             process.arguments = [path]
             process.standardError = FileHandle.nullDevice
             try process.run()
-            usleep(UInt32.random(in: 5_000...60_000))
+            // The random kill comes once the writer is in its loop (its first write landed): a fixed time after
+            // the start was sometimes all start-up (under AddressSanitizer every kill came before the first write).
+            let started = Date()
+            while (try? SettingsStore.read(path: path))?.revision ?? 0 <= lastRevision, process.isRunning,
+                Date().timeIntervalSince(started) < 30
+            {
+                usleep(1_000)
+            }
+            usleep(UInt32.random(in: 0...20_000))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             #expect(process.terminationReason == .uncaughtSignal, "the writer must have been killed, not have failed")

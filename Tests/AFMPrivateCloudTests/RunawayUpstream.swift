@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMSystem
 import AFMTestSupport
 import Foundation
 
@@ -139,7 +140,8 @@ final class RunawayUpstream {
 
     /// The requests it received, one line each.
     var requests: [String] {
-        ((try? String(contentsOfFile: requestLog, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        // FileContents, not String(contentsOfFile:), which leaked its read buffer for a file being appended to.
+        ((try? FileContents.read(path: requestLog)).map { String(decoding: $0, as: UTF8.self) } ?? "").split(separator: "\n").map(String.init)
     }
 
     deinit {

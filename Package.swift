@@ -24,6 +24,7 @@ let package = Package(
         .executable(name: "afmctl", targets: ["afmctl"]),
         .executable(name: "afm-backend-runner", targets: ["afm-backend-runner"]),
         .executable(name: "afm-backend-check", targets: ["afm-backend-check"]),
+        .executable(name: "afm-bench-check", targets: ["afm-bench-check"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
         .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
         // The afm-dev example backend in Swift (docs/backend-abi.md, "Write a backend in ten minutes"); not packaged.
@@ -89,6 +90,8 @@ let package = Package(
             resources: [.embedInCode("describe.schema.json")],
             swiftSettings: swiftSettings
         ),
+        // Times the host's check of structured answers (scripts/bench-structured-check).
+        .executableTarget(name: "afm-bench-check", dependencies: ["AFMResponses", "AFMJSON"], swiftSettings: swiftSettings),
         // Operations plane: layered configuration and versioned settings (the control layer).
         .target(
             name: "AFMConfig",

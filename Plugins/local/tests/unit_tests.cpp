@@ -866,6 +866,20 @@ void test_repetition_budget_walks_what_llama_cpp_builds() {
     CHECK(m.find("expand to more than") != std::string::npos, "2^30 copies: \"%s\"", m.c_str());
 }
 
+/** The expansion cap ("the request's schemas expand to more than 200000 schema nodes") counted per schema: each
+ *  tool's parameters started at zero, so N tools of 2^15 type-array copies each (~131,000 nodes, under the cap alone)
+ *  reached llama.cpp's tool grammar builder as N x 131,000 nodes. (Review s8: written, not yet run.) */
+void test_expansion_cap_is_per_request() {
+    json nested = {{"type", "string"}};
+    for (int i = 0; i < 15; i++) nested = {{"type", {"object", "object"}}, {"properties", {{"x", nested}}}};
+    json one = json::array({{{"name", "t0"}, {"parameters", nested}}});
+    std::string m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), one));
+    CHECK(m.empty(), "one tool of 2^15 copies is under the cap: \"%s\"", m.c_str());
+    json two = json::array({{{"name", "t0"}, {"parameters", nested}}, {{"name", "t1"}, {"parameters", nested}}});
+    m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), two));
+    CHECK(m.find("expand to more than") != std::string::npos, "two tools of 2^15 copies each: \"%s\"", m.c_str());
+}
+
 void test_parse_with_memory_exhausted() {
     // A valid request, an invalid (truncated) one whose partial tree the parser discards, and the create config.
     std::string valid = request("Hi.", 2, true);
@@ -2162,6 +2176,7 @@ int main(int argc, char **argv) {
     run("unreferenced_bounded_number", test_unreferenced_bounded_number);
     run("fractions_stay_off_exclusive_bounds", test_fractions_stay_off_exclusive_bounds);
     run("repetition_budget_walks_what_llama_cpp_builds", test_repetition_budget_walks_what_llama_cpp_builds);
+    run("expansion_cap_is_per_request", test_expansion_cap_is_per_request);
     const afm_backend_vtable *vt = negotiate();
     if (!vt) {
         std::fprintf(stderr, "negotiation failed\n");

@@ -29,6 +29,8 @@ let package = Package(
         .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
         // The afm-dev example backend in Swift (docs/backend-abi.md, "Write a backend in ten minutes"); not packaged.
         .library(name: "afm-backend-example-swift", type: .dynamic, targets: ["AFMExampleSwiftBackend"]),
+        // A kit backend with deliberate bugs the kit must absorb (BackendKitTests); not packaged.
+        .library(name: "afm-backend-kit-fixture", type: .dynamic, targets: ["AFMKitFixtureBackend"]),
         .executable(name: "afm", targets: ["afm"]),
         // libafm-bridge.so: the bridge for hosts that embed it (afm_bridge.h; docs/bridge.md).
         .library(name: "afm-bridge", type: .dynamic, targets: ["AFMBridgeLibrary"]),
@@ -206,6 +208,12 @@ let package = Package(
             name: "AFMExampleSwiftBackend",
             dependencies: ["AFMBackendKit"],
             path: "share/afm-dev/examples/swift",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AFMKitFixtureBackend",
+            dependencies: ["AFMBackendKit"],
+            path: "Tests/Fixtures/kit-backend",
             swiftSettings: swiftSettings
         ),
 

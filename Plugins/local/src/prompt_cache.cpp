@@ -345,6 +345,14 @@ PromptCache::~PromptCache() {
         std::lock_guard<std::mutex> lock(write_mutex_);
         stopping_ = true;  // the writer finishes what is queued first: a restart finds it
     }
+    stopping_flag_.store(true);
+    if (writer_.joinable()) {
+        // A write under way at SCHED_IDLE finishes at the normal priority (writer_priority() sees the flag from now
+        // on): with both cores decoding for another instance, an idle writer would hold up this unload for minutes.
+        sched_param param{};
+        param.sched_priority = 0;
+        pthread_setschedparam(writer_.native_handle(), SCHED_OTHER, &param);
+    }
     write_cv_.notify_all();
     if (writer_.joinable()) writer_.join();
 }
@@ -813,23 +821,27 @@ void PromptCache::save(const std::vector<llama_token> &tokens, State state, bool
     }
 }
 
-bool PromptCache::yield_to_decoding() noexcept {
-    // SCHED_IDLE: this thread runs only on a core nothing else wants. llama.cpp's threads meet at a barrier after
-    // every step, so a writer that takes a core from one of them for the few milliseconds of hashing and copying a
-    // state stalls the whole step: with the disk tier on, every answer queues a write, and under interleaved
-    // conversations second-turn TTFT was 0.124-0.133 of the first turn's against 0.105 with the tier off
+void PromptCache::writer_priority(bool idle) noexcept {
+    // Idle: SCHED_IDLE, so the thread runs only on a core nothing else wants. llama.cpp's threads meet at a barrier
+    // after every step, so a writer that takes a core from one of them for the few milliseconds of hashing and
+    // copying a state stalls the whole step: with the disk tier on, every answer queues a write, and under
+    // interleaved conversations second-turn TTFT was 0.124-0.133 of the first turn's against 0.105 with the tier off
     // (scripts/bench-interleaved, 16 conversations, Threads=2 on 2 cores). The runner's nice value (-20 for the
     // local backend) would make the writer compete harder still; SCHED_IDLE ignores it.
+    // Only while it holds no lock (the decode thread takes the same ones: a starved holder would stall it) and
+    // never once the cache is being destroyed (the destructor waits for the queue: a starved writer would hold up
+    // an unload or a reload for minutes while another instance decodes).
+    if (idle && stopping_flag_.load()) idle = false;
     sched_param param{};
     param.sched_priority = 0;
-    bool idle = pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0;
-    // Its I/O goes last as well (IOPRIO_CLASS_IDLE = 3, IOPRIO_WHO_PROCESS = 1; 0 = this thread).
-    ::syscall(SYS_ioprio_set, 1, 0, 3 << 13);
-    return idle;
+    bool done = pthread_setschedparam(pthread_self(), idle ? SCHED_IDLE : SCHED_OTHER, &param) == 0;
+    // Its I/O likewise (IOPRIO_WHO_PROCESS = 1, 0 = this thread; class idle = 3, best effort = 2 at level 4).
+    ::syscall(SYS_ioprio_set, 1, 0, idle ? 3 << 13 : (2 << 13) | 4);
+    if (idle && done) writes_idle_.fetch_add(1);
+    if (idle && stopping_flag_.load()) writer_priority(false);  // the destructor began meanwhile
 }
 
 void PromptCache::writer_loop() {
-    writer_idle_.store(yield_to_decoding());
     for (;;) {
         Write write;
         {
@@ -862,6 +874,13 @@ void PromptCache::writer_loop() {
 }
 
 void PromptCache::write_file(const Write &write) {
+    auto dir = directory_handle();  // (takes disk_mutex_: at the normal priority)
+    if (!dir) return;
+    writer_priority(true);  // hashing and writing the state hold no lock
+    struct Normal {  // (also when something below throws)
+        PromptCache &cache;
+        ~Normal() { cache.writer_priority(false); }
+    } normal{*this};
     const auto &tokens = write.tokens;
     const auto &state = *write.state;
     FileHeader h{};
@@ -879,19 +898,20 @@ void PromptCache::write_file(const Write &write) {
     char suffix[48];
     std::snprintf(suffix, sizeof suffix, ".%d.%p.tmp", (int)::getpid(), (const void *)&write);
     const std::string temp = name + suffix;
-    auto dir = directory_handle();
-    if (!dir) return;
     const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
     int fd = ::openat(dir->fd, temp.c_str(), flags, 0600);
     if (fd < 0 && errno == ENOENT) {
         // The directory was deleted while we run (clearing the cache by hand is allowed): it is made again, and
         // judged again as at start-up (whatever is at its path now may be another's).
+        writer_priority(false);  // before any lock
         std::string why;
         if (auto fresh = open_directory(why)) {
             dir = fresh;
-            std::lock_guard<std::mutex> lock(disk_mutex_);
-            directory_ = std::move(fresh);
-            dir_mtime_ = -1;
+            {
+                std::lock_guard<std::mutex> lock(disk_mutex_);
+                directory_ = std::move(fresh);
+                dir_mtime_ = -1;
+            }  // (the rest of this write runs at the normal priority: a rare path, counted once as idle)
         } else {
             log_line(AFM_LOG_WARNING, instance_ + ": prompt cache directory " + dir_ + " removed, and refused when made " +
                                           "again: " + why + "; nothing is written to it");
@@ -912,12 +932,14 @@ void PromptCache::write_file(const Write &write) {
     if (!ok || ::renameat(dir->fd, temp.c_str(), dir->fd, name.c_str()) != 0) {
         const int error = errno;
         ::unlinkat(dir->fd, temp.c_str(), 0);
+        writer_priority(false);  // before any lock
         std::lock_guard<std::mutex> lock(ram_mutex_);
         counters_.dropped_writes++;
         log_line(AFM_LOG_WARNING, instance_ + ": cannot write the prompt cache entry " + path + " (" +
                                       std::strerror(error) + ")");
         return;
     }
+    writer_priority(false);  // before any lock
     std::lock_guard<std::mutex> lock(disk_mutex_);
     // Another instance of this model (a generation draining after a reload, a second daemon) writes into the same
     // directory: its files count in the bound too, so the index is brought up to date before evicting. A full

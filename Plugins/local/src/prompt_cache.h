@@ -92,8 +92,8 @@ public:
 
     bool ram_enabled() const { return ram_limit_ > 0; }
     bool disk_enabled() const { return !dir_.empty(); }
-    /** Whether the disk writer runs at SCHED_IDLE (it never takes a core from decoding); false until it starts. */
-    bool writer_yields() const { return writer_idle_.load(); }
+    /** How many state writes the disk writer began at SCHED_IDLE (it never takes a core from decoding). */
+    uint64_t writes_at_idle_priority() const { return writes_idle_.load(); }
     /** The directory of this model's entries ("" without a disk tier). For messages and tests: the cache itself
      *  uses the directory it opened, whatever this path names later. */
     const std::string &directory() const { return dir_; }
@@ -200,7 +200,7 @@ private:
 
     Match find_best(const std::vector<llama_token> &prompt);  // find() but may throw
     void writer_loop();
-    static bool yield_to_decoding() noexcept;  // the calling thread runs only on idle CPU (SCHED_IDLE)
+    void writer_priority(bool idle) noexcept;  // the writer: SCHED_IDLE (idle) or normal (holding locks, stopping)
     void write_file(const Write &write);
     bool on_disk_locked(const std::vector<llama_token> &tokens) const;  // disk_mutex_ held: on disk or queued
     void scan_locked();                 // disk_mutex_ held: adds files not in the index, drops missing ones
@@ -255,7 +255,8 @@ private:
     bool writing_ = false;              // guarded by write_mutex_: the writer holds one
     bool stopping_ = false;             // guarded by write_mutex_
     std::thread writer_;
-    std::atomic<bool> writer_idle_{false};  // set by the writer once it runs at SCHED_IDLE
+    std::atomic<uint64_t> writes_idle_{0};  // writes begun at SCHED_IDLE
+    std::atomic<bool> stopping_flag_{false};  // stopping_, readable without write_mutex_ (writer_priority)
 };
 
 }  // namespace afm_local

@@ -24,10 +24,13 @@ let package = Package(
         .executable(name: "afmctl", targets: ["afmctl"]),
         .executable(name: "afm-backend-runner", targets: ["afm-backend-runner"]),
         .executable(name: "afm-backend-check", targets: ["afm-backend-check"]),
+        .executable(name: "afm-bench-check", targets: ["afm-bench-check"]),
         .library(name: "afm-backend-scripted", type: .dynamic, targets: ["AFMScriptedBackend"]),
         .library(name: "afm-backend-private-cloud", type: .dynamic, targets: ["AFMPrivateCloudBackend"]),
         // The afm-dev example backend in Swift (docs/backend-abi.md, "Write a backend in ten minutes"); not packaged.
         .library(name: "afm-backend-example-swift", type: .dynamic, targets: ["AFMExampleSwiftBackend"]),
+        // A kit backend with deliberate bugs the kit must absorb (BackendKitTests); not packaged.
+        .library(name: "afm-backend-kit-fixture", type: .dynamic, targets: ["AFMKitFixtureBackend"]),
         .executable(name: "afm", targets: ["afm"]),
         // libafm-bridge.so: the bridge for hosts that embed it (afm_bridge.h; docs/bridge.md).
         .library(name: "afm-bridge", type: .dynamic, targets: ["AFMBridgeLibrary"]),
@@ -89,6 +92,8 @@ let package = Package(
             resources: [.embedInCode("describe.schema.json")],
             swiftSettings: swiftSettings
         ),
+        // Times the host's check of structured answers (scripts/bench-structured-check).
+        .executableTarget(name: "afm-bench-check", dependencies: ["AFMResponses", "AFMJSON"], swiftSettings: swiftSettings),
         // Operations plane: layered configuration and versioned settings (the control layer).
         .target(
             name: "AFMConfig",
@@ -203,6 +208,12 @@ let package = Package(
             name: "AFMExampleSwiftBackend",
             dependencies: ["AFMBackendKit"],
             path: "share/afm-dev/examples/swift",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AFMKitFixtureBackend",
+            dependencies: ["AFMBackendKit"],
+            path: "Tests/Fixtures/kit-backend",
             swiftSettings: swiftSettings
         ),
 

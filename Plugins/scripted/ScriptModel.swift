@@ -18,6 +18,9 @@ struct ScriptModel: Sendable, Hashable {
     var maxOutputTokens: Int
     /// What the model can do.
     var capabilities: Capabilities
+    /// How long `afm.tokenize/1` takes for this model (`tokenize_delay_ms`, default 0): a slow tokenizer, so tests
+    /// can hold counts in flight (a runner's tokenizer pool).
+    var tokenizeDelayMilliseconds = 0
     /// The answer, played for every request.
     var steps: [ScriptStep] {
         didSet { playsInsideGenerate = ScriptStep.immediateEventCount(of: steps) != nil }
@@ -61,7 +64,7 @@ struct ScriptModel: Sendable, Hashable {
             throw ScriptStep.ParseError(path: path, problem: "a model must be a JSON object")
         }
         let allowed: Set = [
-            "id", "context_tokens", "max_input_tokens", "max_output_tokens", "capabilities", "steps", "comment",
+            "id", "context_tokens", "max_input_tokens", "max_output_tokens", "capabilities", "steps", "tokenize_delay_ms", "comment",
         ]
         if let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) {
             throw ScriptStep.ParseError(path: path, problem: "unknown key \"\(unknown)\"")
@@ -98,6 +101,15 @@ struct ScriptModel: Sendable, Hashable {
         self.init(
             id: id, contextTokens: context, maxInputTokens: maxInput, maxOutputTokens: maxOutput,
             capabilities: capabilities, steps: steps)
+        if !JSON.isNullOrMissing(object["tokenize_delay_ms"]) {
+            guard let milliseconds = JSON.int(object["tokenize_delay_ms"]),
+                (0...ScriptStep.Limits.maximumDelayMilliseconds).contains(milliseconds)
+            else {
+                throw ScriptStep.ParseError(
+                    path: path + ".tokenize_delay_ms", problem: "must be an integer from 0 to \(ScriptStep.Limits.maximumDelayMilliseconds)")
+            }
+            tokenizeDelayMilliseconds = milliseconds
+        }
     }
 
     /// A token count field: absent/null → nil, else an integer from 1 to `maximumContextTokens`.

@@ -201,7 +201,8 @@ final class ScriptedInstance: TokenCountingBackend {
 
     // MARK: - Extensions
 
-    /// `afm.tokenize/1`: the input tokens of a request by the same rule as usage (ceil(bytes / 4)).
+    /// `afm.tokenize/1`: the input tokens of a request by the same rule as usage (ceil(bytes / 4)), after the model's
+    /// `tokenize_delay_ms`.
     func countInputTokens(requestJSON: Data) throws(BackendError) -> Int {
         let document: JSONNode
         do {
@@ -210,9 +211,10 @@ final class ScriptedInstance: TokenCountingBackend {
             throw .invalidRequest("generation request: \(error.message)")
         }
         let request = try GenerationRequest(parsing: document)
-        guard script.model(withID: request.model) != nil else {
+        guard let model = script.model(withID: request.model) else {
             throw .modelUnavailable("model \"\(request.model)\" is not served by the scripted backend")
         }
+        if model.tokenizeDelayMilliseconds > 0 { Thread.sleep(forTimeInterval: Double(model.tokenizeDelayMilliseconds) / 1000) }
         return request.inputTokens
     }
 }

@@ -66,7 +66,7 @@ public enum BackendKit {
             return nil
         }
         if let refusal { return BackendError.incompatible("\(name): \(refusal)").report(into: error) }
-        out.pointee.struct_size = UInt32(MemoryLayout<afm_backend_info>.size)
+        // The ABI 1.0 fields only (the guard above found room for them); struct_size stays as the host set it.
         out.pointee.abi_major = UInt32(AFM_ABI_MAJOR)
         out.pointee.abi_minor = UInt32(AFM_ABI_MINOR)
         out.pointee.reserved0 = 0

@@ -10,8 +10,8 @@ import Synchronization
 ///
 /// Safety: `@unchecked Sendable` because it holds the host's raw `ctx` pointer. The header makes `emit` callable
 /// from any backend thread (`[any-thread]`) as long as calls for one generation never overlap; a sink belongs to
-/// exactly one generation and only that generation's thread emits, and `emit(_:)` enforces the "never
-/// concurrent" half with a precondition on an atomic flag.
+/// exactly one generation, and `emit(_:)` serializes its calls with a lock, so a backend that emits from two
+/// threads at once (a bug) gets its events delivered one after the other instead of a trap inside the host.
 public final class EventSink: @unchecked Sendable {
     /// Token counts for `USAGE`; -1 means unknown.
     public struct Usage: Sendable, Hashable {
@@ -36,6 +36,8 @@ public final class EventSink: @unchecked Sendable {
     /// `emit`, and `cancel` records whether the host called it from inside `emit`, which the ABI forbids (a backend
     /// that holds a lock across `emit` would deadlock).
     private let emittingThread = Atomic<UInt>(0)
+    /// Held across the host's `emit`: calls for this generation never overlap, whichever threads make them.
+    private let serial = Mutex<Void>(())
 
     /// The smallest sink the backend can use: struct_size, reserved0, ctx and emit.
     private static let minimumSize = MemoryLayout<afm_event_sink>.size
@@ -54,20 +56,35 @@ public final class EventSink: @unchecked Sendable {
     /// - Parameters:
     ///   - type: An `AFM_EVENT_*` value.
     ///   - index: The tool-call index, else 0.
-    ///   - code: `AFM_FINISH_*` for DONE, `AFM_ERR_*` for ERROR, else 0.
+    ///   - code: `AFM_FINISH_*` for DONE, `AFM_ERR_*` for ERROR (one outside 1-13 crosses as `AFM_ERR_INTERNAL`),
+    ///     else 0.
     ///   - text: The event's text (its UTF-8 bytes cross the boundary).
     ///   - name: The function name for TOOL_CALL_BEGIN.
     ///   - usage: Token counts (USAGE); other events carry "unknown".
     /// - Returns: true to continue, false when the host asked to stop (client gone or request cancelled).
+    ///
+    /// Calls from several threads wait for each other (the ABI serializes them). A call from inside this sink's
+    /// own `emit` on the same thread (the host calling back into the backend, which the ABI forbids) cannot wait for
+    /// itself: that event is dropped and the call returns false.
     @discardableResult
     public func emit(
         _ type: afm_event_type, index: Int32 = 0, code: Int32 = 0, text: String = "", name: String = "",
         usage: Usage = .unknown
     ) -> Bool {
-        precondition(
-            emittingThread.compareExchange(expected: 0, desired: UInt(pthread_self()), ordering: .acquiringAndReleasing).exchanged,
-            "concurrent emit() for one generation")
-        defer { emittingThread.store(0, ordering: .releasing) }
+        let thread = UInt(pthread_self())
+        guard emittingThread.load(ordering: .acquiring) != thread else { return false }
+        return serial.withLock { _ in
+            emittingThread.store(thread, ordering: .releasing)
+            defer { emittingThread.store(0, ordering: .releasing) }
+            return deliver(type, index: index, code: code, text: text, name: name, usage: usage)
+        }
+    }
+
+    /// Builds the event and calls the host's `emit` (the caller holds `serial`).
+    private func deliver(
+        _ type: afm_event_type, index: Int32, code: Int32, text: String, name: String, usage: Usage
+    ) -> Bool {
+        let code = type == AFM_EVENT_ERROR && !(AFM_ERR_INVALID_REQUEST...AFM_ERR_INTERNAL).contains(code) ? AFM_ERR_INTERNAL : code
         var text = text
         var name = name
         let status = text.withUTF8 { textBytes in

@@ -220,8 +220,10 @@ public final class BackendGeneration: Sendable {
     }
 
     /// Counts input tokens with the backend's `afm.tokenize/1` extension, or nil when it has none.
-    func countInputTokens(requestDocument: [UInt8]) -> Int? {
-        host.countInputTokens(document: requestDocument)
+    ///
+    /// - Throws: `busy` when a runner's tokenizer pool is full.
+    func countInputTokens(requestDocument: [UInt8]) throws(AFMError) -> Int? {
+        try host.countInputTokens(document: requestDocument)
     }
 
     // MARK: - Draining and retiring

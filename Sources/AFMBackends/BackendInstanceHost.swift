@@ -37,8 +37,10 @@ protocol BackendInstanceHost: Sendable {
     /// The generation's stream delivered its terminal event (`expired`: the host synthesized it).
     func generationEnded(requestID: UInt64, expired: Bool)
 
-    /// Counts input tokens with the backend's `afm.tokenize/1`, or nil when it has none.
-    func countInputTokens(document: [UInt8]) -> Int?
+    /// Counts input tokens with the backend's `afm.tokenize/1`, or nil when it has none (or it failed).
+    ///
+    /// - Throws: `busy` when a runner's tokenizer pool is full.
+    func countInputTokens(document: [UInt8]) throws(AFMError) -> Int?
 
     /// Ends the instance once no generation is in flight: `destroy` (unless `abandoned`: a request was cut off
     /// and the backend may still run it), and for a runner the process exit. [control queue]

@@ -31,8 +31,10 @@ public final class BackendLease: Sendable {
     }
 
     /// Counts the request's input tokens with the backend's tokenizer, when it offers one.
-    public func countInputTokens(requestDocument: [UInt8]) -> Int? {
-        generation.countInputTokens(requestDocument: requestDocument)
+    ///
+    /// - Throws: `busy` (503 with Retry-After) when a runner's tokenizer pool is full.
+    public func countInputTokens(requestDocument: [UInt8]) throws(AFMError) -> Int? {
+        try generation.countInputTokens(requestDocument: requestDocument)
     }
 
     /// Gives the lease back. Idempotent.

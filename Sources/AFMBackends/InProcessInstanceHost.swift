@@ -47,7 +47,7 @@ final class InProcessInstanceHost: BackendInstanceHost {
         if !expired { GenerationTable.shared.recycle(sink) }
     }
 
-    func countInputTokens(document: [UInt8]) -> Int? {
+    func countInputTokens(document: [UInt8]) throws(AFMError) -> Int? {
         instance.countInputTokens(document: document)
     }
 

@@ -410,10 +410,13 @@ final class RunnerInstanceHost: BackendInstanceHost {
         }
     }
 
-    func countInputTokens(document: [UInt8]) -> Int? {
-        guard case .success(let reply) = send(timeout: .seconds(30), { .tokenize(seq: $0, request: document) }),
-            reply.status == AFM_OK
-        else { return nil }
+    func countInputTokens(document: [UInt8]) throws(AFMError) -> Int? {
+        guard case .success(let reply) = send(timeout: .seconds(30), { .tokenize(seq: $0, request: document) }) else { return nil }
+        if reply.status == AFM_ERR_BUSY {
+            // The runner's tokenizer pool is full (RunnerService.tokenizerThreads/tokenizerWaiting).
+            throw AFMError(.busy, "The backend '\(backendID)' is counting tokens for too many requests; retry later.", retryAfterSeconds: 1)
+        }
+        guard reply.status == AFM_OK else { return nil }
         // A runner's count is untrusted like a backend's: capped by the same rule (negative: no count).
         return BackendUsage.count(abiValue: reply.value)
     }

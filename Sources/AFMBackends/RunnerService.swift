@@ -14,7 +14,8 @@ import Synchronization
 ///
 /// ```
 ///  channel ──► reader thread ─┬─ load/create/describe/destroy ──► control thread (serial: [control-thread])
-///                             ├─ generate/tokenize ──────────────► a thread per call (concurrent: [thread-safe])
+///                             ├─ generate ───────────────────────► a thread per call (concurrent: [thread-safe])
+///                             ├─ tokenize ───────────────────────► RunnerCallPool: ≤ 4 threads, ≤ 8 waiting, else busy
 ///                             └─ cancel/credit ──────────────────► inline (non-blocking)
 ///  backend threads ──emit()──► RunnerRelay (credit window) ──► event frames ──► channel
 /// ```
@@ -29,6 +30,13 @@ public final class RunnerService: Sendable {
     private let logger: Logger
     /// Serial: load, create, describe, destroy.
     private let controlQueue: RunnerWorkThread
+    /// `tokenize` calls: at most ``tokenizerThreads`` at once and ``tokenizerWaiting`` waiting, else `busy`.
+    private let tokenizers = RunnerCallPool(
+        name: "afm-runner-tok", maximumThreads: RunnerService.tokenizerThreads, maximumWaiting: RunnerService.tokenizerWaiting)
+    /// Tokenizing threads a runner runs at once (a count tokenizes the whole request: CPU work).
+    static let tokenizerThreads = 4
+    /// Tokenizer calls that may wait for a thread; kept small so a wait stays far from the host's 30 s deadline.
+    static let tokenizerWaiting = 8
     private let state = Mutex(State())
 
     struct State {
@@ -99,11 +107,17 @@ public final class RunnerService: Sendable {
             }
             if !started { refuse(seq: seq, "the runner cannot start a thread for the call") }
         case .tokenize(let seq, let request):
-            let started = RunnerWorkThread.detached(name: "afm-runner-tok") {
+            let accepted = tokenizers.submit {
                 let count = self.state.withLock { $0.instance }?.countInputTokens(document: request)
                 self.outbox.send(.reply(seq: seq, status: AFM_OK, value: Int64(count ?? -1), message: "", payload: []))
             }
-            if !started { refuse(seq: seq, "the runner cannot start a thread for the call") }
+            if !accepted {
+                outbox.send(
+                    .reply(
+                        seq: seq, status: AFM_ERR_BUSY, value: 0,
+                        message: "the runner is already tokenizing \(Self.tokenizerThreads) requests with \(Self.tokenizerWaiting) more waiting",
+                        payload: []))
+            }
         case .cancel(let requestID):
             RunnerRelayTable.shared.lookup(requestID)?.cancel()
             state.withLock { $0.instance }?.cancel(requestID: requestID)

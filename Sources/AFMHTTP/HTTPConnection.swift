@@ -197,18 +197,21 @@ final class HTTPConnection: Sendable {
 
     /// Called by the handler task when the handler returns: completes or repairs the response and moves on.
     ///
-    /// A handler that returned without responding gets a 500 (the connection then closes); one that left a
-    /// stream unfinished has its connection closed without the last chunk, so the client sees a truncated
-    /// body rather than a complete-looking one.
-    func handlerFinished(sequence: UInt64, isHead: Bool) {
+    /// A handler that returned without responding gets a 500 (the connection then closes), its body rendered for
+    /// the request's `path` by ``HTTPServer/Configuration/errorBody`` like every error the server raises itself; one
+    /// that left a stream unfinished has its connection closed without the last chunk, so the client sees a
+    /// truncated body rather than a complete-looking one.
+    func handlerFinished(sequence: UInt64, isHead: Bool, path: String?) {
         var fallback: [UInt8]?
         let needsFallback = state.withLock { state in
             state.phase == .handling && state.sequence == sequence && state.response == .notStarted && !state.closed
         }
         if needsFallback {
+            let message = "The server failed to produce a response."
             fallback = HTTPResponseEncoder.errorResponse(
-                status: 500, code: "internal", message: "The server failed to produce a response.",
-                date: core.dateCache.current(), serverName: core.configuration.serverName, headOnly: isHead)
+                status: 500, code: "internal", message: message, date: core.dateCache.current(),
+                serverName: core.configuration.serverName, headOnly: isHead,
+                body: core.configuration.errorBody?(path, 500, "internal", message))
             core.logger.warning("handler returned without a response", ["connection.id": "\(id)"])
         }
         let draining = core.isDraining

@@ -379,6 +379,7 @@ final class HTTPEventLoopRunner {
         context.served += 1
         let head = parsed.head
         context.requestPath = head.path
+        let path = head.path
         let request = HTTPRequest(
             method: head.method, target: head.target, path: head.path, query: head.query, version: head.version,
             headers: head.headers, body: parsed.body, remoteAddress: connection.remoteAddress,
@@ -395,19 +396,19 @@ final class HTTPEventLoopRunner {
         guard parsed.body.count <= Self.inlineStartLimit else {
             let task = Task(executorPreference: HandlerExecutor.shared) {
                 if case .continueAsync(let rest) = starter(request, writer) { await rest() }
-                connection.handlerFinished(sequence: sequence, isHead: writer.isHead)
+                connection.handlerFinished(sequence: sequence, isHead: writer.isHead, path: path)
             }
             connection.attach(task, sequence: sequence)
             return
         }
         switch starter(request, writer) {
         case .answered:
-            connection.handlerFinished(sequence: sequence, isHead: writer.isHead)
+            connection.handlerFinished(sequence: sequence, isHead: writer.isHead, path: path)
         case .continueAsync(let rest):
             let task = InlineResumption.with(permitted: true) {
                 Task(executorPreference: HandlerExecutor.shared) {
                     await rest()
-                    connection.handlerFinished(sequence: sequence, isHead: writer.isHead)
+                    connection.handlerFinished(sequence: sequence, isHead: writer.isHead, path: path)
                 }
             }
             connection.attach(task, sequence: sequence)

@@ -78,9 +78,9 @@ struct HTTPRequestParser {
     private var scanIndex = 0
     private var phase = Phase.head
     private var head: HTTPRequestHead?
-    /// The path of the request line of the request being received, once that line is complete: errors raised
-    /// before the whole header block is parsed (431, 417, 501, a 408 while the headers trickle in) are answered
-    /// in the envelope of the endpoint it names.
+    /// The path of the request line of the request being received, once that line is complete (read even from a
+    /// line the parser refuses): errors raised before the whole header block is parsed (a bad request line, 505,
+    /// 431, 417, 501, a 408 while the headers trickle in) are answered in the envelope of the endpoint it names.
     private var requestLinePath: String?
     /// Whether the request line of the request being received was looked at (it is parsed once).
     private var requestLineSeen = false
@@ -388,9 +388,7 @@ struct HTTPRequestParser {
                         // The first line end is the request line's: its path, once (scanned bytes are not rescanned).
                         requestLineSeen = true
                         let end = bytes[index - 1] == ASCII.cr ? index - 1 : index
-                        if case .success(let line) = Self.parseRequestLine(bytes, start: readIndex, end: end) {
-                            requestLinePath = HTTPRequest.splitTarget(bytes: UnsafeBufferPointer(rebasing: bytes[line.target])).path
-                        }
+                        requestLinePath = Self.requestLinePath(bytes, start: readIndex, end: end)
                     }
                     if index + 1 < count && bytes[index + 1] == ASCII.lf {
                         end = index + 2
@@ -605,6 +603,22 @@ struct HTTPRequestParser {
         }
         guard valid else { return .failure(.badRequest("Invalid request target.")) }
         return .success(RequestLine(method: method, target: targetStart..<targetEnd, version: version))
+    }
+
+    /// The path a request line names, read leniently: the target after the first space, when it is in origin form
+    /// (`/path`) or absolute form (`http://host/path`), whatever the method and the version are. A request line the
+    /// parser then refuses (a bad method, an unsupported version, junk after it) is answered in the envelope of the
+    /// endpoint it was for.
+    private static func requestLinePath(_ bytes: UnsafeBufferPointer<UInt8>, start: Int, end: Int) -> String? {
+        var index = start
+        while index < end && bytes[index] != ASCII.space { index += 1 }
+        index += 1
+        let targetStart = index
+        while index < end && bytes[index] > ASCII.space && bytes[index] != 0x7F { index += 1 }
+        guard index > targetStart else { return nil }
+        let target = UnsafeBufferPointer(rebasing: bytes[targetStart..<index])
+        guard target[0] == ASCII.slash || hasHTTPScheme(target) else { return nil }
+        return HTTPRequest.splitTarget(bytes: target).path
     }
 
     private static func hasHTTPScheme(_ target: UnsafeBufferPointer<UInt8>) -> Bool {

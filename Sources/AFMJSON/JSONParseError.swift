@@ -14,6 +14,8 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
         case syntax
         /// Arrays and objects were nested deeper than ``JSONParser/Limits/maxDepth``.
         case depthLimitExceeded
+        /// The document has more values than ``JSONParser/Limits/maxValues``.
+        case valueLimitExceeded
         /// The input is not well-formed UTF-8 (including overlong forms, encoded surrogates and truncated
         /// sequences).
         case invalidUTF8

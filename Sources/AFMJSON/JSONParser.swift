@@ -14,7 +14,9 @@
 /// - duplicate keys in one object (``JSONParseError/Kind/duplicateKey``): different consumers would pick
 ///   different values, so no choice is safe;
 /// - nesting deeper than ``Limits/maxDepth``, checked before descending, so hostile input such as a
-///   million `[` fails fast and never exhausts the stack.
+///   million `[` fails fast and never exhausts the stack;
+/// - more values than ``Limits/maxValues``, checked as each value starts, so a body of tiny values cannot build a
+///   tree many times its size.
 ///
 /// The parser works on a byte buffer in one pass, copies string runs without escapes in one go, and uses
 /// no Foundation.
@@ -28,6 +30,12 @@ public struct JSONParser: Sendable {
         /// The longest string (key or value) accepted, in bytes of its decoded UTF-8; `nil` means no limit
         /// beyond the input size. Longer strings fail with ``JSONParseError/Kind/syntax``.
         public var maxStringBytes: Int? = nil
+        /// The most values (objects, arrays, strings, numbers, booleans and nulls, at any depth) accepted; `nil`
+        /// means no limit beyond the input size. A document with more fails with
+        /// ``JSONParseError/Kind/valueLimitExceeded`` as soon as the parser reaches one too many, so the tree it
+        /// builds stays proportional to the limit: small values cost the tree many times their bytes (`{}` is 3
+        /// bytes of input and tens of bytes of tree).
+        public var maxValues: Int? = nil
 
         /// The hard ceiling on ``maxDepth``: far deeper than any real request, and shallow enough that the
         /// recursion in parsing, encoding, `==` and hashing stays well within an 8 MiB thread stack even
@@ -35,9 +43,10 @@ public struct JSONParser: Sendable {
         public static let maximumSupportedDepth = 1_000
 
         /// Creates limits; the defaults suit HTTP request bodies.
-        public init(maxDepth: Int = 64, maxStringBytes: Int? = nil) {
+        public init(maxDepth: Int = 64, maxStringBytes: Int? = nil, maxValues: Int? = nil) {
             self.maxDepth = maxDepth
             self.maxStringBytes = maxStringBytes
+            self.maxValues = maxValues
         }
     }
 

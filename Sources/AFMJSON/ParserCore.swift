@@ -11,6 +11,9 @@ struct ParserCore {
     private var depth = 0
     private let maxDepth: Int
     private let maxStringBytes: Int
+    private let maxValues: Int
+    /// Values started so far, for ``JSONParser/Limits/maxValues``.
+    private var valueCount = 0
     /// Reused for strings with escapes, so only the first such string allocates.
     private var scratch: [UInt8] = []
     /// Elements of all open containers, innermost last; see ``UnsafeStack``.
@@ -23,6 +26,7 @@ struct ParserCore {
         end = count
         maxDepth = min(limits.maxDepth, JSONParser.Limits.maximumSupportedDepth)
         maxStringBytes = limits.maxStringBytes ?? Int.max
+        maxValues = limits.maxValues ?? Int.max
     }
 
     /// Frees the element stacks, including anything left on them by an error. Call exactly once.
@@ -55,6 +59,11 @@ struct ParserCore {
     /// Parses the value at the cursor; whitespace before it has been skipped.
     private mutating func parseValue() throws(JSONParseError) -> JSONValue {
         guard i < end else { throw unexpectedEnd("expected a value") }
+        valueCount += 1
+        guard valueCount <= maxValues else {
+            throw JSONParseError(
+                kind: .valueLimitExceeded, offset: i, detail: "the document has more than \(maxValues) values")
+        }
         switch p[i] {
         case UInt8(ascii: "\""):
             return .string(try parseString())

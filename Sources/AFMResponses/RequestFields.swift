@@ -5,12 +5,31 @@ import AFMJSON
 /// Readers for the fields every dialect shares (model, booleans, sampling numbers, token caps, `store`), so each
 /// rule and each error message exists once. Every error is a 400 naming the field in `param`.
 public enum RequestFields {
-    /// Parses a request body: a JSON object at most 64 levels deep.
+    /// The most JSON values (objects, arrays, strings, numbers, booleans, nulls) a request body may hold, checked
+    /// while it is parsed (400 `too_many_values`). Tiny values cost the parsed tree many times their bytes: a 14 MB
+    /// body of 550,000 empty content parts peaked at 287 MB before it was refused or served. 20,000 turns of a
+    /// conversation are 60,000 values.
+    public static let maximumJSONValues = 262_144
+    /// The most items a conversation may hold: Chat Completions and Messages `messages`, Responses `input` (400
+    /// `array_above_max_length` naming the field).
+    public static let maximumConversationItems = 50_000
+    /// The most content parts one message (or tool output, or Messages `system`) may hold (400
+    /// `array_above_max_length` naming its content).
+    public static let maximumContentParts = 1_000
+
+    /// Parses a request body: a JSON object at most 64 levels deep of at most ``maximumJSONValues`` values.
     public static func object(_ bytes: [UInt8]) throws(AFMError) -> JSONObject {
         let value: JSONValue
         do {
-            value = try JSONParser.parse(bytes, limits: .init(maxDepth: 64))
+            value = try JSONParser.parse(bytes, limits: .init(maxDepth: 64, maxValues: maximumJSONValues))
         } catch {
+            if error.kind == .valueLimitExceeded {
+                throw AFMError(
+                    .invalidRequest,
+                    "The request body holds more than \(maximumJSONValues) JSON values (objects, arrays, strings, numbers, "
+                        + "booleans and nulls); this server refuses larger documents (byte \(error.offset)).",
+                    publicCode: "too_many_values")
+            }
             let code = error.kind == .depthLimitExceeded ? "nesting_too_deep" : "invalid_json"
             throw AFMError(.invalidRequest, "The request body is not valid JSON: \(error.message)", publicCode: code)
         }
@@ -128,6 +147,24 @@ public enum RequestFields {
             "'\(param)' cannot be combined with a JSON \(format.param): a stop sequence would cut the structured answer short "
                 + "of valid JSON. Send one or the other.",
             param: param, publicCode: "unsupported_parameter")
+    }
+
+    /// Refuses a conversation (`messages`, `input`) of more than ``maximumConversationItems`` items.
+    public static func checkConversation(_ list: [JSONValue], param: String) throws(AFMError) {
+        try checkLength(list.count, param: param, maximum: maximumConversationItems, what: "items")
+    }
+
+    /// Refuses a list of content parts (a message's content, a tool output's parts, Messages `system` blocks) of
+    /// more than ``maximumContentParts`` parts.
+    public static func checkContentParts(_ list: [JSONValue], param: String) throws(AFMError) {
+        try checkLength(list.count, param: param, maximum: maximumContentParts, what: "content parts")
+    }
+
+    private static func checkLength(_ count: Int, param: String, maximum: Int, what: String) throws(AFMError) {
+        guard count > maximum else { return }
+        throw AFMError(
+            .invalidRequest, "'\(param)' holds \(count) \(what); at most \(maximum) are allowed.", param: param,
+            publicCode: "array_above_max_length")
     }
 
     /// A missing required field.

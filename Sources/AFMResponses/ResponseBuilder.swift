@@ -338,9 +338,27 @@ public struct ResponseBuilder: Sendable {
         return request.outputFormat.check(messages.map(\.text).joined())
     }
 
+    /// The first tool call whose arguments do not satisfy its tool's parameters (``ToolSet/checkArguments(ofCall:_:)``),
+    /// as the error that fails the response.
+    private func toolArgumentsProblem() -> AFMError? {
+        // Custom tools' input is free-form text (the model called a function with `{"input": …}`, but backends may
+        // deliver the raw text), so only function calls are checked.
+        for item in items where item.kind == .functionCall {
+            if let error = request.toolSet.checkArguments(ofCall: item.name, item.text) { return error }
+        }
+        return nil
+    }
+
     /// Ends the answer as completed.
     private mutating func complete(_ reason: StopReason, into out: inout [JSONValue]) {
         closeOpenItems(into: &out, incomplete: false)
+        if let error = toolArgumentsProblem() {
+            // A call the client's code would choke on is never `completed` either: the tool's parameters are checked
+            // like an output schema (number bounds too, which the local backend's grammar does not enforce).
+            backendFailure = (.invalidStructuredOutput, error.message)
+            out += fail(error)
+            return
+        }
         if let problem = structuredOutputProblem() {
             // Never `completed` with an answer the client's parser would choke on (docs/responses-api.md,
             // "Structured outputs"). The answer was the backend's to get right, so it is logged like a backend

@@ -93,6 +93,7 @@ public struct ResponsesRequest: Sendable {
             guard !list.isEmpty else {
                 throw AFMError(.invalidRequest, "'input' must not be an empty array.", param: "input", publicCode: "empty_array")
             }
+            try RequestFields.checkConversation(list, param: "input")
             var images = 0
             for (index, element) in list.enumerated() {
                 let param = "input[\(index)]"
@@ -224,6 +225,7 @@ public struct ResponsesRequest: Sendable {
         guard let parts = value?.arrayValue else {
             throw AFMError(.invalidRequest, "'\(param)' must be a string or an array of input_text parts.", param: param, publicCode: "invalid_value")
         }
+        try RequestFields.checkContentParts(parts, param: param)
         var texts: [String] = []
         for (index, part) in parts.enumerated() {
             guard part["type"]?.stringValue == "input_text", let text = part["text"]?.stringValue else {
@@ -240,6 +242,7 @@ public struct ResponsesRequest: Sendable {
         }
         if let text = content.stringValue { return [["type": "text", "text": .string(text)]] }
         guard let parts = content.arrayValue else { throw typeError(param, expected: "a string or an array of parts", got: content) }
+        try RequestFields.checkContentParts(parts, param: param)
         var result: [JSONValue] = []
         for (index, part) in parts.enumerated() {
             let partParam = "\(param)[\(index)]"

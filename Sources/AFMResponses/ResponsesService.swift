@@ -211,7 +211,7 @@ public final class ResponsesService: Sendable {
         let estimate = remaining[0].estimate
         if estimate <= limit && !exact { return Fitted(document: encode(0), inputTokens: estimate, droppedTurns: 0) }
         let whole = encode(0)
-        let counted = lease.countInputTokens(requestDocument: whole)
+        let counted = try lease.countInputTokens(requestDocument: whole)
         let inputTokens = counted ?? estimate
         if inputTokens <= limit || exact { return Fitted(document: whole, inputTokens: inputTokens, droppedTurns: 0) }
 
@@ -260,7 +260,7 @@ public final class ResponsesService: Sendable {
             // A request whose client left (its task cancelled) stops here instead of tokenizing again.
             if Task.isCancelled { throw AFMError(.cancelled, "The request was cancelled while its input was being fitted.") }
             let document = encode(starts[probe])
-            let tokens = lease.countInputTokens(requestDocument: document) ?? remaining[starts[probe]].estimate
+            let tokens = try lease.countInputTokens(requestDocument: document) ?? remaining[starts[probe]].estimate
             probes += 1
             if tokens <= limit {
                 (fits, best) = (probe, Fitted(document: document, inputTokens: tokens, droppedTurns: probe))
@@ -292,7 +292,7 @@ public final class ResponsesService: Sendable {
         do {
             stream = try lease.start(requestDocument: fitted.document)
         } catch {
-            throw request.outputFormat.locating(error)
+            throw request.toolSet.locating(request.outputFormat.locating(error))
         }
         monitor.begin(
             id: responseID, model: model.id, backend: lease.generation.backendID, dialect: request.dialect, inputTokens: fitted.inputTokens,

@@ -25,6 +25,21 @@ public struct ToolSet: Sendable {
         public var parameters: JSONValue
         public var namespace: String?
         public var kind: Kind
+        /// Where the client wrote the parameters (`tools[2].parameters`, `tools[0].function.parameters`,
+        /// `tools[1].input_schema`): the `param` of errors about them.
+        public var parametersPath: String
+        /// The check of a call's arguments against ``parameters``.
+        let validator: SchemaInstanceValidator
+
+        init(name: String, description: String?, parameters: JSONValue, namespace: String?, kind: Kind, parametersPath: String) {
+            self.name = name
+            self.description = description
+            self.parameters = parameters
+            self.namespace = namespace
+            self.kind = kind
+            self.parametersPath = parametersPath
+            validator = SchemaInstanceValidator(schema: parameters)
+        }
     }
 
     /// What the model may or must call.
@@ -84,7 +99,10 @@ public struct ToolSet: Sendable {
                 publicCode: "invalid_tool_schema")
         }
         warnings += report.warnings
-        tools.append(Tool(name: name, description: description, parameters: report.normalized, namespace: namespace, kind: .function))
+        tools.append(
+            Tool(
+                name: name, description: description, parameters: report.normalized, namespace: namespace, kind: .function,
+                parametersPath: "\(path).\(parametersKey)"))
     }
 
     /// Drops a tool that runs on the provider's side (a hosted or server tool), with a warning.
@@ -135,7 +153,10 @@ public struct ToolSet: Sendable {
                 "type": "object", "properties": ["input": ["type": "string", "description": "The raw input of the tool."]],
                 "required": ["input"], "additionalProperties": false,
             ]
-            tools.append(Tool(name: name, description: description.isEmpty ? nil : description, parameters: parameters, namespace: namespace, kind: .custom))
+            tools.append(
+                Tool(
+                    name: name, description: description.isEmpty ? nil : description, parameters: parameters, namespace: namespace,
+                    kind: .custom, parametersPath: path))
         case "namespace":
             guard namespace == nil else {
                 throw AFMError(.invalidRequest, "Namespaces cannot be nested ('\(path)').", param: path, publicCode: "invalid_value")
@@ -231,4 +252,58 @@ public struct ToolSet: Sendable {
 
     /// The tool a call names, if any.
     func tool(named name: String) -> Tool? { tools.first { $0.name == name } }
+
+    /// The deepest nesting of a call's arguments, as for a structured answer.
+    static let maximumArgumentsDepth = OutputFormat.maximumAnswerDepth
+
+    /// Checks a finished call's arguments (JSON text) against its tool's parameters, as a structured answer is
+    /// checked against its schema (docs/responses-api.md, "Tools"): every bound the subset has, number bounds
+    /// included, from any backend. Empty arguments are no arguments (`{}`). A call of a tool the request does not
+    /// offer is not checked here.
+    ///
+    /// - Returns: nil when the arguments are valid, else the `invalid_structured_output` error naming the tool, the
+    ///   JSON path in the arguments, and in `param` where the client wrote the parameters.
+    func checkArguments(ofCall name: String, _ arguments: String) -> AFMError? {
+        guard let tool = tool(named: name) else { return nil }
+        let problem: String?
+        if arguments.allSatisfy(\.isWhitespace) {
+            problem = tool.validator.violation(of: .object([:])).map { "the arguments do not match the schema at \($0)" }
+        } else {
+            do {
+                let value = try JSONParser.parse(Array(arguments.utf8), limits: .init(maxDepth: Self.maximumArgumentsDepth))
+                problem = tool.validator.violation(of: value).map { "the arguments do not match the schema at \($0)" }
+            } catch {
+                problem = "the arguments are not JSON (\(error.message))"
+            }
+        }
+        return problem.map {
+            AFMError(
+                .invalidStructuredOutput, "The model's call of the tool '\(name)' does not satisfy \(tool.parametersPath): \($0).",
+                param: tool.parametersPath)
+        }
+    }
+
+    /// A backend's refusal of a tool's schema, located in the client's request: a backend names the keyword it
+    /// cannot enforce by its path in the generation request document (`tools[0].parameters.properties.text.minLength`,
+    /// the local backend's grammar limits and repetition budget); the client sees it as `param` under the tool's own
+    /// field (`tools[1].parameters…` when a hosted tool before it was dropped, `tools[0].function.parameters…`,
+    /// `tools[0].input_schema…`), as ``OutputFormat/locating(_:)`` does for the output schema. Other errors pass
+    /// unchanged.
+    public func locating(_ error: AFMError) -> AFMError {
+        guard error.code == .invalidRequest, error.param == nil, error.message.hasPrefix("tools[") else { return error }
+        let afterBracket = error.message.dropFirst("tools[".count)
+        guard let close = afterBracket.firstIndex(of: "]"), let index = Int(afterBracket[..<close]), tools.indices.contains(index) else {
+            return error
+        }
+        let member = ".parameters"
+        let rest = afterBracket[afterBracket.index(after: close)...]
+        guard rest.hasPrefix(member) else { return error }
+        let tail = rest.dropFirst(member.count)
+        guard tail.isEmpty || tail.first == "." || tail.first == "[" || tail.first == " " || tail.first == ":" else { return error }
+        let pathEnd = tail.firstIndex { $0 == " " || $0 == ":" } ?? tail.endIndex
+        var located = error
+        located.param = tools[index].parametersPath + tail[..<pathEnd]
+        located.message = tools[index].parametersPath + tail
+        return located
+    }
 }

@@ -167,15 +167,16 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
         return nil
     }
 
+    /// Bounds compare exact decimal values (``JSONNumber/compareValue(to:)``): through a Double, 9007199254740993
+    /// was not above a maximum of 9007199254740992, nor 0.10000000000000000001 above one of 0.1.
     private func checkNumber(_ number: JSONNumber, _ schema: JSONObject, path: String) -> SchemaViolation? {
-        let value = number.doubleValue
-        let bounds: [(key: String, fails: (Double, Double) -> Bool, text: String)] = [
-            ("minimum", { $0 < $1 }, "below minimum"), ("maximum", { $0 > $1 }, "above maximum"),
-            ("exclusiveMinimum", { $0 <= $1 }, "not above exclusiveMinimum"),
-            ("exclusiveMaximum", { $0 >= $1 }, "not below exclusiveMaximum"),
+        let bounds: [(key: String, fails: (Int) -> Bool, text: String)] = [
+            ("minimum", { $0 < 0 }, "below minimum"), ("maximum", { $0 > 0 }, "above maximum"),
+            ("exclusiveMinimum", { $0 <= 0 }, "not above exclusiveMinimum"),
+            ("exclusiveMaximum", { $0 >= 0 }, "not below exclusiveMaximum"),
         ]
         for bound in bounds {
-            guard let limit = schema[bound.key]?.numberValue, bound.fails(value, limit.doubleValue) else { continue }
+            guard let limit = schema[bound.key]?.numberValue, bound.fails(number.compareValue(to: limit)) else { continue }
             return SchemaViolation(path: path, message: "\(number.literal) is \(bound.text) \(limit.literal)")
         }
         return nil
@@ -207,9 +208,7 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
     static func equal(_ a: JSONValue, _ b: JSONValue) -> Bool {
         switch (a, b) {
         case (.number(let x), .number(let y)):
-            guard x.literal != y.literal else { return true }
-            guard let xKey = decimalKey(x.literal), let yKey = decimalKey(y.literal) else { return false }
-            return xKey == yKey
+            return x.hasSameValue(as: y)
         case (.array(let x), .array(let y)):
             return x.count == y.count && zip(x, y).allSatisfy { equal($0, $1) }
         case (.object(let x), .object(let y)):
@@ -217,37 +216,6 @@ public struct SchemaInstanceValidator: Sendable, Hashable {
         default:
             return a == b
         }
-    }
-
-    /// A JSON number's exact value as sign, significant digits (no leading or trailing zeros) and decimal exponent,
-    /// read from its text (`-0`, `0.0` and `0e5` are all zero); nil when the exponent does not fit an Int.
-    private static func decimalKey(_ literal: String) -> (negative: Bool, digits: Substring, exponent: Int)? {
-        var text = Substring(literal)
-        let negative = text.first == "-"
-        if negative { text = text.dropFirst() }
-        var exponent = 0
-        if let e = text.firstIndex(where: { $0 == "e" || $0 == "E" }) {
-            guard let value = Int(text[text.index(after: e)...].drop { $0 == "+" }) else { return nil }
-            exponent = value
-            text = text[..<e]
-        }
-        var digits = text
-        if let dot = text.firstIndex(of: ".") {
-            let fraction = text[text.index(after: dot)...]
-            digits = Substring(String(text[..<dot]) + fraction)
-            let (shifted, overflow) = exponent.subtractingReportingOverflow(fraction.count)
-            guard !overflow else { return nil }
-            exponent = shifted
-        }
-        digits = digits.drop { $0 == "0" }
-        guard !digits.isEmpty else { return (false, "", 0) }
-        while digits.last == "0" {
-            digits = digits.dropLast()
-            let (shifted, overflow) = exponent.addingReportingOverflow(1)
-            guard !overflow else { return nil }
-            exponent = shifted
-        }
-        return (negative, digits, exponent)
     }
 
     /// A short rendering of a value for messages (answers can be long).

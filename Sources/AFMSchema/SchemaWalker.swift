@@ -154,8 +154,8 @@ struct SchemaWalker {
                 output[key] = .number(JSONNumber(try count(value, keyPath)))
             case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
                 guard case .number(let number) = value else { throw wrongType(keyPath, "a number", value) }
-                // llama.cpp's converter reads an integer's bounds as int64_t (2^64-1 became -1, 1e300 undefined)
-                // and the host compares in Double: within ±(2^53-1) both are exact.
+                // llama.cpp's converter reads an integer's bounds as int64_t (2^64-1 became -1, 1e300 undefined),
+                // and JSON's interchangeable integers end at ±(2^53-1). (The host compares bounds exactly.)
                 if types?.base == .integer, !(abs(number.doubleValue) <= Self.largestExactInteger) {
                     throw wrongType(keyPath, "a number from -9007199254740991 to 9007199254740991", value)
                 }
@@ -410,16 +410,18 @@ struct SchemaWalker {
     }
 
     /// The numeric bounds leave at least one number.
+    /// Compares exact values (``JSONNumber/compareValue(to:)``), as the check of answers does.
     private func checkNumericRange(_ schema: JSONObject, path: String) throws(ToolSchemaError) {
         let lowers = [("minimum", false), ("exclusiveMinimum", true)].compactMap { key, exclusive in
-            schema[key]?.numberValue.map { (key: key, value: $0.doubleValue, exclusive: exclusive) }
+            schema[key]?.numberValue.map { (key: key, value: $0, exclusive: exclusive) }
         }
         let uppers = [("maximum", false), ("exclusiveMaximum", true)].compactMap { key, exclusive in
-            schema[key]?.numberValue.map { (key: key, value: $0.doubleValue, exclusive: exclusive) }
+            schema[key]?.numberValue.map { (key: key, value: $0, exclusive: exclusive) }
         }
         for low in lowers {
             for high in uppers {
-                let empty = low.exclusive || high.exclusive ? low.value >= high.value : low.value > high.value
+                let order = low.value.compareValue(to: high.value)
+                let empty = low.exclusive || high.exclusive ? order >= 0 : order > 0
                 if empty {
                     throw ToolSchemaError(
                         path: SchemaPath.member(path, high.key),
@@ -436,15 +438,15 @@ struct SchemaWalker {
     /// Of two bounds on one side (`minimum` and `exclusiveMinimum`, `maximum` and `exclusiveMaximum`) keeps the
     /// tighter one: the values allowed are the same, and llama.cpp's converter reads only `minimum`/`maximum` when
     /// both are there (`minimum: 0, exclusiveMinimum: 5` let the grammar write 1, which the host then refused).
+    /// Bounds compare exact values (``JSONNumber/compareValue(to:)``): two bounds equal as Doubles
+    /// (`minimum: 0.10000000000000000001`, `exclusiveMinimum: 0.1`) are not equal.
     private static func keepTighterBounds(_ output: inout JSONObject) {
         for (inclusive, exclusive, exclusiveIsTighter) in [
-            ("minimum", "exclusiveMinimum", { (e: Double, i: Double) in e >= i }),
-            ("maximum", "exclusiveMaximum", { (e: Double, i: Double) in e <= i }),
+            ("minimum", "exclusiveMinimum", { (order: Int) in order >= 0 }),
+            ("maximum", "exclusiveMaximum", { (order: Int) in order <= 0 }),
         ] {
-            guard let i = output[inclusive]?.numberValue?.doubleValue,
-                let e = output[exclusive]?.numberValue?.doubleValue
-            else { continue }
-            _ = output.removeValue(forKey: exclusiveIsTighter(e, i) ? inclusive : exclusive)
+            guard let i = output[inclusive]?.numberValue, let e = output[exclusive]?.numberValue else { continue }
+            _ = output.removeValue(forKey: exclusiveIsTighter(e.compareValue(to: i)) ? inclusive : exclusive)
         }
     }
 

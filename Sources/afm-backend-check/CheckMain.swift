@@ -31,11 +31,12 @@ enum CheckMain {
         let stateDirectory = options.stateDirectory ?? (NSTemporaryDirectory() + "/afm-backend-check-\(getpid())")
         options.stateDirectory = stateDirectory
         if let check = options.runOne {
+            let resultDescriptor = CheckRunner.divertStandardOutput()
             try? FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
             let context = ConformanceBattery.Context(
                 library: options.library, settings: options.settings, runnerPath: options.resolvedRunnerPath,
-                stateDirectory: stateDirectory)
-            exit(CheckRunner.runOne(check, context))
+                stateDirectory: stateDirectory, maxOutputTokens: options.maxOutputTokens)
+            CheckRunner.runOne(check, context, resultDescriptor: resultDescriptor)
         }
         let results = CheckRunner(options: options).runAll { result in
             if !options.json { print(result.line) }

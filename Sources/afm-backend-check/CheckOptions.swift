@@ -8,13 +8,16 @@ struct CheckOptions {
     var json = false
     var settings: [String: String] = [:]
     var runnerPath: String?
+    /// The most output tokens any request of the checks asks for (nil: the model's budget, 64 for short answers).
+    var maxOutputTokens: Int?
     var checks = ConformanceBattery.Check.allCases
     /// Child mode: run this one check in this process (internal; CheckRunner starts it).
     var runOne: ConformanceBattery.Check?
     var stateDirectory: String?
 
     static let usage = """
-        usage: afm-backend-check [--json] [--setting KEY=VALUE]... [--only CHECK[,CHECK...]] [--runner PATH] LIBRARY.so
+        usage: afm-backend-check [--json] [--setting KEY=VALUE]... [--only CHECK[,CHECK...]] [--runner PATH]
+                                 [--max-output-tokens N] LIBRARY.so
                afm-backend-check --list | --help | --version
 
         Loads an AFM backend library and runs the ABI conformance battery (docs/backend-abi.md): one line per
@@ -25,6 +28,9 @@ struct CheckOptions {
           --only CHECKS        run only these checks (comma-separated names, see --list)
           --runner PATH        afm-backend-runner for the runner check (default: next to this program, or
                                ../lib/afm/runner/afm-backend-runner)
+          --max-output-tokens N  ask for at most N output tokens in every request (for a real model on a slow
+                               machine: 100 concurrent answers of 64 tokens may not fit the concurrency check's 120 s);
+                               long answers then get a short prompt too
           --list               the checks and what each asserts
         """
 
@@ -60,6 +66,12 @@ struct CheckOptions {
                 }
                 checks = ConformanceBattery.Check.allCases.filter(selected.contains)
             case "--runner": runnerPath = try value(argument)
+            case "--max-output-tokens":
+                let text = try value(argument)
+                guard let tokens = Int(text), tokens >= 1 else {
+                    throw UsageError(description: "--max-output-tokens takes a positive number, not \(text)")
+                }
+                maxOutputTokens = tokens
             case "--run-one":
                 let name = try value(argument)
                 guard let check = ConformanceBattery.Check(rawValue: name) else {
@@ -97,6 +109,7 @@ struct CheckOptions {
     /// The arguments of the child process that runs `check`.
     func childArguments(for check: ConformanceBattery.Check) -> [String] {
         var arguments = ["--run-one", check.rawValue, "--runner", resolvedRunnerPath]
+        if let maxOutputTokens { arguments += ["--max-output-tokens", String(maxOutputTokens)] }
         if let stateDirectory { arguments += ["--state-dir", stateDirectory + "/" + check.rawValue] }
         for (key, value) in settings.sorted(by: { $0.key < $1.key }) { arguments += ["--setting", "\(key)=\(value)"] }
         return arguments + [library]

@@ -29,15 +29,24 @@ enum ConformanceBattery {
         var summary: String {
             switch self {
             case .exports: "the library exports afm_backend_negotiate and nothing else"
-            case .negotiation: "ABI 1.x is accepted with a complete backend info; other majors are refused (incompatible)"
+            case .negotiation:
+                "ABI 1.x is accepted with a complete backend info, within the host's struct_size (left alone); other "
+                    + "majors and structs shorter than 1.0 are refused (incompatible)"
             case .describe: "create, then describe: a document that matches the describe schema, naming the backend"
             case .lifecycle: "create, generate, cancel (finished and unknown ids), get_extension, destroy; two instances"
-            case .eventOrder: "exactly one terminal event per generation, nothing after it; a refusal sends no event"
+            case .eventOrder:
+                "exactly one terminal event per generation, nothing after it (watched 1 s past it); a refusal sends no event"
             case .utf8: "every text, name and message of an event is valid UTF-8 (non-ASCII input)"
-            case .errorCodes: "refusals and ERROR events use codes from the table, with a message"
-            case .cancel: "cancel from another thread ends a generation within 5 s (DONE/cancelled or ERROR/cancelled)"
+            case .errorCodes:
+                "refusals and ERROR events use codes from the table, with a message; request_version 99 is refused "
+                    + "(incompatible)"
+            case .cancel:
+                "cancel from another thread stops a running generation: within 5 s, DONE/cancelled or ERROR/cancelled "
+                    + "(at most \(ConformanceBattery.eventsAfterCancel) more events)"
             case .concurrency: "100 concurrent generations are accepted and each ends"
-            case .destroyInFlight: "destroy with generations in flight ends them and returns (30 s); no event after it"
+            case .destroyInFlight:
+                "destroy right after the terminal events of cancelled generations returns (30 s), joins the backend's threads; "
+                    + "one terminal each, no event after destroy"
             case .runner: "the same library under runner hosting (afm-backend-runner): load, generate, cancel, 10 concurrent"
             }
         }
@@ -57,6 +66,8 @@ enum ConformanceBattery {
         var settings: [String: String]
         var runnerPath: String
         var stateDirectory: String
+        /// `--max-output-tokens`: the most output tokens any request asks for.
+        var maxOutputTokens: Int?
     }
 
     /// Runs one check.
@@ -124,6 +135,24 @@ enum ConformanceBattery {
             ids.insert(id)
         }
         guard ids.count == 1 else { throw CheckFailure("negotiations reported different ids: \(ids.sorted())") }
+        // A host of a later minor hands a larger afm_backend_info: the backend fills its fields and nothing else,
+        // and struct_size stays the host's (afm_backend_info is caller-allocated; afm_backend.h).
+        let later = backend.negotiateAsLaterHost()
+        guard later.status == AFM_OK else {
+            throw CheckFailure("host ABI 1.\(AFM_ABI_MINOR + 1) with a larger afm_backend_info refused: status \(later.status)")
+        }
+        guard later.structSize == UInt32(MemoryLayout<afm_backend_info>.size + 8) else {
+            throw CheckFailure(
+                "afm_backend_info.struct_size \(MemoryLayout<afm_backend_info>.size + 8) (the host's) became "
+                    + "\(later.structSize): the callee leaves the struct_size of a caller-allocated struct alone")
+        }
+        guard later.tailIntact else { throw CheckFailure("negotiation wrote past the ABI 1.0 afm_backend_info") }
+        // Structs shorter than ABI 1.0 (struct_size 8) end at an inaccessible page: refused, nothing touched past them
+        // (a backend that reads or writes there crashes this check).
+        let short = backend.negotiateWithShortStructs()
+        guard short.status == AFM_ERR_INCOMPATIBLE else {
+            throw CheckFailure("an afm_backend_info of struct_size 8 was not refused with incompatible: status \(short.status)")
+        }
         for major in [UInt32(AFM_ABI_MAJOR) + 1, 0] {
             let result = backend.negotiate(major: major, minor: 0)
             guard result.status == AFM_ERR_INCOMPATIBLE else {
@@ -184,12 +213,12 @@ enum ConformanceBattery {
         if first.extensionTable("org.afm-backend-check.none/1") != nil {
             throw CheckFailure("get_extension returned a table for an unknown id")
         }
-        try Session.destroy(first, within: 10)
+        try Session.destroy(first, within: 30)
         // The second instance still serves after the first is gone.
         let (recorder, refusal) = second.generate(Session.request(model))
         if let refusal { throw CheckFailure("generate on the second instance refused after the first was destroyed: \(refusal)") }
         guard recorder.waitForTerminal(seconds: 30) else { throw CheckFailure("no terminal event within 30 s") }
-        try Session.destroy(second, within: 10)
+        try Session.destroy(second, within: 30)
         return "two instances: create, generate, cancel, destroy"
     }
 
@@ -207,23 +236,14 @@ enum ConformanceBattery {
             recorders.append(recorder)
         }
         let (refused, refusal) = instance.generate(Array("{\"request_version\":1,".utf8))
-        Thread.sleep(forTimeInterval: 0.3)
+        awaitGrace(after: recorders)
         for recorder in recorders {
-            guard recorder.terminals == 1 else {
-                throw CheckFailure("generation \(recorder.requestID) sent \(recorder.terminals) terminal events")
-            }
-            guard recorder.eventsAfterTerminal == 0 else {
-                throw CheckFailure("generation \(recorder.requestID) sent \(recorder.eventsAfterTerminal) event(s) after its terminal")
-            }
-            guard recorder.overlapping == 0 else {
-                throw CheckFailure("generation \(recorder.requestID) had overlapping emit calls")
-            }
-            if let problem = recorder.malformed.first { throw CheckFailure("generation \(recorder.requestID): \(problem)") }
+            if let violation = recorder.orderViolation { throw CheckFailure(violation) }
         }
         if refusal != nil, !refused.events.isEmpty {
             throw CheckFailure("a refused generate sent \(refused.events.count) event(s)")
         }
-        try Session.destroy(instance, within: 10)
+        try Session.destroy(instance, within: 30, settle: false)  // the grace was the settling
         let counts = recorders.map { "\($0.events.count)" }.joined(separator: ", ")
         return "5 generations (\(counts) events), one terminal each"
     }
@@ -248,7 +268,7 @@ enum ConformanceBattery {
                 checked += 1
             }
         }
-        try Session.destroy(instance, within: 10)
+        try Session.destroy(instance, within: 30)
         return "\(checked) events of 3 generations with non-ASCII input"
     }
 
@@ -266,6 +286,13 @@ enum ConformanceBattery {
         var outcomes: [String] = []
         for (name, document) in probes {
             let (recorder, refusal) = instance.generate(document)
+            // docs/backend-abi.md §1: a reader refuses a document version it does not know, with incompatible.
+            if name == "request_version 99", refusal?.status != AFM_ERR_INCOMPATIBLE {
+                let outcome = refusal.map { "refused with status \($0.status)" } ?? "accepted"
+                throw CheckFailure(
+                    "\(name): \(outcome); a backend refuses a request version it does not read with incompatible "
+                        + "(\(AFM_ERR_INCOMPATIBLE))")
+            }
             if let refusal {
                 guard (1...14).contains(refusal.status) else {
                     throw CheckFailure("\(name): refused with status \(refusal.status), not a code of the table (1-14)")
@@ -293,9 +320,14 @@ enum ConformanceBattery {
                 outcomes.append("\(name): DONE")
             }
         }
-        try Session.destroy(instance, within: 10)
+        try Session.destroy(instance, within: 30)
         return outcomes.joined(separator: "; ")
     }
+
+    /// Content events (not USAGE, not terminal) a generation may still send after the cancel returned and still
+    /// count as having stopped: the one in flight, and as many again for a backend that notices the cancel at its
+    /// next step.
+    static let eventsAfterCancel = 2
 
     static func cancel(_ context: Context) throws(CheckFailure) -> String {
         let session = try Session(context)
@@ -307,11 +339,14 @@ enum ConformanceBattery {
             let (recorder, refusal) = instance.generate(
                 Session.request(model, long: true))
             if let refusal { throw CheckFailure("generate refused: \(refusal)") }
-            let finishedBefore = recorder.terminals > 0
             let cancelled = DispatchSemaphore(value: 0)
             let clock = ContinuousClock()
             nonisolated(unsafe) var returnedAt = clock.now
+            nonisolated(unsafe) var seenAtCancel = 0
+            nonisolated(unsafe) var finishedBefore = false
             Thread.detachNewThread {
+                seenAtCancel = recorder.events.count
+                finishedBefore = recorder.terminals > 0
                 instance.cancel(recorder)
                 instance.cancel(recorder)  // idempotent
                 returnedAt = clock.now
@@ -332,10 +367,23 @@ enum ConformanceBattery {
             guard ok else {
                 throw CheckFailure("a cancelled generation ended with type \(terminal.type) code \(terminal.code)")
             }
-            let endedCancelled = terminal.type == AFM_EVENT_DONE ? terminal.code == AFM_FINISH_CANCELLED : true
-            if !finishedBefore && endedCancelled { cancelledCount += 1 }
+            let endedCancelled = terminal.type == AFM_EVENT_ERROR || terminal.code == AFM_FINISH_CANCELLED
+            if finishedBefore { continue }
+            if endedCancelled {
+                cancelledCount += 1
+                continue
+            }
+            // It was running at the cancel and ended otherwise: only an answer that was ending anyway may do that.
+            let later = recorder.events.dropFirst(seenAtCancel).filter {
+                !$0.isTerminal && $0.type != AFM_EVENT_USAGE
+            }.count
+            guard later <= eventsAfterCancel else {
+                throw CheckFailure(
+                    "round \(round + 1): the generation went on after cancel (\(later) more events, then DONE with finish "
+                        + "reason \(terminal.code), not cancelled \(AFM_FINISH_CANCELLED))")
+            }
         }
-        try Session.destroy(instance, within: 10)
+        try Session.destroy(instance, within: 30)
         return "3 generations cancelled from another thread (\(cancelledCount) ended as cancelled, the rest had finished); "
             + String(format: "terminal within %.1f ms", slowest * 1000)
     }
@@ -370,6 +418,9 @@ enum ConformanceBattery {
         return "\(count) generations accepted and ended" + String(format: " (%.2f s)", seconds)
     }
 
+    /// `destroy` as soon as the header allows it (afm_backend.h: only after every accepted generation delivered its
+    /// terminal event): four long generations are cancelled, as a host's drain deadline does, and `destroy` follows
+    /// their terminal events at once, while the backend's threads may still be finishing; it must join them.
     static func destroyInFlight(_ context: Context) throws(CheckFailure) -> String {
         let session = try Session(context)
         let instance = try session.instance()
@@ -382,20 +433,37 @@ enum ConformanceBattery {
             recorders.append(recorder)
         }
         let running = recorders.filter { $0.terminals == 0 }.count
-        try Session.destroy(instance, within: 30)
-        let counts = recorders.map(\.events.count)
-        let unended = recorders.filter { $0.terminals == 0 }.count
-        guard unended == 0 else {
-            throw CheckFailure("\(unended) of 4 generations had no terminal event when destroy returned")
+        for recorder in recorders { instance.cancel(recorder) }
+        for (index, recorder) in recorders.enumerated() where !recorder.waitForTerminal(seconds: 30) {
+            throw CheckFailure("generation \(index + 1) of 4 sent no terminal event within 30 s of its cancel")
         }
-        Thread.sleep(forTimeInterval: 0.3)
+        try Session.destroy(instance, within: 30, settle: false)
+        let counts = recorders.map(\.events.count)
+        // A thread destroy did not join may still run now: watch for its events (and for it crashing the check).
+        Thread.sleep(forTimeInterval: graceSeconds)
         guard recorders.map(\.events.count) == counts else {
             throw CheckFailure("events arrived after destroy returned")
         }
-        return "destroy returned with \(running) of 4 generations still running at the call; all ended, nothing after"
+        for recorder in recorders {
+            if let violation = recorder.orderViolation { throw CheckFailure(violation) }
+        }
+        return "destroy at once after 4 cancelled generations ended (\(running) still running at the cancel) returned; "
+            + "one terminal each, nothing after"
     }
 
     // MARK: - Helpers
+
+    /// How long after a generation's terminal event the order checks keep watching it: a second terminal event or
+    /// any event after the first that comes later than this goes unseen.
+    static let graceSeconds = 1.0
+
+    /// Waits until `graceSeconds` passed since the latest terminal event of `recorders` (and at least 0.3 s).
+    static func awaitGrace(after recorders: [GenerationRecorder]) {
+        let latest = recorders.compactMap(\.terminalAt).max() ?? .now
+        let until = max(latest + .milliseconds(Int(graceSeconds * 1000)), .now + .milliseconds(300))
+        let left = (until - .now).seconds
+        if left > 0 { Thread.sleep(forTimeInterval: left) }
+    }
 
     /// `a-z 0-9 . - _`, 1 to 64 characters (the manifest's id rule).
     static func isValidID(_ id: String) -> Bool {

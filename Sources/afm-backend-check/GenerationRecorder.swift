@@ -31,6 +31,8 @@ final class GenerationRecorder: @unchecked Sendable {
         var cancelled = false
         /// ABI violations seen in single events (a short struct_size, a NULL span with a size, a NULL event).
         var malformed: [String] = []
+        /// When the first terminal event arrived.
+        var terminalAt: ContinuousClock.Instant?
     }
 
     let requestID: UInt64
@@ -84,6 +86,7 @@ final class GenerationRecorder: @unchecked Sendable {
             if recorded.isTerminal {
                 state.terminals += 1
                 first = state.terminals == 1
+                if first { state.terminalAt = .now }
             }
             return (state.cancelled, first)
         }
@@ -125,6 +128,16 @@ final class GenerationRecorder: @unchecked Sendable {
     /// How many `emit` calls overlapped another one of this generation (the ABI serializes them).
     var overlapping: Int { overlappingEmits.load(ordering: .relaxed) }
     var terminal: Event? { events.first(where: \.isTerminal) }
+    /// When the first terminal event arrived, or nil before.
+    var terminalAt: ContinuousClock.Instant? { state.withLock { $0.terminalAt } }
+    /// The ABI's order rules for one generation (exactly one terminal event, nothing after it, serialized emits,
+    /// well-formed events): the first one broken, or nil.
+    var orderViolation: String? {
+        if terminals != 1 { return "generation \(requestID) sent \(terminals) terminal events" }
+        if eventsAfterTerminal > 0 { return "generation \(requestID) sent \(eventsAfterTerminal) event(s) after its terminal" }
+        if overlapping > 0 { return "generation \(requestID) had overlapping emit calls" }
+        return malformed.first.map { "generation \(requestID): \($0)" }
+    }
     /// The concatenated TEXT_DELTA bytes.
     var text: [UInt8] { events.filter { $0.type == AFM_EVENT_TEXT_DELTA }.flatMap(\.text) }
 }

@@ -69,6 +69,59 @@ final class RawBackend: Sendable {
         return Negotiation(status: status, info: info, errorCode: error.code, message: Self.message(of: &error))
     }
 
+    /// What a negotiation by a host of a later minor saw: its `afm_backend_info` is 8 bytes longer (struct_size
+    /// 48), and those 8 bytes hold a pattern.
+    struct LaterHostNegotiation {
+        var status: afm_status
+        var structSize: UInt32
+        var tailIntact: Bool
+    }
+
+    /// The 8 bytes past the ABI 1.0 `afm_backend_info` in `negotiateAsLaterHost()`.
+    static let tailPattern: UInt64 = 0xA5A5_5A5A_C3C3_3C3C
+
+    /// Calls `afm_backend_negotiate` as a host whose `afm_backend_info` has grown by one field.
+    func negotiateAsLaterHost() -> LaterHostNegotiation {
+        let size = MemoryLayout<afm_backend_info>.size + 8
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 8)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        let info = buffer.bindMemory(to: afm_backend_info.self, capacity: 1)
+        info.pointee.struct_size = UInt32(size)
+        buffer.storeBytes(of: Self.tailPattern, toByteOffset: MemoryLayout<afm_backend_info>.size, as: UInt64.self)
+        var error = afm_error()
+        error.struct_size = UInt32(MemoryLayout<afm_error>.size)
+        let status = negotiateFunction(
+            Self.hostTable(major: UInt32(AFM_ABI_MAJOR), minor: UInt32(AFM_ABI_MINOR) + 1), info, &error)
+        return LaterHostNegotiation(
+            status: status, structSize: info.pointee.struct_size,
+            tailIntact: buffer.load(fromByteOffset: MemoryLayout<afm_backend_info>.size, as: UInt64.self) == Self.tailPattern)
+    }
+
+    /// Calls `afm_backend_negotiate` with an `afm_backend_info` and an `afm_error` of 8 bytes each (struct_size 8),
+    /// each placed just before a page the process may not touch: a backend that reads or writes past a struct_size
+    /// crashes here.
+    ///
+    /// - Returns: the status and the `code` the backend wrote into the short error (0 when none).
+    func negotiateWithShortStructs() -> (status: afm_status, errorCode: Int32) {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        // Two pages for each struct, never unmapped (a backend may keep a pointer); the second is inaccessible.
+        func guarded(_ size: Int) -> UnsafeMutableRawPointer {
+            let base = mmap(nil, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
+            mprotect(base + page, page, PROT_NONE)
+            return base + page - size
+        }
+        let info = guarded(8)
+        info.storeBytes(of: UInt32(8), as: UInt32.self)
+        let error = guarded(8)
+        error.storeBytes(of: UInt32(8), as: UInt32.self)
+        error.storeBytes(of: Int32(0), toByteOffset: 4, as: Int32.self)
+        let status = negotiateFunction(
+            Self.hostTable(major: UInt32(AFM_ABI_MAJOR), minor: UInt32(AFM_ABI_MINOR)),
+            info.assumingMemoryBound(to: afm_backend_info.self), error.assumingMemoryBound(to: afm_error.self))
+        return (status, error.load(fromByteOffset: 4, as: Int32.self))
+    }
+
     /// A negotiated library's function table, or a failure naming what is wrong with the negotiation.
     func vtable() throws(CheckFailure) -> (id: String, table: UnsafePointer<afm_backend_vtable>) {
         let result = negotiate()

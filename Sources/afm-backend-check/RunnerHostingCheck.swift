@@ -14,6 +14,10 @@ enum RunnerHostingCheck {
             throw CheckFailure("no afm-backend-runner at \(context.runnerPath) (give --runner PATH)")
         }
         let id = try RawBackend(path: context.library).vtable().id
+        // The id names files below (the manifest's rule keeps it a plain file name: no "/", no "..").
+        guard ConformanceBattery.isValidID(id) else {
+            throw CheckFailure("backend id \(quote(id)) is not 1-64 of a-z 0-9 . - _; no backend directory can hold it")
+        }
         let root = context.stateDirectory + "/runner-check"
         let directory = root + "/backends"
         do {
@@ -35,7 +39,7 @@ enum RunnerHostingCheck {
         let outcome = Mutex<Result<String, CheckFailure>>(.failure(CheckFailure("the check did not finish")))
         let done = DispatchSemaphore(value: 0)
         Task {
-            let result = await serve(registry: registry, id: id)
+            let result = await serve(registry: registry, id: id, maxOutputTokens: min(64, context.maxOutputTokens ?? 64))
             await registry.drainAll(deadline: .seconds(10))
             outcome.withLock { $0 = result }
             done.signal()
@@ -51,7 +55,7 @@ enum RunnerHostingCheck {
         }
     }
 
-    private static func serve(registry: BackendRegistry, id: String) async -> Result<String, CheckFailure> {
+    private static func serve(registry: BackendRegistry, id: String, maxOutputTokens: Int) async -> Result<String, CheckFailure> {
         await registry.loadAll()
         guard let status = registry.statuses().first(where: { $0.id == id }) else {
             return .failure(CheckFailure("the registry did not load \(id)"))
@@ -61,17 +65,21 @@ enum RunnerHostingCheck {
         }
         guard let model = status.models.first?.id else { return .failure(CheckFailure("no model under runner hosting")) }
         // One generation to its end.
-        let first = await generate(registry, model: model, text: "Hello from afm-backend-check", cancel: false)
+        let first = await generate(
+            registry, model: model, text: "Hello from afm-backend-check", cancel: false, maxOutputTokens: maxOutputTokens)
         guard case .success(let events) = first else { return first.map { _ in "" } }
         // One cancelled (a short answer: a long one a backend ignores the cancel of would end in the host's watchdog
         // killing the runner, which is the cancel check's finding, not this one's).
-        let cancelled = await generate(registry, model: model, text: Session.longText, cancel: true)
+        let cancelled = await generate(
+            registry, model: model, text: Session.longText, cancel: true, maxOutputTokens: maxOutputTokens)
         if case .failure(let failure) = cancelled { return .failure(failure) }
         // Ten at once (the in-process check takes 100; here each crosses the runner's channel).
         let failures = await withTaskGroup(of: CheckFailure?.self) { group in
             for index in 0..<10 {
                 group.addTask {
-                    if case .failure(let failure) = await generate(registry, model: model, text: "runner \(index)", cancel: false) {
+                    let outcome = await generate(
+                        registry, model: model, text: "runner \(index)", cancel: false, maxOutputTokens: maxOutputTokens)
+                    if case .failure(let failure) = outcome {
                         return failure
                     }
                     return nil
@@ -88,13 +96,13 @@ enum RunnerHostingCheck {
     }
 
     /// One generation through a lease, to its terminal event.
-    private static func generate(_ registry: BackendRegistry, model: String, text: String, cancel: Bool) async
-        -> Result<[BackendEvent], CheckFailure>
-    {
+    private static func generate(
+        _ registry: BackendRegistry, model: String, text: String, cancel: Bool, maxOutputTokens: Int
+    ) async -> Result<[BackendEvent], CheckFailure> {
         let stream: GenerationStream
         do {
             stream = try registry.lease(model: model).start(
-                requestDocument: Session.request(model: model, text: text, maxOutputTokens: 64))
+                requestDocument: Session.request(model: model, text: text, maxOutputTokens: maxOutputTokens))
         } catch {
             return .failure(CheckFailure("generate under runner hosting refused: \(error)"))
         }

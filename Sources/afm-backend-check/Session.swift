@@ -31,6 +31,9 @@ struct Session {
     struct Model {
         var id: String
         var maxOutputTokens: Int
+        /// The input of a long answer: `longText`, or with `--max-output-tokens` (a real model, whose answer is long by
+        /// its output budget, not by echoing) a short one, so its prompt does not dominate the checks.
+        var longInput = Session.longText
     }
 
     /// The first model of the instance's describe document; fails when the backend cannot serve.
@@ -47,11 +50,20 @@ struct Session {
         }
         let context = first["context_tokens"]?.numberValue?.intValue ?? 4096
         let output = first["max_output_tokens"]?.numberValue?.intValue ?? max(1, context / 4)
-        return Model(id: id, maxOutputTokens: max(1, output))
+        return Model(
+            id: id, maxOutputTokens: max(1, min(output, self.context.maxOutputTokens ?? output)),
+            longInput: self.context.maxOutputTokens == nil ? Self.longText : "Write a long story about " + Self.longText.prefix(40))
     }
 
-    /// Destroys `instance` on another thread and waits at most `seconds` for it to return.
-    static func destroy(_ instance: RawInstance, within seconds: Int) throws(CheckFailure) {
+    /// How long the checks other than destroy-in-flight wait between the last terminal event and `destroy`, so a
+    /// backend thread still finishing after its terminal (which `destroy` must join) ends first: only
+    /// destroy-in-flight tests a `destroy` that comes at once.
+    static let settleSeconds = 0.5
+
+    /// Destroys `instance` on another thread and waits at most `seconds` for it to return; with `settle`, after
+    /// `settleSeconds`.
+    static func destroy(_ instance: RawInstance, within seconds: Int, settle: Bool = true) throws(CheckFailure) {
+        if settle { Thread.sleep(forTimeInterval: settleSeconds) }
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             instance.destroy()
@@ -68,7 +80,7 @@ struct Session {
 
     /// A generation request document (docs/backend-abi.md §8.2) with one user message.
     static func request(_ model: Model, text: String = "Hello from afm-backend-check", long: Bool = false) -> [UInt8] {
-        request(model: model.id, text: long ? longText : text, maxOutputTokens: long ? model.maxOutputTokens : min(64, model.maxOutputTokens))
+        request(model: model.id, text: long ? model.longInput : text, maxOutputTokens: long ? model.maxOutputTokens : min(64, model.maxOutputTokens))
     }
 
     /// A generation request document for model `model`.

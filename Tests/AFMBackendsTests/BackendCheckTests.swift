@@ -85,6 +85,28 @@ import Testing
         #expect(Self.failed(document).isEmpty, "\(output)")
     }
 
+    /// The local backend (llama.cpp, `local.so` from scripts/build-local-backend) with the default model
+    /// (scripts/fetch-model) passes every check. `--max-output-tokens 8` states this run's limit: a real model on a
+    /// loaded 2-core machine does not write 100 answers of 64 tokens within the concurrency check's 120 s, so every
+    /// request asks for at most 8 (cancel and destroy-in-flight still cancel generations that are running).
+    /// `Threads=1`, as in LocalLivenessTests: two decode threads that spin-wait for each other crawl on a machine
+    /// whose two cores are shared (measured in session 8: at load 20, 16 of the 100 generations in 120 s with the
+    /// default two threads, all 100 in 47 s with one).
+    @Test func theLocalBackendPassesEveryCheck() throws {
+        let library = LocalDaemon.stagedBackends + "/local.so"
+        try #require(
+            FileManager.default.fileExists(atPath: library), "\(library) is missing: run make build (scripts/build-local-backend)")
+        try #require(
+            FileManager.default.fileExists(atPath: LocalDaemon.model), "\(LocalDaemon.model) is missing: run scripts/fetch-model")
+        let (status, document, output) = try Self.check(
+            library,
+            ["--max-output-tokens", "8", "--setting", "Model=\(LocalDaemon.model)", "--setting", "ContextTokens=2048",
+             "--setting", "Threads=1"])
+        #expect(status == 0, "\(output)")
+        #expect(document["checks"]?.arrayValue?.count == 11)
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
     /// Without a flag, the broken fixture is the example: it passes, so every failure below is its one defect's.
     @Test func theBrokenFixtureWithoutADefectPasses() throws {
         let (status, document, output) = try Self.check(
@@ -97,7 +119,7 @@ import Testing
         ("BREAK_EXPORTS", "exports"), ("BREAK_NEGOTIATION", "negotiation"), ("BREAK_DESCRIBE", "describe"),
         ("BREAK_LIFECYCLE", "lifecycle"), ("BREAK_EVENT_ORDER", "event-order"), ("BREAK_UTF8", "utf8"),
         ("BREAK_ERROR_CODES", "error-codes"), ("BREAK_CANCEL", "cancel"), ("BREAK_CONCURRENCY", "concurrency"),
-        ("BREAK_DESTROY", "destroy-in-flight"), ("BREAK_RUNNER", "runner"),
+        ("BREAK_DESTROY", "destroy-in-flight"), ("BREAK_DESTROY_EVENTS", "destroy-in-flight"), ("BREAK_RUNNER", "runner"),
     ])
     func aBrokenFixtureFailsExactlyTheCheckItBreaks(define: String, check: String) throws {
         let library = try Self.compile(Self.brokenSource, defines: [define])
@@ -107,6 +129,44 @@ import Testing
         #expect(status == 1, "\(output)")
         #expect(document["ok"]?.boolValue == false)
         #expect(Self.failed(document) == [check], "\(output)")
+    }
+
+    /// A backend that prints to standard output (from create without a flush, and from generate a line that looks
+    /// like a check's result) still passes: the result travels on a descriptor of its own, and a child check ends
+    /// with `_exit`. Before, the backend's line came last on the child's standard output and every check that
+    /// generated failed "without a result".
+    @Test func aBackendThatPrintsToStandardOutputStillPasses() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["NOISY_STDOUT"])
+        let (status, document, output) = try Self.check(
+            library, environment: ["AFM_BROKEN_FIXTURE_TOKEN": "1", "PATH": "/usr/bin:/bin"])
+        #expect(status == 0, "\(output)")
+        #expect(document["checks"]?.arrayValue?.count == 11)
+        #expect(Self.failed(document).isEmpty, "\(output)")
+    }
+
+    /// A backend whose create forks a process that outlives the check, holding the child's standard output and
+    /// error: the check fails, naming it, the process is killed, and the checker finishes. Before, the checker
+    /// waited for the end of those pipes for as long as the process lived (an hour).
+    @Test func aBackendThatLeavesAProcessFailsAndTheCheckerFinishes() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["LEAVE_PROCESS"])
+        let (status, document, output) = try Self.check(library, ["--only", "exports,lifecycle"])
+        #expect(status == 1, "\(output)")
+        #expect(Self.failed(document) == ["lifecycle"], "\(output)")
+        let detail = document["checks"]?.arrayValue?.last?["detail"]?.stringValue ?? ""
+        #expect(detail.contains("left a process running after the check"), "\(output)")
+        #expect(detail.contains("two instances"), "the check itself passed: \(output)")
+    }
+
+    /// A backend whose id is a path ("../example") fails negotiation, and the runner check, which names files
+    /// after the id, refuses it instead of copying the library to `backends/../example.so` (outside the backend
+    /// directory, which it did before).
+    @Test func anIdThatIsAPathIsNeverAFileName() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["BAD_ID"])
+        let (status, document, output) = try Self.check(library, ["--only", "negotiation,runner"])
+        #expect(status == 1, "\(output)")
+        #expect(Self.failed(document) == ["negotiation", "runner"], "\(output)")
+        let runner = document["checks"]?.arrayValue?.last?["detail"]?.stringValue ?? ""
+        #expect(runner.contains(#"backend id "../example" is not 1-64 of a-z 0-9 . - _"#), "\(output)")
     }
 
     /// The text report: one line per check, then the summary; --only narrows the battery.

@@ -158,6 +158,35 @@ import Testing
         #expect(openAI.json?["type"] == nil)
     }
 
+    /// A request line the server refuses (an unsupported HTTP version, a bad method, junk after the version) still
+    /// names its path, and the refusal uses that path's envelope: Anthropic's on `/v1/messages` (they were OpenAI's,
+    /// since the path was only kept from a request line that parsed).
+    @Test func aBadRequestLineIsRefusedInThePathsEnvelope() throws {
+        let harness = try DaemonHarness(models: ["demo": #"[{"text":"ok"}]"#])
+        let rest = "\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+        let cases = [
+            ("POST /v1/messages HTTP/2.0" + rest, 505, "api_error"),
+            ("POST /v1/messages?beta=true HTTP/1.1 junk" + rest, 400, "invalid_request_error"),
+            ("PO(ST /v1/messages/count_tokens HTTP/1.1" + rest, 400, "invalid_request_error"),
+            ("POST /v1/messages HTTP/0.9" + rest, 400, "invalid_request_error"),
+        ]
+        for (request, status, type) in cases {
+            let client = try harness.client()
+            try client.send(request)
+            let response = try client.readResponse()
+            #expect(response.status == status, "\(request.prefix(40)): \(response.text)")
+            #expect(response.json?["type"] == "error", "\(request.prefix(40)): \(response.text)")
+            #expect(response.json?["error"]?["type"]?.stringValue == type, "\(request.prefix(40)): \(response.text)")
+        }
+        // Elsewhere the same refusal keeps OpenAI's envelope.
+        let chat = try harness.client()
+        try chat.send("POST /v1/chat/completions HTTP/2.0" + rest)
+        let openAI = try chat.readResponse()
+        #expect(openAI.status == 505)
+        #expect(openAI.json?["error"]?["code"] != nil)
+        #expect(openAI.json?["type"] == nil)
+    }
+
     @Test func countTokensCountsTheRequestWithoutGenerating() throws {
         let harness = try DaemonHarness(models: ["demo": #"[{"text":"x"}]"#])
         let short = try harness.client().post("/v1/messages/count_tokens?beta=true", json: #"{"model":"demo","messages":[{"role":"user","content":"hi"}]}"#)

@@ -227,4 +227,53 @@ import Testing
         print("RSS daemon+runner: before \(before) KiB, after 10 swaps \(after) KiB (\(String(format: "%+.1f", change * 100))%)")
         #expect(abs(change) < 0.10, "before \(before) KiB, after \(after) KiB")
     }
+
+    /// count_tokens on a runner-hosted backend with no admission limit (`MaxConcurrent=0`, the default): 24 counts at
+    /// once, each taking the scripted tokenizer 1.5 s. The runner tokenizes on a bounded pool (at most 4 at once, 16
+    /// more waiting; beyond that 503 `busy` with Retry-After, in Anthropic's envelope), so its thread count grows by
+    /// at most the pool. It started a thread per call: 24 more threads, and as many as the clients sent.
+    @Test func countTokensOnARunnerTokenizesOnABoundedPool() throws {
+        let harness = try DaemonHarness(
+            models: ["slowcount": #"{"tokenize_delay_ms":1500,"steps":[{"text":"ok"}]}"#], config: "[Backend.scripted]\nHosting=runner\n")
+        let status = try #require(try harness.client().get("/status").json)
+        let runner = try #require(status["backends"]?.arrayValue?.first { $0["id"] == "scripted" }?["runner_pid"]?.numberValue?.intValue)
+        @Sendable func threads() -> Int {
+            let line = readProcFile("/proc/\(runner)/status").split(separator: "\n").first { $0.hasPrefix("Threads:") } ?? ""
+            return Int(line.filter(\.isNumber)) ?? 0
+        }
+        // One count first, so the pool's threads (started on demand) and the backend's own exist before the baseline.
+        let body = #"{"model":"slowcount","messages":[{"role":"user","content":"hello"}]}"#
+        #expect(try TestHTTPClient(port: harness.port, timeoutSeconds: 60).post("/v1/messages/count_tokens", json: body).status == 200)
+        let idle = threads()
+        let peak = Mutex(idle)
+        let done = Atomic<Bool>(false)
+        let sampler = Thread {
+            while !done.load(ordering: .relaxed) {
+                let now = threads()
+                peak.withLock { $0 = max($0, now) }
+                usleep(20_000)
+            }
+        }
+        sampler.start()
+        let port = harness.port
+        let answers = parallel((0..<24).map { _ in
+            { @Sendable () -> (Int, JSONValue?) in
+                guard let response = try? TestHTTPClient(port: port, timeoutSeconds: 60).post("/v1/messages/count_tokens", json: body) else {
+                    return (0, nil)
+                }
+                return (response.status, response.json)
+            }
+        })
+        done.store(true, ordering: .relaxed)
+        let grown = peak.withLock { $0 } - idle
+        #expect(grown <= 4, "the runner grew by \(grown) threads for 24 counts (idle \(idle))")
+        #expect(answers.allSatisfy { $0.0 == 200 || $0.0 == 503 }, "\(answers.map(\.0))")
+        #expect(answers.filter { $0.0 == 200 }.count >= 4, "\(answers.map(\.0))")
+        for (code, json) in answers where code == 503 {
+            #expect(json?["error"]?["type"] == "overloaded_error", "\(String(describing: json))")
+        }
+        // The runner is the same process, and counts again once the burst is over.
+        #expect(try harness.client().get("/status").json?["backends"]?.arrayValue?.first { $0["id"] == "scripted" }?["runner_pid"]?.numberValue?.intValue == runner)
+        #expect(try TestHTTPClient(port: harness.port, timeoutSeconds: 60).post("/v1/messages/count_tokens", json: body).status == 200)
+    }
 }

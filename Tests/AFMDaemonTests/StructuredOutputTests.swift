@@ -201,4 +201,51 @@ import Testing
         #expect(response.status == 500)
         #expect(response.json?["error"]?["code"] == "invalid_structured_output")
     }
+
+    /// Tool-call arguments are checked against the tool's parameter schema like a structured answer, number bounds
+    /// included (the local backend's grammar does not enforce a tool's `number` bounds, and other backends enforce
+    /// nothing): a call outside the schema fails the response with `invalid_structured_output` naming the argument,
+    /// in every dialect; a call inside it is delivered. Such calls were delivered as they came.
+    @Test func toolCallArgumentsAreCheckedAgainstTheToolsSchema() throws {
+        let parameters = #"{"type":"object","properties":{"score":{"type":"number","minimum":0,"maximum":10},"label":{"type":"string","maxLength":5}},"required":["score"]}"#
+        func call(_ arguments: String) -> String {
+            #"[{"tool_call":{"name":"rate","call_id":"call_1","arguments":\#(JSONValue.string(arguments).jsonString),"chunks":2}},{"finish":"tool_calls"}]"#
+        }
+        let harness = try DaemonHarness(models: [
+            "high": call(#"{"score":250}"#), "long": call(#"{"score":1,"label":"too long"}"#), "good": call(#"{"score":9.5,"label":"ok"}"#),
+            "huge": call(#"{"score":10.000000000000000001}"#),
+        ])
+        let tools = #","tools":[{"type":"function","name":"rate","parameters":\#(parameters)}]"#
+        for (model, fragment) in [("high", "$.score"), ("long", "$.label"), ("huge", "$.score")] {
+            let plain = try harness.client().post("/v1/responses", json: responsesBody(model: model, extra: tools))
+            #expect(plain.status == 500, "\(model): \(plain)")
+            #expect(plain.json?["error"]?["code"] == "invalid_structured_output", "\(model): \(plain)")
+            let message = plain.json?["error"]?["message"]?.stringValue ?? ""
+            #expect(message.contains("rate") && message.contains(fragment), "\(model): \(message)")
+            let streamed = try harness.client().post("/v1/responses", json: responsesBody(model: model, stream: true, extra: tools))
+            #expect(streamed.events.last?.event == "response.failed", "\(model): \(streamed.events.map(\.event))")
+            #expect(streamed.events.first { $0.event == "error" }?.data["code"] == "invalid_structured_output")
+        }
+        let good = try harness.client().post("/v1/responses", json: responsesBody(model: "good", extra: tools))
+        #expect(good.status == 200, "\(good)")
+        #expect(good.json?["status"] == "completed")
+        #expect(good.json?["output"]?[0]?["arguments"] == #"{"score":9.5,"label":"ok"}"#)
+
+        // The other dialects: the same check, in their envelopes.
+        let chatTools = #""tools":[{"type":"function","function":{"name":"rate","parameters":\#(parameters)}}]"#
+        let chat = try harness.client().post(
+            "/v1/chat/completions", json: #"{"model":"high","messages":[{"role":"user","content":"x"}],\#(chatTools)}"#)
+        #expect(chat.status == 500, "\(chat)")
+        #expect(chat.json?["error"]?["code"] == "invalid_structured_output", "\(chat)")
+        let messages = try harness.client().post(
+            "/v1/messages",
+            json: #"{"model":"high","max_tokens":16,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"rate","input_schema":\#(parameters)}]}"#)
+        #expect(messages.status == 500, "\(messages)")
+        #expect(messages.json?["error"]?["type"] == "api_error", "\(messages)")
+        #expect(messages.json?["error"]?["message"]?.stringValue?.contains("$.score") == true, "\(messages)")
+        let chatGood = try harness.client().post(
+            "/v1/chat/completions", json: #"{"model":"good","messages":[{"role":"user","content":"x"}],\#(chatTools)}"#)
+        #expect(chatGood.status == 200, "\(chatGood)")
+        #expect(chatGood.json?["choices"]?[0]?["finish_reason"] == "tool_calls")
+    }
 }

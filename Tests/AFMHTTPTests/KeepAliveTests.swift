@@ -127,6 +127,29 @@ import Testing
         }
     }
 
+    /// The fallback 500 of a handler that returned without responding is rendered by `errorBody` for the request's
+    /// path, like every other error the server raises itself (the daemon's per-dialect envelopes: Anthropic's on
+    /// `/v1/messages`); it was always the default envelope.
+    @Test func handlerWithoutResponseGetsThePathsErrorBody() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.errorBody = { path, status, code, message in
+            guard path == "/v1/messages" else { return nil }
+            return Array(#"{"type":"error","error":{"type":"api_error","message":"\#(status) \#(code): \#(message)"}}"#.utf8)
+        }
+        try await withTestServer(configuration: configuration, handler: { _, _ in }) { _, port in
+            let client = try TestClient(port: port)
+            try await client.send("POST /v1/messages?beta=true HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
+            let response = try await client.readResponse()
+            #expect(response.status == 500)
+            #expect(response.bodyText.hasPrefix(#"{"type":"error","error":{"type":"api_error","message":"500 internal: "#), "\(response.bodyText)")
+            let other = try TestClient(port: port)
+            try await other.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            let fallback = try await other.readResponse()
+            #expect(fallback.status == 500)
+            #expect(fallback.bodyText.contains(#""code":"internal""#))
+        }
+    }
+
     @Test func secondRespondIsInvalidState() async throws {
         let outcome = Recorder<HTTPWriteError?>(nil)
         let handler: HTTPHandler = { _, writer in

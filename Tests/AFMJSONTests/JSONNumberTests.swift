@@ -142,4 +142,28 @@ struct JSONNumberTests {
         #expect(one.doubleValue == onePointZero.doubleValue)
         #expect(Set([one, oneAgain, onePointZero, exponent]).count == 3)
     }
+
+    /// Numbers compare by exact decimal value, read from their text: what a Double cannot tell apart is ordered, and
+    /// spellings of one value are equal.
+    @Test func valuesCompareExactly() throws {
+        func number(_ text: String) throws -> JSONNumber { try #require(JSONNumber(literal: text)) }
+        let ascending = [
+            "-1e400", "-9007199254740993", "-9007199254740992", "-0.30000000000000000001", "-1e-400", "0", "1e-400",
+            "0.09999999999999999999", "0.1", "0.10000000000000000001", "1", "9007199254740992", "9007199254740992.5",
+            "9007199254740993", "1e400", "2e400",
+        ]
+        for (i, a) in ascending.enumerated() {
+            for (j, b) in ascending.enumerated() {
+                let order = try number(a).compareValue(to: try number(b))
+                #expect(order.signum() == (i < j ? -1 : (i > j ? 1 : 0)), "\(a) vs \(b): \(order)")
+            }
+        }
+        for (a, b) in [("1", "1.0"), ("100", "1e2"), ("0.1", "10e-2"), ("-0", "0"), ("0e9", "0.000"), ("12.50", "125e-1"), ("1E+2", "100")] {
+            #expect(try number(a).compareValue(to: try number(b)) == 0, "\(a) = \(b)")
+            #expect(try number(a).hasSameValue(as: try number(b)), "\(a) = \(b)")
+        }
+        // Exponents beyond an Int: equal only when written alike, ordered as Doubles.
+        #expect(try !number("1e99999999999999999999").hasSameValue(as: try number("2e99999999999999999999")))
+        #expect(try number("1e99999999999999999999").compareValue(to: try number("5")) > 0)
+    }
 }

@@ -328,6 +328,22 @@ struct JSONParserTests {
         #expect(error?.offset == ceiling)
     }
 
+    @Test("maxValues counts every value at any depth and fails at the first one over, where it starts")
+    func valueLimit() throws {
+        // [1,[2,{"a":3}]] holds six values: the outer array, 1, the inner array, 2, the object and 3.
+        let text = #"[1,[2,{"a":3}]]"#
+        _ = try JSONParser.parse(text, limits: .init(maxValues: 6))
+        let error = parseError(text, limits: .init(maxValues: 5))
+        #expect(error?.kind == .valueLimitExceeded)
+        #expect(error?.offset == 11)
+        #expect(error?.message.contains("more than 5 values") == true)
+        // Keys are not values; nil means no limit.
+        _ = try JSONParser.parse(#"{"a":1,"b":2}"#, limits: .init(maxValues: 3))
+        let many = "[" + Array(repeating: "{}", count: 100_000).joined(separator: ",") + "]"
+        _ = try JSONParser.parse(many)
+        #expect(parseError(many, limits: .init(maxValues: 50_000))?.kind == .valueLimitExceeded)
+    }
+
     @Test("a million open brackets fail promptly without exhausting the stack")
     func millionBrackets() {
         let bytes = [UInt8](repeating: UInt8(ascii: "["), count: 1_000_000)

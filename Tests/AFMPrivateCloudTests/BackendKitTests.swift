@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMJSON
 import AFMTestSupport
+import CAFMBackendABI
 import Foundation
 import Synchronization
 import Testing
@@ -53,6 +54,40 @@ import Testing
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
         // The upstream's scripted backend saw the cloud's half of them.
         #expect(upstream.records().filter { $0["event"]?.stringValue == "generate" }.count == 8)
+    }
+
+    /// A kit backend that emits one generation's events from two threads at once (a bug the ABI forbids) has them
+    /// delivered one after the other: the host's emit never runs twice at once, and nothing traps. Before, the kit
+    /// checked with a precondition, which trapped inside the host (afmd in-process: the whole daemon).
+    @Test func emitsFromTwoThreadsAreSerializedNotATrap() throws {
+        let driver = try KitFixtureDriver()
+        let outcome = driver.generate(KitFixtureDriver.request(model: "kit-two-threads"))
+        #expect(outcome.status == AFM_OK, "\(outcome.message)")
+        #expect(outcome.recorder.terminal.wait(timeout: .now() + 30) == .success, "no terminal event")
+        let events = outcome.recorder.events.withLock { $0 }
+        #expect(outcome.recorder.overlaps.load(ordering: .relaxed) == 0)
+        #expect(events.filter { $0.type == AFM_EVENT_TEXT_DELTA }.count == 6, "\(events)")
+        #expect(events.last?.type == AFM_EVENT_DONE && events.filter { $0.type == AFM_EVENT_DONE }.count == 1, "\(events)")
+        driver.destroy()
+    }
+
+    /// A kit backend that refuses with a code outside the table (0, which says "accepted", or 99) reaches the host
+    /// as `internal` (13), naming the code it gave; an ERROR event with code 0 arrives as `internal` too. Before, a
+    /// refusal with 0 made generate return AFM_OK: the host waited for a terminal event that never came.
+    @Test func errorCodesOutsideTheTableCrossAsInternal() throws {
+        let driver = try KitFixtureDriver()
+        let zero = driver.generate(KitFixtureDriver.request(model: "no-such-model"))
+        #expect(zero.status == AFM_ERR_INTERNAL && zero.errorCode == AFM_ERR_INTERNAL, "\(zero.status) \(zero.errorCode)")
+        #expect(zero.message.contains("kit-fixture has no such model") && zero.message.contains("error code 0"), "\(zero.message)")
+        let ninetyNine = driver.generate("{not json")
+        #expect(ninetyNine.status == AFM_ERR_INTERNAL && ninetyNine.errorCode == AFM_ERR_INTERNAL)
+        #expect(ninetyNine.message.contains("error code 99"), "\(ninetyNine.message)")
+        let event = driver.generate(KitFixtureDriver.request(model: "kit-error-event"))
+        #expect(event.status == AFM_OK)
+        #expect(event.recorder.terminal.wait(timeout: .now() + 30) == .success, "no terminal event")
+        let events = event.recorder.events.withLock { $0 }
+        #expect(events.count == 1 && events.first?.type == AFM_EVENT_ERROR && events.first?.code == AFM_ERR_INTERNAL, "\(events)")
+        driver.destroy()
     }
 
     /// afm-backend-check passes the private cloud, configured with a second afmd as its upstream (unconfigured, it

@@ -118,6 +118,44 @@ import Testing
         #expect(try violation(#"{"n":0.1,"c":1e-400}"#, schema) != nil)
     }
 
+    /// Numeric bounds compare by exact value: through a Double, an integer beyond 2^53 (a private-cloud upstream writes
+    /// what it likes) or a decimal past a bound by less than a Double's precision slipped the bound.
+    @Test func numberBoundsCompareExactly() throws {
+        let schema = #"""
+            {"type":"object","properties":{
+              "big":{"type":"number","maximum":9007199254740992},
+              "low":{"type":"number","minimum":-9007199254740992},
+              "tenth":{"type":"number","maximum":0.1},
+              "open":{"type":"number","exclusiveMaximum":9007199254740993},
+              "above":{"type":"number","exclusiveMinimum":0.3}},
+             "required":[]}
+            """#
+        let slipped = [
+            #"{"big":9007199254740993}"#, #"{"big":9007199254740992.5}"#, #"{"big":90071992547409921e-1}"#,
+            #"{"low":-9007199254740993}"#, #"{"tenth":0.10000000000000000001}"#, #"{"tenth":1000000000000000000001e-22}"#,
+            #"{"open":9007199254740993}"#, #"{"open":9007199254740994}"#, #"{"above":0.3}"#, #"{"above":0.29999999999999999999}"#,
+            #"{"big":1e400}"#, #"{"low":-1e400}"#,
+        ]
+        for value in slipped {
+            #expect(try violation(value, schema) != nil, "\(value) passed")
+        }
+        let within = [
+            #"{"big":9007199254740992}"#, #"{"big":9007199254740992.0}"#, #"{"big":9.007199254740992e15}"#, #"{"low":-9007199254740992}"#,
+            #"{"tenth":0.1}"#, #"{"tenth":0.09999999999999999999}"#, #"{"tenth":1e-400}"#, #"{"open":9007199254740992.999}"#,
+            #"{"above":0.30000000000000000001}"#, #"{"tenth":-1e400}"#,
+        ]
+        for value in within {
+            #expect(try violation(value, schema) == nil, "\(value) refused")
+        }
+        // Normalization compares bounds the same way: of two lower bounds equal as Doubles it keeps the tighter
+        // (it kept `exclusiveMinimum: 0.1` over `minimum: 0.10000000000000000001`, letting 0.100000000000000000005
+        // through), and a range empty only in exact arithmetic is refused.
+        let tighter = #"{"type":"number","minimum":0.10000000000000000001,"exclusiveMinimum":0.1}"#
+        #expect(try normalized(tighter) == json(#"{"type":"number","minimum":0.10000000000000000001}"#))
+        #expect(try violation("0.100000000000000000005", tighter) != nil)
+        #expect(throws: ToolSchemaError.self) { try normalized(#"{"type":"number","minimum":0.10000000000000000001,"maximum":0.1}"#) }
+    }
+
     /// Keywords the subset keeps only as description text are not checked: they were never promised.
     @Test func unenforcedKeywordsAreNotChecked() throws {
         let schema = #"{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]+$","format":"email"}},"required":["code"]}"#

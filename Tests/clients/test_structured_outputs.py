@@ -195,3 +195,48 @@ def test_a_number_bound_the_grammar_cannot_write_is_a_400_naming_it(local_gatewa
         )
     assert raised.value.code == "invalid_request"
     assert raised.value.param == "text.format.schema.properties.p.maximum"
+
+
+def test_a_tool_bound_the_local_backend_refuses_is_a_400_naming_its_path(local_gateway: Gateway) -> None:
+    """The local backend refuses a tool schema its grammar cannot take (a ``minLength`` above 2000, the repetition
+    budget of 50,000 over the request's schemas) by the path in the generation request document. That refusal
+    names its JSON path in ``param`` under the client's own field, as the output schema's refusal does: the tool's
+    ``parameters`` in Responses, ``function.parameters`` in Chat Completions (it had no ``param``)."""
+    long = {
+        "type": "object",
+        "properties": {"text": {"type": "string", "minLength": 5000}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+    budget = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string", "maxLength": 2000} for i in range(26)},
+        "required": [],
+        "additionalProperties": False,
+    }
+    gateway = client(local_gateway)
+    for schema, keyword in ((long, "properties.text.minLength"), (budget, "maxLength")):
+        # A hosted tool first: it is dropped, so the function is the document's tools[0] but the client's tools[1].
+        with pytest.raises(openai.BadRequestError) as raised:
+            gateway.responses.create(
+                model="on-device",
+                input="x",
+                max_output_tokens=8,
+                tools=[
+                    {"type": "web_search"},
+                    {"type": "function", "name": "save", "parameters": schema},
+                ],
+            )
+        assert raised.value.code == "invalid_request"
+        param = raised.value.param or ""
+        assert param.startswith("tools[1].parameters.properties.") and param.endswith(keyword.split(".")[-1]), param
+        assert keyword in param or keyword == "maxLength", param
+        with pytest.raises(openai.BadRequestError) as raised:
+            gateway.chat.completions.create(
+                model="on-device",
+                messages=[{"role": "user", "content": "x"}],
+                max_tokens=8,
+                tools=[{"type": "function", "function": {"name": "save", "parameters": schema}}],
+            )
+        param = raised.value.param or ""
+        assert param.startswith("tools[0].function.parameters.properties.") and param.endswith(keyword.split(".")[-1]), param

@@ -90,6 +90,28 @@ static int emit(generation *g, afm_event_type type, int32_t code, const char *te
     return g->sink.emit(g->sink.ctx, &e);
 }
 
+/** Where `needle` starts inside the span (which is not NUL-terminated), or NULL. */
+static const char *span_find(afm_str span, const char *needle) {
+    size_t length = strlen(needle);
+    for (size_t i = 0; span.data && length <= span.size && i <= span.size - length; i++)
+        if (memcmp(span.data + i, needle, length) == 0) return span.data + i;
+    return NULL;
+}
+
+/** The number after "request_version": in the request, or -1 when there is none. */
+static long request_version(afm_str request) {
+    static const char key[] = "\"request_version\":";
+    const char *c = span_find(request, key);
+    if (!c) return -1;
+    const char *end = request.data + request.size;
+    for (c += sizeof key - 1; c < end && *c == ' '; c++) {
+    }
+    if (c == end || *c < '0' || *c > '9') return -1;
+    long version = 0;
+    for (; c < end && *c >= '0' && *c <= '9' && version < 1000000; c++) version = version * 10 + (*c - '0');
+    return version;
+}
+
 static void *generation_main(void *arg) {
     generation *g = arg;
     int32_t finish = AFM_FINISH_STOP;
@@ -151,8 +173,15 @@ static afm_status example_describe(afm_instance *instance, const afm_writer *wri
 
 static afm_status example_generate(afm_instance *instance, uint64_t request_id, afm_str request_json,
                                    const afm_event_sink *sink, afm_error *error) {
-    (void)request_json; /* the generation request document; the host only routes EXAMPLE_MODEL here */
     if (!instance) return fail(error, AFM_ERR_INVALID_REQUEST, "generate: instance is NULL");
+    /* A real backend parses the request document (docs/backend-abi.md §8.2) with a JSON library. This one reads
+     * two things: the version (a reader refuses a version it does not know, §1) and that it asks for its model. */
+    long version = request_version(request_json);
+    if (version != 1)
+        return fail(error, version < 0 ? AFM_ERR_INVALID_REQUEST : AFM_ERR_INCOMPATIBLE,
+                    EXAMPLE_ID " reads request_version 1, not %ld", version);
+    if (!span_find(request_json, "\"" EXAMPLE_MODEL "\""))
+        return fail(error, AFM_ERR_MODEL_UNAVAILABLE, EXAMPLE_ID " serves only the model " EXAMPLE_MODEL);
     if (!sink || sink->struct_size < sizeof(afm_event_sink) || !sink->emit)
         return fail(error, AFM_ERR_INVALID_REQUEST, "generate: bad event sink");
     generation *g = calloc(1, sizeof *g);
@@ -222,7 +251,7 @@ static const afm_backend_vtable example_vtable = {
 AFM_EXPORT afm_status afm_backend_negotiate(const afm_host_api *host, afm_backend_info *out, afm_error *error) {
     if (!host || !out || host->struct_size < 3 * sizeof(uint32_t) || out->struct_size < AFM_BACKEND_INFO_SIZE_1_0)
         return fail(error, AFM_ERR_INCOMPATIBLE, EXAMPLE_ID ": host or out missing or too small");
-    out->struct_size = (uint32_t)sizeof *out;
+    /* Only the ABI 1.0 fields, which the check above found room for; out->struct_size stays as the host set it. */
     out->abi_major = AFM_ABI_MAJOR;
     out->abi_minor = AFM_ABI_MINOR;
     out->reserved0 = 0;

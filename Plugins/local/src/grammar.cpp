@@ -208,7 +208,7 @@ struct LimitWalk {
     std::string where;    // the root's path
     std::set<std::string> walked_refs;                          // each target is built once by llama.cpp
     std::vector<std::pair<const json *, std::string>> pending;  // `$ref` targets and definitions, walked last
-    int64_t visits = 0;
+    int64_t &visits;      // schema nodes expanded so far by the request's schemas (one cap for all of them)
 
     void charge(int64_t cost, const std::string &path) {
         budget = cost > kGrammarRepetitionBudget - budget ? kGrammarRepetitionBudget + 1 : budget + cost;
@@ -466,8 +466,9 @@ std::string random_marker() {
 
 }  // namespace
 
-void check_schema_limits(const nlohmann::json &schema, const std::string &where, bool output, int64_t &budget) {
-    LimitWalk walk{output, budget, schema, where, {}, {}, 0};
+void check_schema_limits(const nlohmann::json &schema, const std::string &where, bool output, int64_t &budget,
+                         int64_t &visits) {
+    LimitWalk walk{output, budget, schema, where, {}, {}, visits};
     walk.walk();
 }
 

@@ -136,8 +136,10 @@ constexpr int64_t kGrammarRepetitionBudget = 50000;
 /** Checks one schema (the host's normalized output schema, or a tool's parameters) against the limits above and,
  *  for the output schema, that every bound of a `number` is a whole number within ±(2^53-1) (the ones
  *  output_schema_grammar enforces). `where` is its path in the request document; `budget` the repetitions used so
- *  far by the request's schemas. Throws BackendError(invalid_request) naming the keyword's path. */
-void check_schema_limits(const nlohmann::json &schema, const std::string &where, bool output, int64_t &budget);
+ *  far by the request's schemas, `visits` the schema nodes their walks expanded so far (both request-wide: each tool's
+ *  parameters go into one grammar). Throws BackendError(invalid_request) naming the keyword's path. */
+void check_schema_limits(const nlohmann::json &schema, const std::string &where, bool output, int64_t &budget,
+                         int64_t &visits);
 
 /** The GBNF grammar of the output schema: llama.cpp's json_schema_to_grammar, except that a `number` with bounds
  *  (whole numbers, checked by check_schema_limits) is written as the numbers in range: integers (optionally ".0")

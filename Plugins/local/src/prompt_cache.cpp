@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,50 +71,160 @@ bool write_all(int fd, const void *src, size_t size) {
     return true;
 }
 
-bool make_dirs(const std::string &path) {
-    std::string partial;
-    size_t pos = 0;
-    while (pos != std::string::npos) {
-        pos = path.find('/', pos + 1);
-        partial = path.substr(0, pos);
-        if (partial.empty()) continue;
-        if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return false;
-    }
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+std::string error_text(int error) { return std::string("(") + std::strerror(error) + ")"; }
+
+/** Why a directory on the way to the cache may not be trusted ("" when it may), judged on its descriptor's stat.
+ *  Entries are restored into the model's memory, so no one but root and the daemon's user may be able to put a name
+ *  where the cache looks. As OpenSSH's StrictModes judges the directories above ~/.ssh (safe_path()), each must be
+ *  owned by root or us and writable by no one else; one writable by others may still be sticky (/tmp, /var/tmp):
+ *  others may add names there but not rename or remove ours, and a name they add is refused for its owner (or, as
+ *  a symbolic link, for the link's owner) at the next step. */
+std::string untrusted(const struct stat &st) {
+    if (!S_ISDIR(st.st_mode)) return "is not a directory";
+    if (st.st_uid != 0 && st.st_uid != ::geteuid()) return "is owned by uid " + std::to_string(st.st_uid);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) return "is writable by group or others";
+    return "";
 }
 
-/** Why the directory `path` must not hold cache entries ("" when it may): entries are restored into the model's
- *  memory, so only the daemon's user may write them. Our own directory must be ours and writable by no one else;
- *  the one it is in (PromptCacheDir) may be shared only when sticky (/tmp-like: others cannot rename ours away). */
-std::string unsafe_directory(const std::string &path, bool ours) {
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) return std::string("cannot stat it (") + std::strerror(errno) + ")";
-    if (!S_ISDIR(st.st_mode)) return "not a directory";
-    if (ours && st.st_uid != ::geteuid()) return "owned by another user";
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (ours || (st.st_mode & S_ISVTX) == 0))
-        return "writable by other users";
-    return "";
+/** A descriptor closed when it goes out of scope (unless released). */
+struct Fd {
+    int fd = -1;
+    Fd() = default;
+    explicit Fd(int f) : fd(f) {}
+    Fd(const Fd &) = delete;
+    Fd &operator=(const Fd &) = delete;
+    ~Fd() { reset(-1); }
+    void reset(int f) {
+        if (fd >= 0) ::close(fd);
+        fd = f;
+    }
+    int release() {
+        int f = fd;
+        fd = -1;
+        return f;
+    }
+};
+
+/** The components of `path` ("" and "." dropped). */
+std::vector<std::string> components(const std::string &path) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start < path.size()) {
+        size_t end = path.find('/', start);
+        if (end == std::string::npos) end = path.size();
+        if (end > start && path.compare(start, end - start, ".") != 0) out.push_back(path.substr(start, end - start));
+        start = end + 1;
+    }
+    return out;
+}
+
+/** Opens the absolute directory `path` for the cache: from / down, each component relative to the one before with
+ *  O_NOFOLLOW, and each judged (untrusted()) on the descriptor it opened, so what is judged is what is used and
+ *  nothing can be swapped in between. A missing component is made (mode 0700) when `create`. A symbolic link is
+ *  followed (its target walked the same way) when root or we own it: it is in a directory judged already, where only
+ *  its owner or the directory's owner could have put it. At most two descriptors are open at a time. Returns the
+ *  descriptor, or -1 with `why` ("<directory> <reason>"). */
+int open_trusted(const std::string &path, bool create, std::string &why) {
+    std::vector<std::string> walked;  // the directories from / to the current one (for messages and "..")
+    auto shown = [&] {
+        std::string s;
+        for (const auto &name : walked) s += "/" + name;
+        return s.empty() ? std::string("/") : s;
+    };
+    Fd current;
+    auto judge = [&]() -> bool {
+        struct stat st;
+        why = ::fstat(current.fd, &st) != 0 ? "cannot be examined " + error_text(errno) : untrusted(st);
+        if (!why.empty()) why = shown() + " " + why;
+        return why.empty();
+    };
+    auto start_at_root = [&]() -> bool {
+        walked.clear();
+        current.reset(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (current.fd < 0) {
+            why = "/ cannot be opened " + error_text(errno);
+            return false;
+        }
+        return judge();
+    };
+    if (path.empty() || path[0] != '/') {
+        why = path + " is not an absolute path";
+        return -1;
+    }
+    if (!start_at_root()) return -1;
+    std::vector<std::string> rest = components(path);
+    std::reverse(rest.begin(), rest.end());  // the next component last
+    int links = 0;
+    while (!rest.empty()) {
+        const std::string name = rest.back();
+        rest.pop_back();
+        if (name == "..") {  // the physical parent (of / itself: /), already judged on the way down
+            if (walked.empty()) continue;
+            Fd parent(::openat(current.fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            if (parent.fd < 0) {
+                why = shown() + "/.. cannot be opened " + error_text(errno);
+                return -1;
+            }
+            current.reset(parent.release());
+            walked.pop_back();
+            if (!judge()) return -1;
+            continue;
+        }
+        const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+        Fd next(::openat(current.fd, name.c_str(), flags));
+        if (next.fd < 0 && errno == ENOENT && create) {
+            if (::mkdirat(current.fd, name.c_str(), 0700) != 0 && errno != EEXIST) {
+                why = shown() + (walked.empty() ? "" : "/") + name + " cannot be created " + error_text(errno);
+                return -1;
+            }
+            next.reset(::openat(current.fd, name.c_str(), flags));
+        }
+        if (next.fd < 0) {
+            const int error = errno;
+            const std::string at = shown() + (walked.empty() ? "" : "/") + name;
+            struct stat st;
+            if ((error == ELOOP || error == ENOTDIR) &&
+                ::fstatat(current.fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+                if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+                    why = at + " is a symbolic link owned by uid " + std::to_string(st.st_uid);
+                    return -1;
+                }
+                char target[PATH_MAX];
+                ssize_t n = ::readlinkat(current.fd, name.c_str(), target, sizeof target - 1);
+                if (n <= 0 || ++links > 40) {
+                    why = at + (n <= 0 ? " cannot be read " + error_text(errno) : " has too many symbolic links");
+                    return -1;
+                }
+                target[n] = '\0';
+                std::vector<std::string> more = components(target);
+                rest.insert(rest.end(), more.rbegin(), more.rend());
+                if (target[0] == '/' && !start_at_root()) return -1;
+                continue;
+            }
+            why = at + (error == ENOTDIR ? " is not a directory" : " cannot be opened " + error_text(error));
+            return -1;
+        }
+        current.reset(next.release());
+        walked.push_back(name);
+        if (!judge()) return -1;
+    }
+    return current.release();
 }
 
 int64_t mtime_ns(const struct stat &st) { return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec; }
 
-/** Whether `name` is a temporary file of write_file ("<entry>.kv.<pid>.<tag>.tmp") that no write will finish: its
- *  process is gone, or it is older than any write takes (its process ID may belong to another process by now). */
-bool is_abandoned_temp(const std::string &dir, const std::string &name) {
+/** Whether `name` (in the directory `dir`) is a temporary file of write_file ("<entry>.kv.<pid>.<tag>.tmp") that no
+ *  write will finish: it is older than any write takes. Only its age tells: its process ID says nothing when the
+ *  directory is shared with another host or container (a PID not running here may be a write in progress there),
+ *  nor when the ID is reused. */
+bool is_abandoned_temp(int dir, const std::string &name) {
     if (name.size() < 8 || name.compare(name.size() - 4, 4, ".tmp") != 0) return false;
-    size_t kv = name.find(".kv.");
-    if (kv == std::string::npos) return false;
-    char *end = nullptr;
-    errno = 0;
-    long pid = std::strtol(name.c_str() + kv + 4, &end, 10);
-    if (errno != 0 || end == name.c_str() + kv + 4 || *end != '.' || pid <= 0 || pid > INT32_MAX) return false;
-    if (::kill((pid_t)pid, 0) != 0 && errno == ESRCH) return true;
+    if (name.find(".kv.") == std::string::npos) return false;
     struct stat st;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     constexpr int64_t kAbandonedAfterNs = (int64_t)600 * 1000000000;  // a write of even a GiB takes seconds
-    return ::lstat((dir + "/" + name).c_str(), &st) == 0 &&
+    return ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
            (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - mtime_ns(st) > kAbandonedAfterNs;
 }
 
@@ -200,24 +309,29 @@ PromptCache::PromptCache(size_t ram_limit, const std::string &dir, size_t disk_l
     counters_.ram_limit = ram_limit;
     counters_.disk_limit = disk_limit;
     if (!dir.empty() && disk_limit > 0) {
-        char name[64];
-        std::snprintf(name, sizeof name, "/%016" PRIx64 "-%s", fingerprint, layout.c_str());
-        fingerprint_ = hash64(name, std::strlen(name), fingerprint);
-        std::string path = dir;
-        while (path.size() > 1 && path.back() == '/') path.pop_back();
-        path += name;
-        std::string root = dir;
-        while (root.size() > 1 && root.back() == '/') root.pop_back();
-        std::string unsafe;
-        if (!make_dirs(path)) {
-            log_line(AFM_LOG_WARNING, instance_ + ": prompt cache directory " + path + " cannot be created (" +
-                                          std::strerror(errno) + "); the disk tier is off");
-        } else if (!(unsafe = unsafe_directory(root, false)).empty() || !(unsafe = unsafe_directory(path, true)).empty()) {
-            log_line(AFM_LOG_WARNING, instance_ + ": prompt cache directory " + path + " is not safe (" + unsafe +
-                                          "); the disk tier is off");
+        // "/<fingerprint>-<layout>", the layout whole (two llama.cpp builds whose keys differ late must not share a
+        // directory): hashed when it would make too long a name, or one that is not a single path component.
+        char hex[24];
+        std::snprintf(hex, sizeof hex, "/%016" PRIx64 "-", fingerprint);
+        std::string name = hex + layout;
+        if (layout.empty() || layout.size() > 128 || layout.find('/') != std::string::npos) {
+            std::snprintf(hex, sizeof hex, "%016" PRIx64, hash64(layout.data(), layout.size(), 0x4c41594f));
+            name = std::string(name, 0, 18) + "h" + hex;
+        }
+        fingerprint_ = hash64(name.data(), name.size(), fingerprint);
+        root_ = dir;
+        while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+        name_ = name.substr(1);
+        const std::string path = root_ == "/" ? name : root_ + name;
+        std::string why;
+        auto handle = open_directory(why);
+        if (!handle) {
+            log_line(AFM_LOG_WARNING, instance_ + ": prompt cache directory " + path + " refused: " + why +
+                                          "; the disk tier is off");
         } else {
             dir_ = path;
             std::lock_guard<std::mutex> lock(disk_mutex_);
+            directory_ = std::move(handle);
             scan_locked();
             evict_disk_locked();
         }
@@ -231,8 +345,55 @@ PromptCache::~PromptCache() {
         std::lock_guard<std::mutex> lock(write_mutex_);
         stopping_ = true;  // the writer finishes what is queued first: a restart finds it
     }
+    stopping_flag_.store(true);
+    if (writer_.joinable()) {
+        // A write under way at SCHED_IDLE finishes at the normal priority (writer_priority() sees the flag from now
+        // on): with both cores decoding for another instance, an idle writer would hold up this unload for minutes.
+        sched_param param{};
+        param.sched_priority = 0;
+        pthread_setschedparam(writer_.native_handle(), SCHED_OTHER, &param);
+    }
     write_cv_.notify_all();
     if (writer_.joinable()) writer_.join();
+}
+
+PromptCache::Directory::~Directory() {
+    if (fd >= 0) ::close(fd);
+}
+
+std::shared_ptr<const PromptCache::Directory> PromptCache::open_directory(std::string &why) const {
+    auto handle = std::make_shared<Directory>();
+    Fd root(open_trusted(root_, true, why));
+    if (root.fd < 0) return nullptr;
+    // This model's directory: ours alone (the one above may be a sticky one others write in too).
+    const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    Fd own(::openat(root.fd, name_.c_str(), flags));
+    if (own.fd < 0 && errno == ENOENT) {
+        if (::mkdirat(root.fd, name_.c_str(), 0700) != 0 && errno != EEXIST) {
+            why = name_ + " cannot be created " + error_text(errno);
+            return nullptr;
+        }
+        own.reset(::openat(root.fd, name_.c_str(), flags));
+    }
+    struct stat st;
+    if (own.fd < 0) {
+        why = errno == ELOOP || errno == ENOTDIR ? "it is not a directory" : "it cannot be opened " + error_text(errno);
+    } else if (::fstat(own.fd, &st) != 0) {
+        why = "it cannot be examined " + error_text(errno);
+    } else if (st.st_uid != ::geteuid()) {
+        why = "it is owned by uid " + std::to_string(st.st_uid);
+    } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        why = "it is writable by group or others";
+    } else {
+        handle->fd = own.release();
+        return handle;
+    }
+    return nullptr;
+}
+
+std::shared_ptr<const PromptCache::Directory> PromptCache::directory_handle() const {
+    std::lock_guard<std::mutex> lock(disk_mutex_);
+    return directory_;
 }
 
 void PromptCache::set_state_size(uint64_t base, uint64_t per_token) {
@@ -252,19 +413,26 @@ uint64_t PromptCache::max_state_bytes(uint64_t n_tokens) const {
     return 2 * (state_base_.load() + per_token * n_tokens) + ((uint64_t)1 << 20);
 }
 
-PromptCache::Read PromptCache::read_entry(const std::string &path, std::vector<llama_token> &tokens,
+PromptCache::Read PromptCache::read_entry(int dir, const std::string &name, std::vector<llama_token> &tokens,
                                           std::vector<uint8_t> *state, uint64_t &file_bytes, int64_t &mtime) const noexcept {
     // O_NONBLOCK: a FIFO named like an entry would block open() (on the decode thread) until someone writes to it;
     // O_NOFOLLOW: an entry is a file in our directory, never a link to elsewhere.
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return errno == ENOENT ? Read::gone : errno == ELOOP ? Read::foreign : Read::unavailable;
+    int fd = ::openat(dir, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        // What no entry of ours gives (a link, a socket, a file we may not read, a directory): a foreign file, left
+        // alone. Were it "unavailable", every find() would read the directory again for it (on the decode thread).
+        if (errno == ENOENT) return Read::gone;
+        if (errno == ELOOP || errno == ENXIO || errno == EACCES || errno == EISDIR) return Read::foreign;
+        return Read::unavailable;
+    }
     struct Closer {
         int fd;
         ~Closer() { ::close(fd); }
     } closer{fd};
     struct stat st;
     if (::fstat(fd, &st) != 0) return Read::unavailable;
-    if (!S_ISREG(st.st_mode)) return Read::foreign;
+    // Ours, or foreign: a file another user owns was not written by this daemon (root may open it regardless).
+    if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) return Read::foreign;
     try {
         FileHeader h;
         int r = read_all(fd, &h, sizeof h);
@@ -312,19 +480,28 @@ std::string PromptCache::file_name(const std::vector<llama_token> &tokens) const
 }
 
 void PromptCache::scan_locked() {
+    if (!directory_) return;
+    const int dir = directory_->fd;
     struct stat st;
-    if (::stat(dir_.c_str(), &st) != 0) return;
+    if (::fstat(dir, &st) != 0) return;
     if (mtime_ns(st) == dir_mtime_) return;
     dir_mtime_ = mtime_ns(st);
-    DIR *d = ::opendir(dir_.c_str());
-    if (!d) return;
+    // A descriptor of its own (fdopendir() takes it over; the held one stays for openat and the like).
+    int listing = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = listing >= 0 ? ::fdopendir(listing) : nullptr;
+    if (!d) {
+        if (listing >= 0) ::close(listing);
+        dir_mtime_ = -1;  // out of descriptors now: next time
+        return;
+    }
     std::map<std::string, DiskEntry> seen;
     bool again = false;  // an entry could not be read now: scan again next time, whether or not the directory changes
     while (struct dirent *e = ::readdir(d)) {
         std::string name = e->d_name;
-        if (is_abandoned_temp(dir_, name)) {
-            // A writer that died mid-write (its process is gone) left this: it counts in no bound, so it goes.
-            ::unlink((dir_ + "/" + name).c_str());
+        if (is_abandoned_temp(dir, name)) {
+            // A writer that died mid-write left this (it is older than any write takes): it counts in no bound, so it
+            // goes.
+            ::unlinkat(dir, name.c_str(), 0);
             continue;
         }
         if (name.size() < 4 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
@@ -335,7 +512,7 @@ void PromptCache::scan_locked() {
         }
         DiskEntry entry;
         int64_t mtime = 0;
-        switch (read_entry(dir_ + "/" + name, entry.tokens, nullptr, entry.bytes, mtime)) {
+        switch (read_entry(dir, name, entry.tokens, nullptr, entry.bytes, mtime)) {
         case Read::ok:
             break;
         case Read::beyond:
@@ -344,7 +521,7 @@ void PromptCache::scan_locked() {
             break;
         case Read::damaged: {
             // Truncated, damaged, or of another format: a cache entry is never worth keeping in doubt.
-            ::unlink((dir_ + "/" + name).c_str());
+            ::unlinkat(dir, name.c_str(), 0);
             std::lock_guard<std::mutex> lock(ram_mutex_);
             counters_.discarded++;
             continue;
@@ -369,7 +546,7 @@ void PromptCache::scan_locked() {
 void PromptCache::remove_file_locked(const std::string &name) {
     auto it = disk_.find(name);
     if (it == disk_.end()) return;
-    ::unlink((dir_ + "/" + name).c_str());
+    if (directory_) ::unlinkat(directory_->fd, name.c_str(), 0);
     disk_bytes_ -= it->second.bytes;
     disk_.erase(it);
 }
@@ -403,6 +580,20 @@ void PromptCache::evict_ram_locked(size_t incoming) {
         ram_.pop_front();
         counters_.evictions++;
     }
+}
+
+bool PromptCache::fits_ram_locked(const State &state) const {
+    if (state->size() > ram_limit_) return false;
+    if (held_.count(state.get())) return true;  // held already (a queued write): it adds nothing
+    // What stays however much is evicted: states held by queued writes only.
+    std::unordered_map<const std::vector<uint8_t> *, unsigned> in_ram;
+    for (const auto &entry : ram_) in_ram[entry.state.get()]++;
+    uint64_t floor = held_bytes_;
+    for (const auto &[ptr, holders] : in_ram) {
+        auto it = held_.find(ptr);
+        if (it != held_.end() && it->second == holders) floor -= ptr->size();
+    }
+    return floor + state->size() <= ram_limit_;
 }
 
 bool PromptCache::worth_restoring(size_t covered, size_t entry_tokens, size_t from_slots) {
@@ -470,8 +661,10 @@ bool PromptCache::take(Match &match, State &state) noexcept {
         auto data = std::make_shared<std::vector<uint8_t>>();
         uint64_t bytes = 0;
         int64_t mtime = 0;
-        std::string path = dir_ + "/" + match.file;
-        Read read = read_entry(path, tokens, data.get(), bytes, mtime);
+        const std::string path = dir_ + "/" + match.file;  // for messages
+        const auto dir = directory_handle();
+        if (!dir) return false;
+        Read read = read_entry(dir->fd, match.file, tokens, data.get(), bytes, mtime);
         std::lock_guard<std::mutex> lock(disk_mutex_);
         auto it = disk_.find(match.file);
         if (read == Read::ok && (it == disk_.end() || it->second.tokens != tokens)) {
@@ -505,7 +698,7 @@ bool PromptCache::take(Match &match, State &state) noexcept {
         case Read::unavailable:
             return false;  // not now (out of descriptors or memory): it stays for later
         }
-        ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: evicted last
+        ::utimensat(dir->fd, match.file.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // recently used: evicted last
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         it->second.used = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
@@ -539,10 +732,16 @@ bool PromptCache::needs(const std::vector<llama_token> &tokens, bool ram) const 
     }
     if (!dir_.empty()) {
         std::lock_guard<std::mutex> lock(disk_mutex_);
-        for (const auto &[name, entry] : disk_)
-            if (entry.usable && is_prefix(tokens, entry.tokens)) return false;
-        return true;
+        return !on_disk_locked(tokens);
     }
+    return false;
+}
+
+bool PromptCache::on_disk_locked(const std::vector<llama_token> &tokens) const {
+    for (const auto &[name, entry] : disk_)
+        if (entry.usable && is_prefix(tokens, entry.tokens)) return true;
+    for (const auto &[name, queued] : pending_)
+        if (is_prefix(tokens, queued)) return true;  // on its way
     return false;
 }
 
@@ -553,53 +752,66 @@ void PromptCache::save(const std::vector<llama_token> &tokens, State state, bool
         if (ram && ram_limit_ > 0) {
             std::lock_guard<std::mutex> lock(ram_mutex_);
             bool covered = false;
-            for (auto it = ram_.begin(); it != ram_.end();) {
-                if (is_prefix(tokens, it->tokens)) {
-                    covered = true;
-                    ++it;
-                } else if (is_prefix(it->tokens, tokens)) {  // this state serves that prefix too
-                    release_locked(it->state);
-                    it = ram_.erase(it);
-                } else {
-                    ++it;
+            for (const auto &entry : ram_) covered = covered || is_prefix(tokens, entry.tokens);
+            // Entries this one extends go only once it is in (it serves them too); one that cannot be kept (larger
+            // than the bound, or no room however much is evicted: queued writes hold the rest) leaves them be.
+            bool kept = covered;
+            if (!covered && fits_ram_locked(state)) {
+                ram_.push_back(RamEntry{tokens, state});
+                try {
+                    hold_locked(state);
+                } catch (...) {
+                    ram_.pop_back();
+                    throw;
                 }
+                kept = true;
             }
-            if (!covered && size <= ram_limit_) {
-                evict_ram_locked(size);
-                if (held_bytes_ + size <= ram_limit_) {
-                    ram_.push_back(RamEntry{tokens, state});
-                    try {
-                        hold_locked(state);
-                    } catch (...) {
-                        ram_.pop_back();
-                        throw;
+            if (kept) {
+                const RamEntry *self = covered ? nullptr : &ram_.back();
+                for (auto it = ram_.begin(); it != ram_.end();) {
+                    if (&*it != self && it->tokens.size() < tokens.size() && is_prefix(it->tokens, tokens)) {
+                        release_locked(it->state);
+                        it = ram_.erase(it);
+                    } else {
+                        ++it;
                     }
                 }
+                if (!covered) evict_ram_locked(0);  // the new entry is last: what fits_ram_locked() counted goes first
             }
         }
         if (!dir_.empty()) {
+            const std::string name = file_name(tokens);
             {
                 std::lock_guard<std::mutex> lock(disk_mutex_);
-                for (const auto &[name, entry] : disk_)
-                    if (entry.usable && is_prefix(tokens, entry.tokens)) return;  // on disk already
+                if (on_disk_locked(tokens)) return;  // on disk already, or queued
+                pending_.emplace(name, tokens);
             }
-            // Queued states count in the RAM bound (256 MiB of queue when there is no RAM tier), once: a state in
-            // RAM and queued is one block of memory.
-            std::lock_guard<std::mutex> lock(ram_mutex_);
-            const size_t bound = ram_limit_ > 0 ? ram_limit_ : (size_t)256 << 20;
-            const size_t incoming = held_.count(state.get()) ? 0 : size;
-            if (ram_limit_ > 0 && incoming > 0) evict_ram_locked(incoming);
-            if (size > disk_limit_ || held_bytes_ + incoming > bound) {
-                counters_.dropped_writes++;
-                return;
-            }
-            hold_locked(state);
+            bool queued = false;
             try {
-                std::lock_guard<std::mutex> wlock(write_mutex_);
-                writes_.push_back(Write{tokens, state});
+                // Queued states count in the RAM bound (256 MiB of queue when there is no RAM tier), once: a state
+                // in RAM and queued is one block of memory.
+                std::lock_guard<std::mutex> lock(ram_mutex_);
+                const size_t bound = ram_limit_ > 0 ? ram_limit_ : (size_t)256 << 20;
+                const size_t incoming = held_.count(state.get()) ? 0 : size;
+                if (ram_limit_ > 0 && incoming > 0) evict_ram_locked(incoming);
+                if (size > disk_limit_ || held_bytes_ + incoming > bound) {
+                    counters_.dropped_writes++;
+                } else {
+                    hold_locked(state);
+                    try {
+                        std::lock_guard<std::mutex> wlock(write_mutex_);
+                        writes_.push_back(Write{tokens, state, name});
+                        queued = true;
+                    } catch (...) {
+                        release_locked(state);
+                    }
+                }
             } catch (...) {
-                release_locked(state);
-                throw;
+            }
+            if (!queued) {
+                std::lock_guard<std::mutex> lock(disk_mutex_);  // (not under ram_mutex_: disk_mutex_ comes first)
+                pending_.erase(name);
+                return;
             }
             // Only the writer waits on write_cv_ (flush() has its own): one wake-up reaches it.
             write_cv_.notify_one();
@@ -609,23 +821,27 @@ void PromptCache::save(const std::vector<llama_token> &tokens, State state, bool
     }
 }
 
-bool PromptCache::yield_to_decoding() noexcept {
-    // SCHED_IDLE: this thread runs only on a core nothing else wants. llama.cpp's threads meet at a barrier after
-    // every step, so a writer that takes a core from one of them for the few milliseconds of hashing and copying a
-    // state stalls the whole step: with the disk tier on, every answer queues a write, and under interleaved
-    // conversations second-turn TTFT was 0.124-0.133 of the first turn's against 0.105 with the tier off
+void PromptCache::writer_priority(bool idle) noexcept {
+    // Idle: SCHED_IDLE, so the thread runs only on a core nothing else wants. llama.cpp's threads meet at a barrier
+    // after every step, so a writer that takes a core from one of them for the few milliseconds of hashing and
+    // copying a state stalls the whole step: with the disk tier on, every answer queues a write, and under
+    // interleaved conversations second-turn TTFT was 0.124-0.133 of the first turn's against 0.105 with the tier off
     // (scripts/bench-interleaved, 16 conversations, Threads=2 on 2 cores). The runner's nice value (-20 for the
     // local backend) would make the writer compete harder still; SCHED_IDLE ignores it.
+    // Only while it holds no lock (the decode thread takes the same ones: a starved holder would stall it) and
+    // never once the cache is being destroyed (the destructor waits for the queue: a starved writer would hold up
+    // an unload or a reload for minutes while another instance decodes).
+    if (idle && stopping_flag_.load()) idle = false;
     sched_param param{};
     param.sched_priority = 0;
-    bool idle = pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0;
-    // Its I/O goes last as well (IOPRIO_CLASS_IDLE = 3, IOPRIO_WHO_PROCESS = 1; 0 = this thread).
-    ::syscall(SYS_ioprio_set, 1, 0, 3 << 13);
-    return idle;
+    bool done = pthread_setschedparam(pthread_self(), idle ? SCHED_IDLE : SCHED_OTHER, &param) == 0;
+    // Its I/O likewise (IOPRIO_WHO_PROCESS = 1, 0 = this thread; class idle = 3, best effort = 2 at level 4).
+    ::syscall(SYS_ioprio_set, 1, 0, idle ? 3 << 13 : (2 << 13) | 4);
+    if (idle && done) writes_idle_.fetch_add(1);
+    if (idle && stopping_flag_.load()) writer_priority(false);  // the destructor began meanwhile
 }
 
 void PromptCache::writer_loop() {
-    writer_idle_.store(yield_to_decoding());
     for (;;) {
         Write write;
         {
@@ -641,6 +857,10 @@ void PromptCache::writer_loop() {
         } catch (...) {
         }
         {
+            std::lock_guard<std::mutex> lock(disk_mutex_);
+            pending_.erase(write.name);  // written (indexed) or dropped: no longer on its way
+        }
+        {
             std::lock_guard<std::mutex> lock(ram_mutex_);
             release_locked(write.state);
         }
@@ -654,6 +874,13 @@ void PromptCache::writer_loop() {
 }
 
 void PromptCache::write_file(const Write &write) {
+    auto dir = directory_handle();  // (takes disk_mutex_: at the normal priority)
+    if (!dir) return;
+    writer_priority(true);  // hashing and writing the state hold no lock
+    struct Normal {  // (also when something below throws)
+        PromptCache &cache;
+        ~Normal() { cache.writer_priority(false); }
+    } normal{*this};
     const auto &tokens = write.tokens;
     const auto &state = *write.state;
     FileHeader h{};
@@ -667,29 +894,52 @@ void PromptCache::write_file(const Write &write) {
     h.state_hash = hash64(state.data(), state.size(), 0x5354);
     h.header_hash = prompt_cache_header_hash(h);
     const std::string name = file_name(tokens);
-    const std::string path = dir_ + "/" + name;
+    const std::string path = dir_ + "/" + name;  // for messages
     char suffix[48];
     std::snprintf(suffix, sizeof suffix, ".%d.%p.tmp", (int)::getpid(), (const void *)&write);
-    const std::string temp = path + suffix;
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == ENOENT && make_dirs(dir_)) {
-        // The directory was deleted while we run (clearing the cache by hand is allowed): it is made again.
-        fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const std::string temp = name + suffix;
+    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = ::openat(dir->fd, temp.c_str(), flags, 0600);
+    if (fd < 0 && errno == ENOENT) {
+        // The directory was deleted while we run (clearing the cache by hand is allowed): it is made again, and
+        // judged again as at start-up (whatever is at its path now may be another's).
+        writer_priority(false);  // before any lock
+        std::string why;
+        if (auto fresh = open_directory(why)) {
+            dir = fresh;
+            {
+                std::lock_guard<std::mutex> lock(disk_mutex_);
+                directory_ = std::move(fresh);
+                dir_mtime_ = -1;
+            }  // (the rest of this write runs at the normal priority: a rare path, counted once as idle)
+        } else {
+            log_line(AFM_LOG_WARNING, instance_ + ": prompt cache directory " + dir_ + " removed, and refused when made " +
+                                          "again: " + why + "; nothing is written to it");
+            std::lock_guard<std::mutex> lock(ram_mutex_);
+            counters_.dropped_writes++;
+            return;
+        }
+        fd = ::openat(dir->fd, temp.c_str(), flags, 0600);
     }
     bool ok = fd >= 0 && write_all(fd, &h, sizeof h) &&
               write_all(fd, tokens.data(), tokens.size() * sizeof(llama_token)) &&
               write_all(fd, state.data(), state.size());
+    struct stat st;
+    int64_t written = ok && ::fstat(fd, &st) == 0 ? mtime_ns(st) : 0;
     if (fd >= 0 && ::close(fd) != 0) ok = false;
     // Written whole under a temporary name, then renamed: a reader sees a complete file or none. (A crash of the
     // machine may still leave a short or damaged file behind: the checksums catch it.)
-    if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
-        ::unlink(temp.c_str());
+    if (!ok || ::renameat(dir->fd, temp.c_str(), dir->fd, name.c_str()) != 0) {
+        const int error = errno;
+        ::unlinkat(dir->fd, temp.c_str(), 0);
+        writer_priority(false);  // before any lock
         std::lock_guard<std::mutex> lock(ram_mutex_);
         counters_.dropped_writes++;
         log_line(AFM_LOG_WARNING, instance_ + ": cannot write the prompt cache entry " + path + " (" +
-                                      std::strerror(errno) + ")");
+                                      std::strerror(error) + ")");
         return;
     }
+    writer_priority(false);  // before any lock
     std::lock_guard<std::mutex> lock(disk_mutex_);
     // Another instance of this model (a generation draining after a reload, a second daemon) writes into the same
     // directory: its files count in the bound too, so the index is brought up to date before evicting. A full
@@ -706,8 +956,7 @@ void PromptCache::write_file(const Write &write) {
     DiskEntry entry;
     entry.tokens = tokens;
     entry.bytes = sizeof h + tokens.size() * sizeof(llama_token) + state.size();
-    struct stat st;
-    entry.used = ::stat(path.c_str(), &st) == 0 ? mtime_ns(st) : 0;
+    entry.used = written;
     disk_bytes_ += entry.bytes;
     disk_[name] = std::move(entry);
     evict_disk_locked();

@@ -70,8 +70,13 @@ struct PromptCacheStats {
  *    the state, each with its own checksum; anything that does not verify is deleted, never loaded. An entry this
  *    instance cannot hold (longer than its context, larger than its memory allows) stays for one that can; a file
  *    that cannot be read now (out of descriptors or memory) is a miss. Another instance of the same model (a
- *    restart, a reload) finds the files; another model has another directory. The directory must be the daemon
- *    user's alone (not writable by group or others, nor inside a directory others may rename things in).
+ *    restart, a reload) finds the files; another model has another directory. Entries are restored into the
+ *    model's memory, so only root and the daemon's user may be able to put one there: every directory from / down
+ *    to the cache's must be owned by root or the daemon's user and writable by no one else (one writable by others
+ *    only when sticky, as /tmp: they cannot rename or remove ours), the cache's own directory the daemon user's, and
+ *    an entry a regular file the daemon's user owns; otherwise the disk tier is off (logged) or the file foreign.
+ *    The directory is opened once, component by component (each judged on its descriptor), and held: every file
+ *    operation is relative to it (openat, renameat, unlinkat), so nothing swapped in at its path afterwards is used.
  *
  * Threads: the decode thread calls find/take/save; the writer thread writes files; stats() from any thread.
  */
@@ -87,9 +92,10 @@ public:
 
     bool ram_enabled() const { return ram_limit_ > 0; }
     bool disk_enabled() const { return !dir_.empty(); }
-    /** Whether the disk writer runs at SCHED_IDLE (it never takes a core from decoding); false until it starts. */
-    bool writer_yields() const { return writer_idle_.load(); }
-    /** The directory of this model's entries ("" without a disk tier). */
+    /** How many state writes the disk writer began at SCHED_IDLE (it never takes a core from decoding). */
+    uint64_t writes_at_idle_priority() const { return writes_idle_.load(); }
+    /** The directory of this model's entries ("" without a disk tier). For messages and tests: the cache itself
+     *  uses the directory it opened, whatever this path names later. */
     const std::string &directory() const { return dir_; }
 
     /** A saved state (read-only once saved; shared by the RAM tier, the writer's queue and a restore). */
@@ -135,7 +141,8 @@ public:
     void restore_refused(Match &match, State state) noexcept;
 
     /** [decode thread] Whether saving `tokens` would add anything: a tier that is on (RAM only with `ram`) holds
-     *  neither them nor an entry they are a prefix of. Lets the engine skip copying a state out of llama.cpp. */
+     *  neither them nor an entry they are a prefix of (on disk, or queued for the writer). Lets the engine skip copying
+     *  a state out of llama.cpp. */
     bool needs(const std::vector<llama_token> &tokens, bool ram) const;
 
     /** [decode thread] Keeps a state: in RAM (when `ram`), and on disk (when the disk tier is on and it is not
@@ -161,6 +168,15 @@ public:
     PromptCacheStats stats() const;
 
 private:
+    /** The open directory of this model's entries (closed when the last user lets go: the writer may replace it
+     *  with a new one while the decode thread reads through the old). */
+    struct Directory {
+        int fd = -1;
+        Directory() = default;
+        Directory(const Directory &) = delete;
+        Directory &operator=(const Directory &) = delete;
+        ~Directory();
+    };
     struct DiskEntry {
         std::vector<llama_token> tokens;
         uint64_t bytes = 0;
@@ -170,6 +186,7 @@ private:
     struct Write {
         std::vector<llama_token> tokens;
         State state;
+        std::string name;  // file_name(tokens): its key in pending_
     };
     /** What reading an entry file found. */
     enum class Read {
@@ -183,23 +200,32 @@ private:
 
     Match find_best(const std::vector<llama_token> &prompt);  // find() but may throw
     void writer_loop();
-    static bool yield_to_decoding() noexcept;  // the calling thread runs only on idle CPU (SCHED_IDLE)
+    void writer_priority(bool idle) noexcept;  // the writer: SCHED_IDLE (idle) or normal (holding locks, stopping)
     void write_file(const Write &write);
+    bool on_disk_locked(const std::vector<llama_token> &tokens) const;  // disk_mutex_ held: on disk or queued
     void scan_locked();                 // disk_mutex_ held: adds files not in the index, drops missing ones
     void evict_disk_locked();           // disk_mutex_ held
     void remove_file_locked(const std::string &name);
     void evict_ram_locked(size_t incoming);  // ram_mutex_ held: makes room for `incoming` bytes
+    // ram_mutex_ held: whether `state` can be kept in RAM, evicting every entry if need be (queued writes stay).
+    bool fits_ram_locked(const State &state) const;
     std::string file_name(const std::vector<llama_token> &tokens) const;  // "<token hash>-<count>.kv"
     uint64_t max_state_bytes(uint64_t n_tokens) const;  // the largest state a file of n_tokens may hold
-    Read read_entry(const std::string &path, std::vector<llama_token> &tokens, std::vector<uint8_t> *state,
+    Read read_entry(int dir, const std::string &name, std::vector<llama_token> &tokens, std::vector<uint8_t> *state,
                     uint64_t &file_bytes, int64_t &mtime) const noexcept;
+    // Opens (making what is missing) root_ and this model's directory in it, judging every directory on the way;
+    // nullptr with `why` when one may not be trusted.
+    std::shared_ptr<const Directory> open_directory(std::string &why) const;
+    std::shared_ptr<const Directory> directory_handle() const;  // the current one (takes disk_mutex_)
     // ram_mutex_ held: a RAM entry or a queued write holds `state` (counted once however many hold it) / let go.
     void hold_locked(const State &state);
     void release_locked(const State &state) noexcept;
 
     const size_t ram_limit_;
     const size_t disk_limit_;
-    std::string dir_;
+    std::string root_;                  // PromptCacheDir
+    std::string name_;                  // this model's directory in it ("<fingerprint>-<layout>")
+    std::string dir_;                   // root_/name_ ("" without a disk tier)
     uint64_t fingerprint_ = 0;          // of the model and the state layout: in every file's header
     const std::string instance_;
     const size_t max_tokens_;
@@ -213,8 +239,12 @@ private:
     uint64_t held_bytes_ = 0;
     PromptCacheStats counters_;
 
-    mutable std::mutex disk_mutex_;     // guards disk_, disk_bytes_, dir_mtime_
+    mutable std::mutex disk_mutex_;     // guards directory_, disk_, pending_, disk_bytes_, dir_mtime_
+    std::shared_ptr<const Directory> directory_;  // set when the disk tier is on
     std::map<std::string, DiskEntry> disk_;
+    // Entries queued for the writer and not written yet (file name -> tokens): needs() and save() count them as on
+    // disk, so one state is not copied out of llama.cpp and queued twice.
+    std::map<std::string, std::vector<llama_token>> pending_;
     uint64_t disk_bytes_ = 0;
     int64_t dir_mtime_ = -1;
 
@@ -225,7 +255,8 @@ private:
     bool writing_ = false;              // guarded by write_mutex_: the writer holds one
     bool stopping_ = false;             // guarded by write_mutex_
     std::thread writer_;
-    std::atomic<bool> writer_idle_{false};  // set by the writer once it runs at SCHED_IDLE
+    std::atomic<uint64_t> writes_idle_{0};  // writes begun at SCHED_IDLE
+    std::atomic<bool> stopping_flag_{false};  // stopping_, readable without write_mutex_ (writer_priority)
 };
 
 }  // namespace afm_local

@@ -389,15 +389,16 @@ Request parse_request(afm_str request_json) {
     }
     // What llama.cpp's grammar cannot enforce is refused here, naming the keyword, rather than left silently open
     // (the host would then fail the answer) or left to allocate without bound (grammar.cpp).
-    int64_t budget = 0;
+    int64_t budget = 0, visits = 0;
     if (r.output == OutputKind::JsonSchema)
         if (const json *f = field(doc, "output_format"); f && f->is_object())
             if (const json *schema = field(*f, "schema"))
-                check_schema_limits(*schema, "output_format.schema", /*output*/ true, budget);
+                check_schema_limits(*schema, "output_format.schema", /*output*/ true, budget, visits);
     if (const json *tools = field(doc, "tools")) {
         for (size_t i = 0; i < tools->size(); i++)
             if (const json *params = field((*tools)[i], "parameters"))
-                check_schema_limits(*params, "tools[" + std::to_string(i) + "].parameters", /*output*/ false, budget);
+                check_schema_limits(*params, "tools[" + std::to_string(i) + "].parameters", /*output*/ false, budget,
+                                    visits);
     }
     if (const json *e = field(doc, "reasoning_effort")) {
         if (!e->is_string()) invalid("reasoning_effort must be a string or null");

@@ -22,9 +22,12 @@
 #include <execinfo.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -34,6 +37,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -864,6 +868,20 @@ void test_repetition_budget_walks_what_llama_cpp_builds() {
     CHECK(m.find("expand to more than") != std::string::npos, "2^30 copies: \"%s\"", m.c_str());
 }
 
+/** The expansion cap ("the request's schemas expand to more than 200000 schema nodes") counted per schema: each
+ *  tool's parameters started at zero, so N tools of 2^15 type-array copies each (~131,000 nodes, under the cap alone)
+ *  reached llama.cpp's tool grammar builder as N x 131,000 nodes. (Review s8: written, not yet run.) */
+void test_expansion_cap_is_per_request() {
+    json nested = {{"type", "string"}};
+    for (int i = 0; i < 15; i++) nested = {{"type", {"object", "object"}}, {"properties", {{"x", nested}}}};
+    json one = json::array({{{"name", "t0"}, {"parameters", nested}}});
+    std::string m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), one));
+    CHECK(m.empty(), "one tool of 2^15 copies is under the cap: \"%s\"", m.c_str());
+    json two = json::array({{{"name", "t0"}, {"parameters", nested}}, {{"name", "t1"}, {"parameters", nested}}});
+    m = refusal(structured_request(object_of({{"ok", {{"type", "boolean"}}}}), two));
+    CHECK(m.find("expand to more than") != std::string::npos, "two tools of 2^15 copies each: \"%s\"", m.c_str());
+}
+
 void test_parse_with_memory_exhausted() {
     // A valid request, an invalid (truncated) one whose partial tree the parser discards, and the create config.
     std::string valid = request("Hi.", 2, true);
@@ -1418,7 +1436,8 @@ void test_prompt_cache_disk_bound_across_instances() {
         CHECK(files_in(dir, ".tmp").empty(), "temporary files left behind");
         CHECK(on_disk.size() >= 4, "only %zu entries kept", on_disk.size());
     }
-    // What a writer killed mid-write leaves: its process (pid 999999999, beyond pid_max) is gone.
+    // What a writer killed mid-write leaves: its process (pid 999999999, beyond pid_max) is gone, and it is older
+    // than any write takes (its age is what tells: review s7 #5).
     std::string stale = dir + "/0123456789abcdef-000064.kv.999999999.0x1.tmp";
     {
         FILE *f = std::fopen(stale.c_str(), "wb");
@@ -1428,6 +1447,11 @@ void test_prompt_cache_disk_bound_across_instances() {
             std::fwrite(junk.data(), 1, junk.size(), f);
             std::fclose(f);
         }
+        struct timespec old[2];
+        clock_gettime(CLOCK_REALTIME, &old[0]);
+        old[0].tv_sec -= 3600;
+        old[1] = old[0];
+        CHECK(utimensat(AT_FDCWD, stale.c_str(), old, 0) == 0, "utimensat");
     }
     {
         PromptCache c(0, root, limit, 0xbeef, "n1", "c", 4096);
@@ -1533,7 +1557,7 @@ struct FdLimit {
 
 void test_prompt_cache_keeps_entries_through_transient_errors() {
     // Only damage deletes an entry (review F2, F11). A file that cannot be opened now (out of descriptors, as with
-    // EACCES or ENFILE) or a state that cannot be allocated now is a miss, and the entry restores once that passes.
+    // EMFILE or ENFILE) or a state that cannot be allocated now is a miss, and the entry restores once that passes.
     std::string root = make_temp_dir();
     CHECK(!root.empty(), "mkdtemp");
     const auto tokens = fake_tokens(6, 80);
@@ -1549,7 +1573,7 @@ void test_prompt_cache_keeps_entries_through_transient_errors() {
     try {
         std::unique_ptr<PromptCache> reader;
         {
-            FdLimit limit(1);  // the directory opens at start-up, the entry does not
+            FdLimit limit(2);  // the directory opens at start-up (held, and once more to list it), the entry does not
             reader = std::make_unique<PromptCache>(0, root, 8 << 20, 0xabcd, "n1", "reader", 4096);
         }
         CHECK(files_in(dir, ".kv").size() == 1 && reader->stats().discarded == 0,
@@ -1664,9 +1688,40 @@ void test_prompt_cache_writer_yields_to_decoding() {
         PromptCache cache((size_t)1 << 20, root, 8 << 20, 0x4545, "n1", "idle", 4096);
         CHECK(cache.disk_enabled(), "the disk tier is off in %s", root.c_str());
         cache.save(fake_tokens(9, 64), fake_state(4096, 9), false);
-        cache.flush();  // the writer has run: its policy is set before it takes any work
-        CHECK(cache.writer_yields(), "the prompt cache's disk writer does not run at SCHED_IDLE");
+        cache.flush();
+        CHECK(cache.writes_at_idle_priority() == 1, "the prompt cache's disk writer wrote %llu of 1 states at "
+              "SCHED_IDLE", (unsigned long long)cache.writes_at_idle_priority());
     }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_destroy_is_not_held_up_by_an_idle_writer() {
+    // Review s8: the destructor writes what is queued (a restart finds it) and joins the writer; at SCHED_IDLE,
+    // with every core busy (another instance decoding during a reload), the writer got ~0.3 % of a core and an
+    // unload waited minutes. Destroying now lifts the writer to the normal priority. The bound is a deadline (the
+    // unload must not hang): measured at load ~15, 0.71 s with the fix, 18.9 s without.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    std::atomic<bool> spin{true};
+    std::vector<std::thread> spinners;
+    for (unsigned i = 0; i < std::max(2u, std::thread::hardware_concurrency()); i++)
+        spinners.emplace_back([&] {
+            while (spin.load(std::memory_order_relaxed)) {
+            }
+        });
+    double seconds = 0;
+    {
+        auto cache = std::make_unique<PromptCache>((size_t)512 << 20, root, (size_t)1 << 30, 0x4646, "n1", "stop", 4096);
+        for (int i = 0; i < 4; i++) cache->save(fake_tokens(20 + i, 64), fake_state((size_t)48 << 20, 20 + i), false);
+        auto t0 = std::chrono::steady_clock::now();
+        cache.reset();
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    spin.store(false);
+    for (auto &t : spinners) t.join();
+    std::fprintf(stderr, "  destroyed with 4 x 48 MB queued and every core busy in %.2f s\n", seconds);
+    CHECK(seconds < 8, "destroying the cache took %.1f s: the idle writer held it up", seconds);
     std::string rm = "rm -rf '" + root + "'";
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
@@ -1822,6 +1877,237 @@ void test_prompt_cache_survives_a_removed_directory() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+/** Copies the one entry a cache of (fingerprint, layout) writes for `tokens` with a state of `fill` bytes into
+ *  `into`, owned by `uid`: an entry that verifies there, as another user able to compute the names would plant it. */
+bool plant_entry(const std::string &into, uint64_t fingerprint, const std::string &layout,
+                 const std::vector<llama_token> &tokens, uint8_t fill, uid_t uid) {
+    std::string scratch = make_temp_dir();
+    if (scratch.empty()) return false;
+    bool ok = false;
+    {
+        PromptCache writer(0, scratch, 8 << 20, fingerprint, layout, "planter", 4096);
+        writer.save(tokens, std::make_shared<std::vector<uint8_t>>(4096, fill), false);
+        writer.flush();
+        auto files = files_in(writer.directory(), ".kv");
+        if (files.size() == 1) {
+            std::string name = files[0].first.substr(files[0].first.rfind('/'));
+            std::string copy = "cp '" + files[0].first + "' '" + into + name + "'";
+            ok = std::system(copy.c_str()) == 0 && (uid == geteuid() || chown((into + name).c_str(), uid, uid) == 0);
+        }
+    }
+    std::string rm = "rm -rf '" + scratch + "'";
+    return std::system(rm.c_str()) == 0 && ok;
+}
+
+void test_prompt_cache_writes_a_state_once() {
+    // (Review s7 #2.) A state queued for disk and not written yet is on its way: needs() says so and save() does not
+    // queue it again (the engine copied it out of llama.cpp and queued it twice).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        PromptCache cache(0, root, 256 << 20, 0x9999, "n1", "once", 4096);
+        cache.save(fake_tokens(14, 64), fake_state(32 << 20, 14), false);  // keeps the writer busy a while
+        const auto tokens = fake_tokens(15, 64);
+        cache.save(tokens, fake_state(8 << 10, 15), false);
+        CHECK(!cache.needs(tokens, false) && !cache.needs(std::vector<llama_token>(tokens.begin(), tokens.begin() + 40), false),
+              "a state queued for disk is needed again");
+        cache.save(tokens, fake_state(8 << 10, 15), false);
+        cache.flush();
+        PromptCacheStats st = cache.stats();
+        CHECK(st.disk_writes == 2 && st.disk_entries == 2, "%llu writes for 2 states", (unsigned long long)st.disk_writes);
+        CHECK(cache.needs(fake_tokens(16, 64), false), "a state not saved is not needed");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_keeps_prefixes_of_a_state_it_cannot_keep() {
+    // (Review s7 #3.) A state that extends RAM entries but does not fit (larger than the bound) leaves them be: they
+    // were erased first, and then neither was kept.
+    PromptCache cache(1 << 20, "", 0, 0, "n1", "prefixes", 4096);
+    const auto prefix = fake_tokens(17, 40);
+    cache.save(prefix, fake_state(100 << 10, 17), true);
+    cache.save(extended(prefix, 30), fake_state(2 << 20, 18), true);
+    PromptCache::Match match = cache.find(extended(prefix, 40));
+    CHECK(match.ram && match.length == prefix.size(), "the prefix entry is gone (match %zu)", match.length);
+    cache.save(extended(prefix, 30), fake_state(200 << 10, 19), true);  // one that fits replaces it
+    match = cache.find(extended(prefix, 40));
+    PromptCacheStats st = cache.stats();
+    CHECK(match.ram && match.length == prefix.size() + 30 && st.ram_entries == 1 && st.ram_bytes == 200 << 10,
+          "match %zu, %llu entries, %llu bytes", match.length, (unsigned long long)st.ram_entries,
+          (unsigned long long)st.ram_bytes);
+}
+
+void test_prompt_cache_long_layouts_do_not_share_a_directory() {
+    // (Review s7 #4.) Two llama.cpp builds whose keys differ only after 64 characters have their own directories.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        const std::string base = "n1-llama" + std::string(80, 'a');
+        PromptCache x(0, root, 8 << 20, 0xaaaa, base + "x", "x", 4096), y(0, root, 8 << 20, 0xaaaa, base + "y", "y", 4096);
+        CHECK(!x.directory().empty() && !y.directory().empty() && x.directory() != y.directory(), "%s and %s",
+              x.directory().c_str(), y.directory().c_str());
+        const std::string huge(600, 'z');  // longer than a file name may be: still a directory of its own
+        PromptCache z(0, root, 8 << 20, 0xaaaa, huge, "z", 4096);
+        CHECK(!z.directory().empty() && z.directory() != x.directory(), "a 600-character layout: %s", z.directory().c_str());
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_keeps_recent_temporary_files_of_other_hosts() {
+    // (Review s7 #5.) A temporary file whose process ID is not running here may be a write in progress in another
+    // container sharing the volume: only its age says it is abandoned.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    std::string dir;
+    {
+        PromptCache first(0, root, 8 << 20, 0xbbbb, "n1", "first", 4096);
+        dir = first.directory();
+    }
+    std::string temp = dir + "/0123456789abcdef-000064.kv.999999999.0x1.tmp";
+    FILE *f = std::fopen(temp.c_str(), "wb");
+    CHECK(f != nullptr, "create %s", temp.c_str());
+    if (f) std::fclose(f);
+    {
+        PromptCache second(0, root, 8 << 20, 0xbbbb, "n1", "second", 4096);
+        struct stat sb;
+        CHECK(stat(temp.c_str(), &sb) == 0, "a fresh temporary file of a process not running here was removed");
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_does_not_rescan_for_foreign_files() {
+    // (Review s7 #6.) A socket named like an entry (open() fails with ENXIO) is a foreign file: left alone, and the
+    // directory is not read again at every find() because of it (the decode thread did that).
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(20, 64);
+    {
+        PromptCache cache(0, root, 8 << 20, 0xcccc, "n1", "socket", 4096);
+        std::string dir = cache.directory();
+        int s = socket(AF_UNIX, SOCK_STREAM, 0);
+        struct sockaddr_un addr {};
+        addr.sun_family = AF_UNIX;
+        std::string path = dir + "/0123456789abcdef-000010.kv";
+        std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+        CHECK(s >= 0 && bind(s, (struct sockaddr *)&addr, sizeof addr) == 0, "bind %s", path.c_str());
+        CHECK(cache.find(extended(tokens, 3)).length == 0, "nothing to find yet");  // indexes the directory
+        // An entry appears without the directory's mtime changing: only a rescan would see it.
+        struct stat before;
+        CHECK(stat(dir.c_str(), &before) == 0 && plant_entry(dir, 0xcccc, "n1", tokens, 0x11, geteuid()), "plant");
+        struct timespec times[2] = {before.st_atim, before.st_mtim};
+        CHECK(utimensat(AT_FDCWD, dir.c_str(), times, 0) == 0, "utimensat");
+        CHECK(cache.find(extended(tokens, 3)).length == 0, "the directory was read again though it did not change");
+        if (s >= 0) close(s);
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_refuses_untrusted_parents() {
+    // (Review s7 #1.) Every directory from / down to PromptCacheDir must be owned by root or the daemon's user and
+    // writable by no one else unless sticky: whoever may rename things in one of them may swap the cache for their
+    // own. Only the cache's own directory was judged, and its parent only for its mode. (The tests run as root: uid
+    // 4242 is "another user".)
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const std::string cache = root + "/cache";
+    auto disk_tier = [&](const std::string &dir) {
+        PromptCache c(0, dir, 8 << 20, 0xdddd, "n1", "parents", 4096);
+        return c.directory();
+    };
+    CHECK(chmod(root.c_str(), 0777) == 0, "chmod");
+    CHECK(disk_tier(cache).empty(), "a cache inside a world-writable, non-sticky directory was used");
+    CHECK(chmod(root.c_str(), 01777) == 0, "chmod");
+    CHECK(!disk_tier(cache).empty(), "a cache inside a sticky directory (as /tmp) was refused");
+    CHECK(chmod(root.c_str(), 0755) == 0 && chown(root.c_str(), 4242, 4242) == 0, "chown");
+    CHECK(disk_tier(cache).empty(), "a cache inside a directory of another user was used");
+    CHECK(chown(root.c_str(), 0, 0) == 0 && chown(cache.c_str(), 4242, 4242) == 0, "chown");
+    CHECK(disk_tier(cache).empty(), "a PromptCacheDir of another user was used");
+    CHECK(chown(cache.c_str(), 0, 0) == 0, "chown");
+    // A symbolic link is followed when root or we own it (systemd's CacheDirectory= with DynamicUser= is one), and
+    // its target is judged like the rest; ".." is the physical parent.
+    CHECK(symlink("cache", (root + "/link").c_str()) == 0, "symlink");
+    std::string through = disk_tier(root + "/link/../link");
+    CHECK(!through.empty(), "a cache reached through our own symbolic link was refused");
+    CHECK(lchown((root + "/link").c_str(), 4242, 4242) == 0 && chmod(root.c_str(), 01777) == 0, "lchown");
+    CHECK(disk_tier(root + "/link").empty(), "a symbolic link of another user in a sticky directory was followed");
+    CHECK(chmod(cache.c_str(), 0777) == 0 && symlink(cache.c_str(), (root + "/mine").c_str()) == 0, "chmod");
+    CHECK(disk_tier(root + "/mine").empty(), "a world-writable directory reached through a link was used");
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_ignores_entries_of_other_users() {
+    // (Review s7 #1.) An entry is a regular file the daemon's user owns: one another user owns (root reads it
+    // regardless of its mode) or a link to one is foreign: never restored, left alone, not counted.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    const auto tokens = fake_tokens(21, 64), linked = fake_tokens(22, 64);
+    {
+        PromptCache cache(0, root, 8 << 20, 0xeeee, "n1", "owners", 4096);
+        std::string dir = cache.directory();
+        CHECK(plant_entry(dir, 0xeeee, "n1", tokens, 0x22, 4242), "plant");
+        std::string elsewhere = make_temp_dir();
+        CHECK(plant_entry(elsewhere, 0xeeee, "n1", linked, 0x33, geteuid()), "plant");
+        auto files = files_in(elsewhere, ".kv");
+        CHECK(files.size() == 1, "%zu planted", files.size());
+        if (files.size() == 1) {
+            std::string name = files[0].first.substr(files[0].first.rfind('/'));
+            CHECK(symlink(files[0].first.c_str(), (dir + name).c_str()) == 0, "symlink");
+        }
+        PromptCache::Match match = cache.find(extended(tokens, 3));
+        CHECK(match.length == 0, "an entry owned by another user was offered (%zu tokens)", match.length);
+        match = cache.find(extended(linked, 3));
+        CHECK(match.length == 0, "a link to an entry was followed (%zu tokens)", match.length);
+        PromptCache again(0, root, 8 << 20, 0xeeee, "n1", "again", 4096);
+        PromptCacheStats st = again.stats();
+        CHECK(again.find(extended(tokens, 3)).length == 0 && st.disk_entries == 0 && st.discarded == 0 &&
+                  files_in(dir, ".kv").size() == 2,
+              "at start-up: %llu entries, %llu discarded", (unsigned long long)st.disk_entries,
+              (unsigned long long)st.discarded);
+        std::string rm = "rm -rf '" + elsewhere + "'";
+        CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_keeps_to_the_directory_it_judged() {
+    // (Review s7 #1.) The directory is judged once and held open: another put at its path afterwards is never read
+    // or written (every operation went by path), and one made again after a removal (review F13) is judged again
+    // (it was made through whatever link stood there).
+    std::string root = make_temp_dir(), other = make_temp_dir();
+    CHECK(!root.empty() && !other.empty(), "mkdtemp");
+    const auto planted = fake_tokens(23, 64), mine = fake_tokens(24, 64), later = fake_tokens(25, 64);
+    {
+        PromptCache cache(0, root, 8 << 20, 0xf0f0, "n1", "swap", 4096);
+        std::string dir = cache.directory();
+        CHECK(cache.find(extended(planted, 3)).length == 0, "nothing yet");
+        CHECK(rename(dir.c_str(), (dir + ".old").c_str()) == 0 && mkdir(dir.c_str(), 0700) == 0, "swap");
+        CHECK(plant_entry(dir, 0xf0f0, "n1", planted, 0x44, geteuid()), "plant");
+        CHECK(cache.find(extended(planted, 3)).length == 0, "an entry of a directory swapped in was offered");
+        cache.save(mine, fake_state(16 << 10, 24), false);
+        cache.flush();
+        CHECK(files_in(dir, ".kv").size() == 1 && files_in(dir + ".old", ".kv").size() == 1,
+              "written into the directory swapped in (%zu there, %zu in ours)", files_in(dir, ".kv").size(),
+              files_in(dir + ".old", ".kv").size());
+        // Removed, and a link to another's directory put in its place: the next write judges what it would make.
+        std::string rm = "rm -rf '" + dir + ".old' '" + dir + "'";
+        CHECK(std::system(rm.c_str()) == 0 && chmod(other.c_str(), 0777) == 0 && symlink(other.c_str(), dir.c_str()) == 0,
+              "replace");
+        cache.save(later, fake_state(16 << 10, 25), false);
+        cache.flush();
+        PromptCacheStats st = cache.stats();
+        CHECK(files_in(other, ".kv").empty() && st.dropped_writes == 1, "written through a link (%zu files, %llu dropped)",
+              files_in(other, ".kv").size(), (unsigned long long)st.dropped_writes);
+    }
+    std::string rm = "rm -rf '" + root + "' '" + other + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
     // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
     // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
@@ -1902,10 +2188,19 @@ int main(int argc, char **argv) {
     run("prompt_cache_keeps_entries_beyond_its_bounds", test_prompt_cache_keeps_entries_beyond_its_bounds);
     run("prompt_cache_counts_a_state_once", test_prompt_cache_counts_a_state_once);
     run("prompt_cache_writer_yields_to_decoding", test_prompt_cache_writer_yields_to_decoding);
+    run("prompt_cache_destroy_is_not_held_up_by_an_idle_writer", test_prompt_cache_destroy_is_not_held_up_by_an_idle_writer);
     run("prompt_cache_take_rechecks_tokens", test_prompt_cache_take_rechecks_tokens);
     run("prompt_cache_refused_restore_keeps_the_entry", test_prompt_cache_refused_restore_keeps_the_entry);
     run("prompt_cache_refuses_unsafe_files_and_directories", test_prompt_cache_refuses_unsafe_files_and_directories);
     run("prompt_cache_survives_a_removed_directory", test_prompt_cache_survives_a_removed_directory);
+    run("prompt_cache_writes_a_state_once", test_prompt_cache_writes_a_state_once);
+    run("prompt_cache_keeps_prefixes_of_a_state_it_cannot_keep", test_prompt_cache_keeps_prefixes_of_a_state_it_cannot_keep);
+    run("prompt_cache_long_layouts_do_not_share_a_directory", test_prompt_cache_long_layouts_do_not_share_a_directory);
+    run("prompt_cache_keeps_recent_temporary_files_of_other_hosts", test_prompt_cache_keeps_recent_temporary_files_of_other_hosts);
+    run("prompt_cache_does_not_rescan_for_foreign_files", test_prompt_cache_does_not_rescan_for_foreign_files);
+    run("prompt_cache_refuses_untrusted_parents", test_prompt_cache_refuses_untrusted_parents);
+    run("prompt_cache_ignores_entries_of_other_users", test_prompt_cache_ignores_entries_of_other_users);
+    run("prompt_cache_keeps_to_the_directory_it_judged", test_prompt_cache_keeps_to_the_directory_it_judged);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);
@@ -1915,6 +2210,7 @@ int main(int argc, char **argv) {
     run("unreferenced_bounded_number", test_unreferenced_bounded_number);
     run("fractions_stay_off_exclusive_bounds", test_fractions_stay_off_exclusive_bounds);
     run("repetition_budget_walks_what_llama_cpp_builds", test_repetition_budget_walks_what_llama_cpp_builds);
+    run("expansion_cap_is_per_request", test_expansion_cap_is_per_request);
     const afm_backend_vtable *vt = negotiate();
     if (!vt) {
         std::fprintf(stderr, "negotiation failed\n");

@@ -114,6 +114,7 @@ public struct ChatCompletionsRequest: Sendable {
         guard !list.isEmpty else {
             throw AFMError(.invalidRequest, "'messages' must not be an empty array.", param: "messages", publicCode: "empty_array")
         }
+        try RequestFields.checkConversation(list, param: "messages")
         for (index, message) in list.enumerated() {
             try Self.decode(message, param: "messages[\(index)]", system: &system, conversation: &conversation, images: &images)
         }
@@ -225,6 +226,7 @@ public struct ChatCompletionsRequest: Sendable {
     ) throws(AFMError) -> [JSONValue] {
         if let text = content.stringValue { return [["type": "text", "text": .string(text)]] }
         guard let parts = content.arrayValue else { throw RequestFields.typeError(param, expected: "a string or an array of parts", got: content) }
+        try RequestFields.checkContentParts(parts, param: param)
         var result: [JSONValue] = []
         for (index, part) in parts.enumerated() {
             let partParam = "\(param)[\(index)]"

@@ -75,6 +75,7 @@ public struct MessagesRequest: Sendable {
         guard !list.isEmpty else {
             throw AFMError(.invalidRequest, "'messages' must not be an empty array.", param: "messages", publicCode: "empty_array")
         }
+        try RequestFields.checkConversation(list, param: "messages")
         var conversation = ConversationItems()
         var images = 0
         for (index, message) in list.enumerated() {
@@ -176,6 +177,7 @@ public struct MessagesRequest: Sendable {
     private static func systemText(_ value: JSONValue) throws(AFMError) -> [String] {
         if let text = value.stringValue { return [withoutBillingLine(text)] }
         guard let blocks = value.arrayValue else { throw RequestFields.typeError("system", expected: "a string or an array of text blocks", got: value) }
+        try RequestFields.checkContentParts(blocks, param: "system")
         var texts: [String] = []
         for (index, block) in blocks.enumerated() {
             guard block["type"]?.stringValue == "text", let text = block["text"]?.stringValue else {
@@ -234,6 +236,7 @@ public struct MessagesRequest: Sendable {
             return
         }
         guard let blocks = content.arrayValue else { throw RequestFields.typeError("\(param).content", expected: "a string or an array of blocks", got: content) }
+        try RequestFields.checkContentParts(blocks, param: "\(param).content")
         // An empty list is an empty message: ConversationItems refuses it for a user message and drops it for an
         // assistant message, like every dialect.
         if blocks.isEmpty { try conversation.append(.message(role: role, parts: []), outputParam: "\(param).content") }
@@ -307,6 +310,7 @@ public struct MessagesRequest: Sendable {
         guard let value, !value.isNull else { return "" }
         if let text = value.stringValue { return text }
         guard let blocks = value.arrayValue else { throw RequestFields.typeError(param, expected: "a string or an array of text blocks", got: value) }
+        try RequestFields.checkContentParts(blocks, param: param)
         var texts: [String] = []
         for (index, block) in blocks.enumerated() {
             guard block["type"]?.stringValue == "text", let text = block["text"]?.stringValue else {

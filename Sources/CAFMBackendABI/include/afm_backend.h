@@ -11,8 +11,9 @@
  *   - Every struct starts with `uint32_t struct_size`. A reader checks that a field lies inside struct_size
  *     before reading it. A struct the callee fills in a caller-allocated buffer (afm_backend_info,
  *     afm_error) carries the caller's size: the callee writes at most min(caller's struct_size, its own
- *     sizeof) bytes and leaves struct_size as the caller set it. Structs a side allocates itself carry its
- *     own sizeof().
+ *     sizeof) bytes and never writes struct_size itself, which stays as the caller set it (what the callee
+ *     knew to fill is told by its version: afm_backend_info.abi_minor). Structs a side allocates itself
+ *     carry its own sizeof().
  *   - Only fixed-width integers, pointers and the structs below cross the boundary: no C enums, no bool,
  *     no size_t. Enumerations are `#define`d int32_t constants.
  *   - Documents that can grow (backend config, generation request, describe) are UTF-8 JSON with a version
@@ -230,7 +231,8 @@ typedef struct afm_backend_vtable {
     const void *(*get_extension)(afm_instance *instance, const char *id);
 } afm_backend_vtable;
 
-/** What a backend answers to negotiation. Filled by the backend; strings are static. */
+/** What a backend answers to negotiation. The host allocates it and sets struct_size; the backend fills the
+ *  fields it knows (within struct_size, which it leaves alone); strings are static. */
 typedef struct afm_backend_info {
     uint32_t struct_size;
     uint32_t abi_major;                 /* the backend's AFM_ABI_MAJOR */

@@ -7,15 +7,24 @@
  *   BREAK_NEGOTIATION        accepts a host of any ABI major                            -> negotiation
  *   BREAK_DESCRIBE           describes a capability as "no" instead of false            -> describe
  *   BREAK_LIFECYCLE          a second create in one process fails                       -> lifecycle
- *   BREAK_EVENT_ORDER        sends DONE twice                                           -> event-order
+ *   BREAK_EVENT_ORDER        a short answer sends DONE twice, the second 0.5 s late     -> event-order
  *   BREAK_UTF8               splits a two-byte character across two deltas             -> utf8
  *   BREAK_ERROR_CODES        refuses an unknown model with status 42                    -> error-codes
- *   BREAK_CANCEL             ignores cancel() and emit's stop; a long answer takes 8 s  -> cancel
+ *   BREAK_CANCEL             ignores cancel() and emit's stop; a long answer takes 2 s  -> cancel
  *   BREAK_CONCURRENCY        refuses (busy) beyond 16 generations in flight             -> concurrency
- *   BREAK_DESTROY            destroy returns at once, its generations still running     -> destroy-in-flight
+ *   BREAK_DESTROY            destroy returns without joining a thread still finishing   -> destroy-in-flight
+ *                            after its terminal event (which then aborts: a use after free)
+ *   BREAK_DESTROY_EVENTS     destroy sends DONE/CANCELLED to every generation whose      -> destroy-in-flight
+ *                            thread is still finishing (a second terminal event)
  *   BREAK_RUNNER             create needs an environment variable runners do not pass  -> runner
  *
- * Without a flag it is the example, and passes every check.
+ * Without a flag it is the example, and passes every check. Two more flags are not defects of one check:
+ *
+ *   NOISY_STDOUT             prints to standard output (allowed: it still passes every check)
+ *   LEAVE_PROCESS            create forks a process that sleeps an hour holding the checker's pipes: every check
+ *                            that creates an instance fails (and the checker still finishes)
+ *   BAD_ID                   the id is "../example": negotiation fails, and the runner check refuses to make
+ *                            a file name of it
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -30,7 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(BAD_ID)
+#define EXAMPLE_ID "../example" /* a path, not an id */
+#else
 #define EXAMPLE_ID "example"
+#endif
 #define EXAMPLE_VERSION "1.0.0"
 #define EXAMPLE_MODEL "example-hello"
 
@@ -66,12 +79,13 @@ typedef struct generation {
     struct afm_instance *owner;
     uint64_t request_id;
     afm_event_sink sink; /* a copy: ctx and emit stay valid until the terminal event has been emitted */
-    int long_answer;     /* BREAK_CANCEL: max_output_tokens above 64 */
+    int long_answer;     /* BREAK_CANCEL, BREAK_EVENT_ORDER: max_output_tokens above 64 */
     int cancelled;       /* guarded by owner->mutex */
 } generation;
 
 struct afm_instance {
     int in_flight; /* BREAK_CONCURRENCY: generations whose thread has not ended */
+    int destroyed; /* BREAK_DESTROY: destroy returned (guarded by mutex) */
     pthread_mutex_t mutex;
     pthread_cond_t idle;     /* signalled when a generation ends */
     generation *running;     /* every generation whose thread has not ended */
@@ -101,11 +115,25 @@ static int emit(generation *g, afm_event_type type, int32_t code, const char *te
 }
 
 /** Where `needle` starts inside the span (which is not NUL-terminated), or NULL. */
-static __attribute__((unused)) const char *span_find(afm_str span, const char *needle) {
+static const char *span_find(afm_str span, const char *needle) {
     size_t length = strlen(needle);
     for (size_t i = 0; span.data && length <= span.size && i <= span.size - length; i++)
         if (memcmp(span.data + i, needle, length) == 0) return span.data + i;
     return NULL;
+}
+
+/** The number after "request_version": in the request, or -1 when there is none. */
+static long request_version(afm_str request) {
+    static const char key[] = "\"request_version\":";
+    const char *c = span_find(request, key);
+    if (!c) return -1;
+    const char *end = request.data + request.size;
+    for (c += sizeof key - 1; c < end && *c == ' '; c++) {
+    }
+    if (c == end || *c < '0' || *c > '9') return -1;
+    long version = 0;
+    for (; c < end && *c >= '0' && *c <= '9' && version < 1000000; c++) version = version * 10 + (*c - '0');
+    return version;
 }
 
 static __attribute__((unused)) void pause_ms(long milliseconds) {
@@ -123,7 +151,7 @@ static void *generation_main(void *arg) {
 #endif
 #if defined(BREAK_CANCEL)
     for (int i = 0; g->long_answer && i < 40; i++) {
-        pause_ms(200); /* 8 s in all, deaf to cancel() and to emit's stop */
+        pause_ms(50); /* 2 s in all (within the check's 5 s), deaf to cancel() and to emit's stop */
         (void)emit(g, AFM_EVENT_TEXT_DELTA, 0, " more", 0);
         words++;
     }
@@ -145,11 +173,23 @@ static void *generation_main(void *arg) {
     (void)emit(g, AFM_EVENT_USAGE, 0, NULL, words);
     (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0); /* exactly one terminal event, then nothing more */
 #if defined(BREAK_EVENT_ORDER)
-    (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0);
+    if (!g->long_answer) {
+        pause_ms(500); /* later than a glance after the terminal event */
+        (void)emit(g, AFM_EVENT_DONE, finish, NULL, 0);
+    }
+#endif
+#if defined(BREAK_DESTROY) || defined(BREAK_DESTROY_EVENTS)
+    pause_ms(100); /* clean-up after the terminal event: destroy, which may come now, must wait for it */
 #endif
 
     struct afm_instance *instance = g->owner;
     pthread_mutex_lock(&instance->mutex);
+#if defined(BREAK_DESTROY)
+    if (instance->destroyed) {
+        fputs("broken_backend: a generation thread used its instance after destroy returned\n", stderr);
+        abort(); /* what a use after free may do, made certain */
+    }
+#endif
     instance->in_flight--;
     for (generation **link = &instance->running; *link; link = &(*link)->next)
         if (*link == g) {
@@ -174,6 +214,17 @@ static afm_status example_create(const afm_host_api *host, afm_str config_json, 
 #if defined(BREAK_LIFECYCLE)
     static int created = 0;
     if (created++ > 0) return fail(error, AFM_ERR_INTERNAL, "this build creates one instance per process");
+#endif
+#if defined(NOISY_STDOUT)
+    printf("broken_backend: create, not flushed"); /* lost or diverted: never the checker's result */
+    puts("broken_backend: create");
+    fflush(stdout);
+#endif
+#if defined(LEAVE_PROCESS)
+    if (fork() == 0) {
+        sleep(3600); /* a helper nobody ends, with the checker's standard output and error */
+        _exit(0);
+    }
 #endif
 #if defined(BREAK_RUNNER)
     if (!getenv("AFM_BROKEN_FIXTURE_TOKEN"))
@@ -209,12 +260,21 @@ static afm_status example_describe(afm_instance *instance, const afm_writer *wri
 static afm_status example_generate(afm_instance *instance, uint64_t request_id, afm_str request_json,
                                    const afm_event_sink *sink, afm_error *error) {
     if (!instance) return fail(error, AFM_ERR_INVALID_REQUEST, "generate: instance is NULL");
+#if defined(NOISY_STDOUT)
+    printf("{\"passed\":false,\"detail\":\"printed by generate %llu\"}\n", (unsigned long long)request_id);
+#endif
 #if defined(BREAK_ERROR_CODES)
     if (!span_find(request_json, "\"" EXAMPLE_MODEL "\""))
         return fail(error, 42, "unknown model");
-#elif !defined(BREAK_CANCEL)
-    (void)request_json;
 #endif
+    /* A real backend parses the request document (docs/backend-abi.md §8.2) with a JSON library. This one reads
+     * two things: the version (a reader refuses a version it does not know, §1) and that it asks for its model. */
+    long version = request_version(request_json);
+    if (version != 1)
+        return fail(error, version < 0 ? AFM_ERR_INVALID_REQUEST : AFM_ERR_INCOMPATIBLE,
+                    EXAMPLE_ID " reads request_version 1, not %ld", version);
+    if (!span_find(request_json, "\"" EXAMPLE_MODEL "\""))
+        return fail(error, AFM_ERR_MODEL_UNAVAILABLE, EXAMPLE_ID " serves only the model " EXAMPLE_MODEL);
     if (!sink || sink->struct_size < sizeof(afm_event_sink) || !sink->emit)
         return fail(error, AFM_ERR_INVALID_REQUEST, "generate: bad event sink");
     generation *g = calloc(1, sizeof *g);
@@ -222,7 +282,7 @@ static afm_status example_generate(afm_instance *instance, uint64_t request_id, 
     g->owner = instance;
     g->request_id = request_id;
     g->sink = *sink;
-#if defined(BREAK_CANCEL)
+#if defined(BREAK_CANCEL) || defined(BREAK_EVENT_ORDER)
     /* The digits after the key (the span is not NUL-terminated, so no atoi). */
     const char *budget = span_find(request_json, "\"max_output_tokens\":");
     long tokens = 0;
@@ -275,9 +335,15 @@ static void example_cancel(afm_instance *instance, uint64_t request_id) {
 static void example_destroy(afm_instance *instance) {
     if (!instance) return;
 #if defined(BREAK_DESTROY)
+    pthread_mutex_lock(&instance->mutex);
+    instance->destroyed = 1;
+    pthread_mutex_unlock(&instance->mutex);
     return; /* neither cancels nor joins (and leaks the instance, which its threads still use) */
 #endif
     pthread_mutex_lock(&instance->mutex);
+#if defined(BREAK_DESTROY_EVENTS)
+    for (generation *g = instance->running; g; g = g->next) (void)emit(g, AFM_EVENT_DONE, AFM_FINISH_CANCELLED, NULL, 0);
+#endif
     for (generation *g = instance->running; g; g = g->next) g->cancelled = 1;
     while (instance->running) pthread_cond_wait(&instance->idle, &instance->mutex);
     pthread_mutex_unlock(&instance->mutex);
@@ -313,7 +379,7 @@ AFM_EXPORT int example_debug_generations(void) { return 0; }
 AFM_EXPORT afm_status afm_backend_negotiate(const afm_host_api *host, afm_backend_info *out, afm_error *error) {
     if (!host || !out || host->struct_size < 3 * sizeof(uint32_t) || out->struct_size < AFM_BACKEND_INFO_SIZE_1_0)
         return fail(error, AFM_ERR_INCOMPATIBLE, EXAMPLE_ID ": host or out missing or too small");
-    out->struct_size = (uint32_t)sizeof *out;
+    /* Only the ABI 1.0 fields, which the check above found room for; out->struct_size stays as the host set it. */
     out->abi_major = AFM_ABI_MAJOR;
     out->abi_minor = AFM_ABI_MINOR;
     out->reserved0 = 0;

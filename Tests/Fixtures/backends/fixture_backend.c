@@ -840,7 +840,6 @@ AFM_EXPORT afm_status FIXTURE_ENTRY(const afm_host_api *host, afm_backend_info *
 AFM_EXPORT afm_status FIXTURE_ENTRY(const afm_host_api *host, afm_backend_info *out, afm_error *error) {
     if (!host || !out || host->struct_size < 3 * sizeof(uint32_t) || out->struct_size < AFM_BACKEND_INFO_SIZE_1_0)
         return fail(error, AFM_ERR_INCOMPATIBLE, FIXTURE_ID ": host or out missing or too small");
-    out->struct_size = (uint32_t)sizeof *out;
     out->abi_major = FIXTURE_ABI_MAJOR;
     out->abi_minor = FIXTURE_ABI_MINOR;
     out->reserved0 = 0;

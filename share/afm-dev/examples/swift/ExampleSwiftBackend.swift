@@ -33,6 +33,11 @@ final class ExampleSwiftBackend: AFMBackend {
     /// model runs on a thread of its own, which `cancel` stops and `destroy` joins.
     func generate(requestID: UInt64, requestJSON: UnsafeBufferPointer<UInt8>, sink: EventSink) throws(BackendError) {
         let request = try JSON.object(from: Data(buffer: requestJSON))
+        // A reader refuses a document version it does not know (docs/backend-abi.md §1).
+        guard let version = JSON.int(request["request_version"]) else {
+            throw .invalidRequest("the request has no request_version")
+        }
+        guard version == 1 else { throw .incompatible("example-swift reads request_version 1, not \(version)") }
         guard JSON.string(request["model"]) == "example-swift-hello" else {
             throw .modelUnavailable("example-swift serves only the model example-swift-hello")
         }

@@ -188,18 +188,29 @@ fn run_generation(sink: Sink, cancelled: Arc<AtomicBool>) {
     sink.emit(AFM_EVENT_DONE, finish, "", 0); // exactly one terminal event, then nothing more
 }
 
+/// The `struct_size` a C struct starts with, or None for NULL. Read on its own: the host's struct may be shorter
+/// (or longer) than this library's, so no reference to the whole struct is made before its size is known.
+fn struct_size<T>(pointer: *const T) -> Option<usize> {
+    if pointer.is_null() {
+        return None;
+    }
+    Some(unsafe { (pointer as *const u32).read() } as usize)
+}
+
 /// Fills the host's error struct (within its struct_size) and returns `code`.
 fn fail(error: *mut AfmError, code: i32, message: &str) -> i32 {
-    if error.is_null() {
+    // Only the bytes the host's struct_size covers are touched, through raw pointers (a `&mut AfmError` would
+    // claim all 520 bytes).
+    let size = match struct_size(error) {
+        Some(size) => size.min(std::mem::size_of::<AfmError>()),
+        None => return code,
+    };
+    let message_offset = 8usize; // struct_size (4) and code (4) come first
+    if size < message_offset {
         return code;
     }
-    let error = unsafe { &mut *error };
-    let message_offset = 8usize;
-    if (error.struct_size as usize) < message_offset {
-        return code;
-    }
-    error.code = code;
-    let capacity = (error.struct_size as usize).min(std::mem::size_of::<AfmError>()) - message_offset;
+    unsafe { std::ptr::addr_of_mut!((*error).code).write(code) };
+    let capacity = size - message_offset;
     if capacity == 0 {
         return code;
     }
@@ -207,10 +218,11 @@ fn fail(error: *mut AfmError, code: i32, message: &str) -> i32 {
     while !message.is_char_boundary(count) {
         count -= 1; // never cut a UTF-8 character in half
     }
-    for (slot, byte) in error.message.iter_mut().zip(message.as_bytes()[..count].iter()) {
-        *slot = *byte as c_char;
+    unsafe {
+        let base = std::ptr::addr_of_mut!((*error).message) as *mut u8;
+        std::ptr::copy_nonoverlapping(message.as_ptr(), base, count);
+        base.add(count).write(0);
     }
-    error.message[count] = 0;
     code
 }
 
@@ -223,6 +235,14 @@ fn bytes<'a>(span: AfmStr) -> Option<&'a [u8]> {
         return None;
     }
     Some(unsafe { std::slice::from_raw_parts(span.data as *const u8, span.size as usize) })
+}
+
+/// The number after `"request_version":` in the request, or None when there is none.
+fn request_version(request: &str) -> Option<u64> {
+    const KEY: &str = "\"request_version\":";
+    let rest = request[request.find(KEY)? + KEY.len()..].trim_start();
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).take(7).collect();
+    digits.parse().ok()
 }
 
 /// Runs an entry point's body; a panic becomes AFM_ERR_INTERNAL instead of unwinding into the host.
@@ -241,14 +261,12 @@ extern "C" fn example_create(host: *const AfmHostApi, config: AfmStr, out: *mut 
         }
         let instance = Box::new(Instance { state: Mutex::new(State::default()) });
         unsafe { *out = Box::into_raw(instance) };
-        if !host.is_null() {
-            let host = unsafe { &*host };
-            // `log` ends at offset 32; call it only when the host's table reaches that far.
-            if host.struct_size >= 40 {
-                if let Some(log) = host.log {
-                    let line = "example-rust instance created";
-                    log(host.host_ctx, AFM_LOG_INFO, AfmStr { data: line.as_ptr() as *const c_char, size: line.len() as u64 });
-                }
+        // `log` ends at offset 32; read it (and host_ctx) only when the host's table reaches that far.
+        if struct_size(host).unwrap_or(0) >= 32 {
+            let (log, context) = unsafe { (std::ptr::addr_of!((*host).log).read(), std::ptr::addr_of!((*host).host_ctx).read()) };
+            if let Some(log) = log {
+                let line = "example-rust instance created";
+                log(context, AFM_LOG_INFO, AfmStr { data: line.as_ptr() as *const c_char, size: line.len() as u64 });
             }
         }
         AFM_OK
@@ -257,8 +275,9 @@ extern "C" fn example_create(host: *const AfmHostApi, config: AfmStr, out: *mut 
 
 extern "C" fn example_describe(_instance: *mut Instance, writer: *const AfmWriter, error: *mut AfmError) -> i32 {
     guarded(error, || {
-        let writer = match unsafe { writer.as_ref() } {
-            Some(writer) if writer.struct_size as usize >= std::mem::size_of::<AfmWriter>() && writer.write.is_some() => writer,
+        // The size first: only a writer at least as large as ours may be read as one.
+        let writer = match struct_size(writer) {
+            Some(size) if size >= std::mem::size_of::<AfmWriter>() && unsafe { (*writer).write.is_some() } => unsafe { &*writer },
             _ => return fail(error, AFM_ERR_INVALID_REQUEST, "describe: bad writer"),
         };
         let document = format!(
@@ -280,15 +299,25 @@ extern "C" fn example_generate(
             Some(instance) => instance,
             None => return fail(error, AFM_ERR_INVALID_REQUEST, "generate: instance is NULL"),
         };
-        let sink = match unsafe { sink.as_ref() } {
-            Some(sink) if sink.struct_size as usize >= std::mem::size_of::<AfmEventSink>() && sink.emit.is_some() => *sink,
+        // The size first: only a sink at least as large as ours may be read as one.
+        let sink = match struct_size(sink) {
+            Some(size) if size >= std::mem::size_of::<AfmEventSink>() && unsafe { (*sink).emit.is_some() } => unsafe { *sink },
             _ => return fail(error, AFM_ERR_INVALID_REQUEST, "generate: bad event sink"),
         };
-        // A real backend parses the request document (§8.2); this one only checks that it names its model.
+        // A real backend parses the request document (§8.2) with a JSON library. This one reads two things: the
+        // version (a reader refuses a version it does not know, §1) and that it asks for its model.
         let request = match bytes(request) {
             Some(request) => String::from_utf8_lossy(request).into_owned(),
             None => return fail(error, AFM_ERR_INVALID_REQUEST, "generate: the request span is invalid"),
         };
+        match request_version(&request) {
+            Some(1) => {}
+            Some(version) => {
+                let message = format!("example-rust reads request_version 1, not {version}");
+                return fail(error, AFM_ERR_INCOMPATIBLE, &message);
+            }
+            None => return fail(error, AFM_ERR_INVALID_REQUEST, "the request has no request_version"),
+        }
         if !request.contains(&format!("\"{MODEL}\"")) {
             return fail(error, AFM_ERR_MODEL_UNAVAILABLE, "example-rust serves only the model example-rust-hello");
         }
@@ -376,23 +405,24 @@ static VTABLE: AfmBackendVtable = AfmBackendVtable {
 #[no_mangle]
 pub extern "C" fn afm_backend_negotiate(host: *const AfmHostApi, out: *mut AfmBackendInfo, error: *mut AfmError) -> i32 {
     guarded(error, || {
-        let host = unsafe { host.as_ref() };
-        let out = unsafe { out.as_mut() };
-        let (host, out) = match (host, out) {
-            (Some(host), Some(out)) if host.struct_size >= 12 && out.struct_size >= AFM_BACKEND_INFO_SIZE_1_0 => (host, out),
-            _ => return fail(error, AFM_ERR_INCOMPATIBLE, "example-rust: host or out missing or too small"),
-        };
-        out.struct_size = std::mem::size_of::<AfmBackendInfo>() as u32;
+        // Each struct's size before any other field: the host's may be shorter (or longer) than this library's.
+        // abi_major and abi_minor end at offset 12.
+        if struct_size(host).unwrap_or(0) < 12 || struct_size(out).unwrap_or(0) < AFM_BACKEND_INFO_SIZE_1_0 as usize {
+            return fail(error, AFM_ERR_INCOMPATIBLE, "example-rust: host or out missing or too small");
+        }
+        let (host_major, host_minor) =
+            unsafe { (std::ptr::addr_of!((*host).abi_major).read(), std::ptr::addr_of!((*host).abi_minor).read()) };
+        // The whole ABI 1.0 struct is there (checked above). Its struct_size is the host's: it stays as it is.
+        let out = unsafe { &mut *out };
         out.abi_major = AFM_ABI_MAJOR;
         out.abi_minor = AFM_ABI_MINOR;
         out.reserved0 = 0;
         out.id = ID.as_ptr() as *const c_char;
         out.version = VERSION.as_ptr() as *const c_char;
         out.vtable = std::ptr::null();
-        if host.abi_major != AFM_ABI_MAJOR {
+        if host_major != AFM_ABI_MAJOR {
             let message = format!(
-                "example-rust speaks AFM ABI {AFM_ABI_MAJOR}.{AFM_ABI_MINOR}; the host offered {}.{}",
-                host.abi_major, host.abi_minor
+                "example-rust speaks AFM ABI {AFM_ABI_MAJOR}.{AFM_ABI_MINOR}; the host offered {host_major}.{host_minor}"
             );
             return fail(error, AFM_ERR_INCOMPATIBLE, &message);
         }

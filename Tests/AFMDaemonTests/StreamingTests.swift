@@ -153,6 +153,30 @@ import Testing
         #expect(try harness.client().get("/health").status == 200)
     }
 
+    /// The grace a stream gets after the processing deadline (to end with its failure event) is the backends' cancel
+    /// grace plus a second, and follows a reload that changes `CancelGraceSeconds`. The backend here never ends its
+    /// generation (its thread ends after one delta without a terminal event), so after the deadline's cancel the
+    /// watchdog ends it after the cancel grace: 4 s after the reload. Before, the HTTP grace stayed the one of
+    /// start-up (1 s + 1 s) and cut the connection first: no failure event, no last chunk.
+    @Test func theDeadlinesGraceFollowsAReloadedCancelGrace() throws {
+        let harness = try DaemonHarness(
+            models: ["deaf": #"[{"text":"a"},{"no_terminal":true}]"#],
+            config: "[Server]\nProcessingDeadlineSeconds=1\n[Backends]\nCancelGraceSeconds=1\n")
+        let path = harness.daemon.root + "/afmd.conf"
+        let config = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(config.contains("CancelGraceSeconds=1\n"))
+        try config.replacingOccurrences(of: "CancelGraceSeconds=1\n", with: "CancelGraceSeconds=4\n").write(
+            toFile: path, atomically: true, encoding: .utf8)
+        let reload = try harness.daemon.afmctl(["reload"])
+        #expect(reload.status == 0, "\(reload)")
+        let responses = try harness.client().post("/v1/responses", json: responsesBody(model: "deaf", stream: true))
+        #expect(responses.status == 200)
+        let events = responses.events
+        #expect(events.contains { $0.event == "response.output_text.delta" })
+        #expect(events.first { $0.event == "error" }?.data["code"] == "timeout", "\(responses.text.suffix(400))")
+        #expect(events.last?.event == "response.failed", "\(events.map(\.event))")
+    }
+
     @Test func sigtermDrainsInFlightStreamsThenExits() throws {
         let harness = try DaemonHarness(models: ["slow": #"[{"repeat":10,"steps":[{"text":"s"},{"delay_ms":50}]}]"#])
         let client = try harness.client()

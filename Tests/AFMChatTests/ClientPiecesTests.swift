@@ -160,6 +160,15 @@ import Testing
         #expect(error.message.contains("Content-Length"))
     }
 
+    /// The model list is parsed with the shared cap on JSON values too: 300,000 empty entries are an error naming the
+    /// cap. Before, they were parsed whole (16 MiB of them would be about 500 MB of tree) and the list came back empty.
+    @Test func aModelListOfTooManyJSONValuesIsAnError() throws {
+        let body = #"{"object":"list","data":["# + Array(repeating: "{}", count: 300_000).joined(separator: ",") + "]}"
+        let url = try serveOnce("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+        let error = try #require(throws: ClientError.self) { try ResponsesClient(url: url).listModels(timeoutMilliseconds: 20_000) }
+        #expect(error.message.contains("\(JSONParser.Limits.maximumDocumentValues) JSON values"), "\(error.message)")
+    }
+
     @Test func serverURLs() {
         #expect(ServerURL(string: "http://127.0.0.1:11535") == ServerURL.default)
         #expect(ServerURL(string: "http://localhost:8080/gw/")?.pathPrefix == "/gw")

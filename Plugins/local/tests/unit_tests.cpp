@@ -2143,6 +2143,91 @@ void test_prompt_cache_evicts_what_frees_memory() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+// A scan held in the middle of its listing (g_during_cache_scan): armed (1), held (2), let go (3).
+std::mutex g_scan_mutex;
+std::condition_variable g_scan_cv;
+int g_scan_phase = 0;
+
+void hold_the_scan() {
+    Exempt exempt;
+    std::unique_lock<std::mutex> lock(g_scan_mutex);
+    if (g_scan_phase != 1) return;  // only the first scan after arming is held
+    g_scan_phase = 2;
+    g_scan_cv.notify_all();
+    g_scan_cv.wait(lock, [] { return g_scan_phase == 3; });
+}
+
+void test_prompt_cache_scans_without_the_lock() {
+    // (Session 9 #2.) After each write the writer lists the cache directory again (another instance's files count in
+    // the bound), reading every new entry's header; it did so holding disk_mutex_, which the decode thread takes for
+    // every lookup, so a large directory held up decoding. The listing is now done without the lock and merged under
+    // it. The writer's scan is held mid-listing (a hook, not timing); meanwhile another instance writes an entry and
+    // this one is looked up from another thread: the lookup finishes, and once the scan is let go both entries are
+    // indexed. (The wait for the lookup only turns a hang into a failure.)
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        const auto mine = fake_tokens(40, 64), theirs = fake_tokens(41, 64);
+        PromptCache cache((size_t)8 << 20, root, (size_t)64 << 20, 0x5c5c, "n1", "scan", 4096);
+        CHECK(cache.disk_enabled(), "the disk tier is off in %s", root.c_str());
+        const std::string dir = cache.directory();
+        for (int i = 0; i < 500; i++) {  // a large directory (names the cache passes over)
+            std::string path = dir + "/note-" + std::to_string(i) + ".txt";
+            if (FILE *f = std::fopen(path.c_str(), "wb")) std::fclose(f);
+        }
+        {
+            std::lock_guard<std::mutex> lock(g_scan_mutex);
+            g_scan_phase = 1;
+        }
+        g_during_cache_scan.store(&hold_the_scan, std::memory_order_release);
+        cache.save(mine, fake_state(64 << 10, 40), false);  // written, then the directory scanned: held there
+        bool held;
+        {
+            std::unique_lock<std::mutex> lock(g_scan_mutex);
+            held = g_scan_cv.wait_for(lock, std::chrono::seconds(120), [] { return g_scan_phase == 2; });
+        }
+        CHECK(held, "the writer never scanned the directory");
+        {
+            PromptCache other(0, root, (size_t)64 << 20, 0x5c5c, "n1", "scan-other", 4096);
+            other.save(theirs, fake_state(64 << 10, 41), false);
+            other.flush();
+        }
+        auto lookup = std::async(std::launch::async, [&] {
+            Exempt exempt;
+            PromptCache::Match match = cache.find(extended(theirs, 3));
+            bool needed = cache.needs(mine, false);
+            return std::make_pair(match.length, needed);
+        });
+        bool done = lookup.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+        CHECK(done, "a lookup waited for the writer's directory scan (disk_mutex_ held while listing)");
+        {
+            std::lock_guard<std::mutex> lock(g_scan_mutex);
+            g_scan_phase = 3;
+        }
+        g_scan_cv.notify_all();
+        auto [found, needed] = lookup.get();
+        (void)needed;
+        cache.flush();
+        g_during_cache_scan.store(nullptr, std::memory_order_release);
+        CHECK(found == theirs.size(), "the other instance's entry, written during the scan, was not found (%zu)", found);
+        PromptCache::Match match = cache.find(extended(mine, 3));
+        CHECK(match.length == mine.size() && !match.ram, "this instance's entry is not indexed (match %zu)",
+              match.length);
+        PromptCacheStats st = cache.stats();
+        auto on_disk = files_in(dir, ".kv");
+        CHECK(st.disk_entries == 2 && on_disk.size() == 2 && st.disk_bytes == total_bytes(on_disk) &&
+                  st.disk_writes == 1 && st.discarded == 0,
+              "%llu entries (%zu files), %llu bytes (%llu on disk), %llu writes, %llu discarded",
+              (unsigned long long)st.disk_entries, on_disk.size(), (unsigned long long)st.disk_bytes,
+              (unsigned long long)total_bytes(on_disk), (unsigned long long)st.disk_writes,
+              (unsigned long long)st.discarded);
+        CHECK(!cache.needs(mine, false) && !cache.needs(theirs, false), "an indexed entry is needed again");
+    }
+    g_during_cache_scan.store(nullptr, std::memory_order_release);
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
     // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
     // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
@@ -2237,6 +2322,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_ignores_entries_of_other_users", test_prompt_cache_ignores_entries_of_other_users);
     run("prompt_cache_keeps_to_the_directory_it_judged", test_prompt_cache_keeps_to_the_directory_it_judged);
     run("prompt_cache_evicts_what_frees_memory", test_prompt_cache_evicts_what_frees_memory);
+    run("prompt_cache_scans_without_the_lock", test_prompt_cache_scans_without_the_lock);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);

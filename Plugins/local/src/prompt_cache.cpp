@@ -348,9 +348,8 @@ PromptCache::PromptCache(size_t ram_limit, const std::string &dir, size_t disk_l
 PromptCache::~PromptCache() {
     {
         std::lock_guard<std::mutex> lock(write_mutex_);
-        stopping_ = true;  // the writer finishes what is queued first: a restart finds it
+        stopping_.store(true);  // the writer finishes what is queued first: a restart finds it
     }
-    stopping_flag_.store(true);
     if (writer_.joinable()) {
         // A write under way at SCHED_IDLE finishes at the normal priority (writer_priority() sees the flag from now
         // on): with both cores decoding for another instance, an idle writer would hold up this unload for minutes.
@@ -907,13 +906,13 @@ bool PromptCache::writer_priority(bool idle) noexcept {
     // Only while it holds no lock (the decode thread takes the same ones: a starved holder would stall it) and
     // never once the cache is being destroyed (the destructor waits for the queue: a starved writer would hold up
     // an unload or a reload for minutes while another instance decodes).
-    if (idle && stopping_flag_.load()) idle = false;
+    if (idle && stopping_.load()) idle = false;
     sched_param param{};
     param.sched_priority = 0;
     bool done = pthread_setschedparam(pthread_self(), idle ? SCHED_IDLE : SCHED_OTHER, &param) == 0;
     // Its I/O likewise (IOPRIO_WHO_PROCESS = 1, 0 = this thread; class idle = 3, best effort = 2 at level 4).
     ::syscall(SYS_ioprio_set, 1, 0, idle ? 3 << 13 : (2 << 13) | 4);
-    if (idle && stopping_flag_.load()) return writer_priority(false);  // the destructor began meanwhile
+    if (idle && stopping_.load()) return writer_priority(false);  // the destructor began meanwhile
     return idle && done;
 }
 

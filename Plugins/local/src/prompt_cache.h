@@ -275,10 +275,10 @@ private:
     std::condition_variable flush_cv_;  // flush() waits for the writer on it
     std::deque<Write> writes_;          // guarded by write_mutex_
     bool writing_ = false;              // guarded by write_mutex_: the writer holds one
-    bool stopping_ = false;             // guarded by write_mutex_
+    // Set under write_mutex_ (the writer's wait reads it there), read without it by writer_priority().
+    std::atomic<bool> stopping_{false};
     std::thread writer_;
     std::atomic<uint64_t> writes_idle_{0};  // writes begun at SCHED_IDLE
-    std::atomic<bool> stopping_flag_{false};  // stopping_, readable without write_mutex_ (writer_priority)
 };
 
 }  // namespace afm_local

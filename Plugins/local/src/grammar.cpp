@@ -454,17 +454,31 @@ struct NumberRewrite {
 
 /** 128 random bits in hex, after "afm-": no schema can be written to contain it ahead of time. */
 std::string random_marker() {
-    std::random_device random;
+    uint32_t words[4];
+    try {
+        std::optional<std::random_device> source;
+        if (const char *token = g_random_device_token.load(std::memory_order_acquire))
+            source.emplace(token);
+        else
+            source.emplace();
+        for (uint32_t &word : words) word = (*source)();
+    } catch (const std::bad_alloc &) {
+        throw;
+    } catch (const std::exception &e) {
+        // No entropy source (a seccomp filter, no descriptors left): the server's fault, not the request's.
+        throw BackendError(AFM_ERR_INTERNAL, std::string("no random numbers for the output schema's grammar (") +
+                                                 e.what() + ")");
+    }
     std::string marker = "afm-";
     static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 4; i++) {
-        uint32_t word = random();
+    for (uint32_t word : words)
         for (int j = 0; j < 8; j++, word >>= 4) marker += hex[word & 15];
-    }
     return marker + "-";
 }
 
 }  // namespace
+
+std::atomic<const char *> g_random_device_token{nullptr};
 
 void check_schema_limits(const nlohmann::json &schema, const std::string &where, bool output, int64_t &budget,
                          int64_t &visits) {

@@ -2251,6 +2251,32 @@ void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable
     vt->destroy(instance);
 }
 
+/** (Session 9 #4.) std::random_device failing (no entropy source: a seccomp filter, an exhausted descriptor table)
+ *  while drawing the bounded-number marker was reported as invalid_request (400, the client's fault): it is the
+ *  server's (internal, 5xx). */
+void test_random_failure_is_a_server_fault(const afm_backend_vtable *vt, afm_instance *instance) {
+    const std::string schema = object_of({{"x", {{"type", "number"}, {"maximum", 3}}}}).dump();
+    g_random_device_token.store("afm-no-such-entropy-source", std::memory_order_release);
+    int code = 0;
+    try {
+        output_schema_grammar(schema);
+    } catch (const BackendError &e) {
+        code = e.code();
+    } catch (const std::exception &e) {
+        code = -1;
+    }
+    CHECK(code == AFM_ERR_INTERNAL, "output_schema_grammar: code %d", code);
+    Collector c;
+    afm_error error{};
+    error.struct_size = sizeof error;
+    afm_status rc = generate(vt, instance, 950, structured_request(json::parse(schema)), c, &error);
+    g_random_device_token.store(nullptr, std::memory_order_release);
+    if (rc == AFM_OK) c.wait(300);
+    CHECK(rc == AFM_ERR_INTERNAL, "generate: code %d (%s)", (int)rc, error.message);
+    Answer a = ask(vt, instance, 951, structured_request(json::parse(schema)));
+    CHECK(a.ok, "the instance does not serve afterwards");
+}
+
 void test_allocation_failures(const afm_backend_vtable *vt, afm_instance *instance) {
     // generate itself (parse, template, tokenize, sampler, registering, queueing, the emitter thread).
     long scale = std::getenv("SWEEP_RUNS") ? std::atol(std::getenv("SWEEP_RUNS")) : 40;
@@ -2347,6 +2373,7 @@ int main(int argc, char **argv) {
     afm_instance *instance = create(vt, 2048, 2);
     if (!instance) return 1;
     run("capped_tool_call_is_not_closed", [&] { test_capped_tool_call_is_not_closed(vt, instance); });
+    run("random_failure_is_a_server_fault", [&] { test_random_failure_is_a_server_fault(vt, instance); });
     run("allocation_failures", [&] { test_allocation_failures(vt, instance); });
     vt->destroy(instance);
     run("tool_call_cut_by_a_stop_string", [&] {

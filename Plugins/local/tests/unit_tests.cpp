@@ -819,6 +819,69 @@ void test_fractions_stay_off_exclusive_bounds() {
     llama_model_free(model);
 }
 
+/** (Session 9 #5.) The rewrite that puts a bounded number's range into the grammar went only into properties,
+ *  items, anyOf and definitions: a bounded number under oneOf, allOf, prefixItems, tuple items or
+ *  additionalProperties, behind a $ref to anywhere else, or in a `type` array with another type than null, was left
+ *  to llama.cpp, which writes it as any number (or the other types were lost). Each is in the grammar now, and the
+ *  budget charges each. */
+void test_number_bounds_wherever_llama_cpp_builds_them() {
+    llama_model *model = vocab_model();
+    if (!model) return;
+    const llama_vocab *vocab = llama_model_get_vocab(model);
+    const json n = {{"type", "number"}, {"minimum", 0}, {"maximum", 10}};
+    struct Shape {
+        const char *label;
+        json x;  // the schema of property x
+        std::vector<const char *> in, out;
+        json root_extra = json::object();
+    };
+    const std::vector<Shape> shapes = {
+        {"oneOf", {{"oneOf", {n, {{"type", "string"}}}}}, {"5.5", "\"s\""}, {"11", "-1"}},
+        {"anyOf and oneOf (oneOf read)", {{"oneOf", {n}}, {"anyOf", {{{"type", "string"}}}}}, {"10"}, {"10.5", "\"s\""}},
+        {"allOf", {{"type", "object"}, {"allOf", {object_of({{"v", n}})}}}, {"{\"v\": 3}"}, {"{\"v\": 30}"}},
+        {"prefixItems", {{"type", "array"}, {"prefixItems", {n, n}}}, {"[1, 2.5]"}, {"[1, 12]", "[-3, 1]"}},
+        {"tuple items", {{"type", "array"}, {"items", {n}}}, {"[3]"}, {"[-1]"}},
+        {"additionalProperties", {{"type", "object"}, {"additionalProperties", n}}, {"{\"k\": 3}"}, {"{\"k\": 30}"}},
+        {"type array with a string", {{"type", {"number", "string"}}, {"minimum", 0}, {"maximum", 10}},
+         {"3", "\"abc\""}, {"11", "null"}},
+        {"$ref elsewhere", {{"$ref", "#/x-numbers/1"}}, {"7"}, {"70"},
+         {{"x-numbers", {{{"type", "string"}}, n}}}},
+    };
+    for (const auto &shape : shapes) {
+        json schema = object_of({{"x", shape.x}});
+        for (auto &[k, v] : shape.root_extra.items()) schema[k] = v;
+        std::string grammar;
+        try {
+            grammar = output_schema_grammar(schema.dump());
+        } catch (const std::exception &e) {
+            CHECK(false, "%s: %s", shape.label, e.what());
+            continue;
+        }
+        for (const char *v : shape.in)
+            CHECK(grammar_accepts(vocab, grammar, std::string(R"({"x": )") + v + "}"), "%s: %s refused", shape.label, v);
+        for (const char *v : shape.out)
+            CHECK(!grammar_accepts(vocab, grammar, std::string(R"({"x": )") + v + "}"), "%s: %s allowed", shape.label,
+                  v);
+    }
+    llama_model_free(model);
+    // The budget charges each (100 ranges of ±2^53 are over it wherever they are).
+    const json wide = {{"type", "number"}, {"minimum", -9007199254740989LL}, {"maximum", 9007199254740989LL}};
+    json hundred = json::array();
+    for (int i = 0; i < 100; i++) hundred.push_back(wide);
+    const std::vector<std::pair<const char *, json>> budgets = {
+        {"oneOf", {{"oneOf", hundred}}},
+        {"allOf", {{"type", "object"}, {"allOf", {{{"type", "object"}, {"properties", {{"a", {{"anyOf", hundred}}}}}}}}}},
+        {"prefixItems", {{"type", "array"}, {"prefixItems", hundred}}},
+        {"tuple items", {{"type", "array"}, {"items", hundred}}},
+        {"additionalProperties", {{"type", "object"}, {"additionalProperties", {{"oneOf", hundred}}}}},
+    };
+    for (const auto &[label, x] : budgets) {
+        std::string m = refusal(structured_request(object_of({{"x", x}})));
+        CHECK(m.find("output_format.schema.properties.x") != std::string::npos && m.find("50000") != std::string::npos,
+              "100 ranges of ±2^53 under %s: \"%s\"", label, m.c_str());
+    }
+}
+
 /** The budget's walk summed negative counts as they were (a tool's minLength of -9e18 cancelled every other
  *  bound; two overflowed int64), counted minLength on an integer (llama.cpp ignores it), and missed oneOf, allOf,
  *  additionalProperties, prefixItems, tuple items, $ref targets and `type` arrays, which llama.cpp expands. */
@@ -2357,6 +2420,7 @@ int main(int argc, char **argv) {
     run("number_ranges_count_against_the_budget", test_number_ranges_count_against_the_budget);
     run("unreferenced_bounded_number", test_unreferenced_bounded_number);
     run("fractions_stay_off_exclusive_bounds", test_fractions_stay_off_exclusive_bounds);
+    run("number_bounds_wherever_llama_cpp_builds_them", test_number_bounds_wherever_llama_cpp_builds_them);
     run("repetition_budget_walks_what_llama_cpp_builds", test_repetition_budget_walks_what_llama_cpp_builds);
     run("expansion_cap_is_per_request", test_expansion_cap_is_per_request);
     const afm_backend_vtable *vt = negotiate();

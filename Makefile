@@ -20,7 +20,7 @@ FUZZ_SECONDS ?= 60
 # `make test-asan`/`make test-tsan` run every suite unless SANITIZER_SUITES names some (a `swift test --filter`
 # pattern; .ci/run gives the parser and C-ABI suites, see docs/ARCHITECTURE.md "Fuzzing and sanitizers").
 SANITIZER_SUITES ?=
-# The AddressSanitizer subset meant for CI (`make test-asan-ci`; not a step of .ci/run until it passes): the suites
+# The AddressSanitizer subset that .ci/run runs as its last step (`make test-asan-ci`): the suites
 # at the C boundaries (runner frames and the C ABI of plugins, C hosts of libafm-bridge) and the parsers of untrusted
 # bytes (every fuzz target's seeds and regressions, AFMJSON, the HTTP request parser, schemas, INI); why these and
 # the figures: docs/ARCHITECTURE.md "Fuzzing and sanitizers".

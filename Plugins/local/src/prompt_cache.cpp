@@ -575,9 +575,21 @@ void PromptCache::release_locked(const State &state) noexcept {
 }
 
 void PromptCache::evict_ram_locked(size_t incoming) {
-    while (!ram_.empty() && held_bytes_ + incoming > ram_limit_) {
-        release_locked(ram_.front().state);
-        ram_.pop_front();
+    // Least recently used first, but only entries whose going frees memory now: a state a queued write holds too
+    // stays in memory until written, so its entry would be lost for nothing (and one more evicted after it).
+    // fits_ram_locked() counted those states as staying.
+    for (auto it = ram_.begin(); it != ram_.end() && held_bytes_ + incoming > ram_limit_;) {
+        auto held = held_.find(it->state.get());
+        if (held != held_.end() && held->second > 1) {
+            unsigned in_ram = 0;  // (rare: a state held twice; counted without allocating, as eviction must not throw)
+            for (const auto &entry : ram_) in_ram += entry.state == it->state ? 1 : 0;
+            if (held->second > in_ram) {
+                ++it;  // queued for disk too
+                continue;
+            }
+        }
+        release_locked(it->state);
+        it = ram_.erase(it);
         counters_.evictions++;
     }
 }

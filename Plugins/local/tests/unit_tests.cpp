@@ -2108,6 +2108,41 @@ void test_prompt_cache_keeps_to_the_directory_it_judged() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+void test_prompt_cache_evicts_what_frees_memory() {
+    // (Review s7, leftover.) Evicting a RAM entry whose state a queued write holds too frees nothing until the write is
+    // done: it went first anyway (least recently used), and the next entry after it, to make room for one new state.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        const size_t mib = 1 << 20;
+        PromptCache cache(100 * mib, root, 512 * mib, 0xf1f1, "n1", "evict", 4096);
+        const auto on_disk = fake_tokens(26, 80), queued = fake_tokens(27, 64), busy = fake_tokens(28, 64),
+                   newest = fake_tokens(29, 64);
+        const std::vector<llama_token> in_ram(on_disk.begin(), on_disk.begin() + 60);  // on disk already: RAM only
+        // Every state is made first: what follows takes microseconds, the busy write far longer.
+        auto busy_state = fake_state(60 * mib, 28), queued_state = fake_state(10 * mib, 27),
+             in_ram_state = fake_state(10 * mib, 26), newest_state = fake_state(25 * mib, 29);
+        cache.save(on_disk, fake_state(64 << 10, 26), false);
+        cache.flush();
+        cache.save(busy, busy_state, false);         // keeps the writer busy
+        cache.save(queued, queued_state, true);      // in RAM, and queued behind it
+        cache.save(in_ram, in_ram_state, true);      // in RAM only (its extension is on disk)
+        cache.save(newest, newest_state, true);      // 105 MiB held: one 10 MiB entry must go
+        const uint64_t written = cache.stats().disk_writes;
+        CHECK(written == 1, "the premise failed: the busy write finished first (%llu writes)", (unsigned long long)written);
+        PromptCache::Match match = cache.find(extended(queued, 2));
+        CHECK(match.ram && match.length == queued.size(), "the queued entry was evicted, freeing nothing (match %zu)",
+              match.length);
+        PromptCacheStats st = cache.stats();
+        CHECK(st.evictions == 1 && st.ram_entries == 2 && st.ram_bytes <= 100 * mib,
+              "%llu evictions, %llu entries, %llu bytes", (unsigned long long)st.evictions,
+              (unsigned long long)st.ram_entries, (unsigned long long)st.ram_bytes);
+        cache.flush();
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
     // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
     // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
@@ -2201,6 +2236,7 @@ int main(int argc, char **argv) {
     run("prompt_cache_refuses_untrusted_parents", test_prompt_cache_refuses_untrusted_parents);
     run("prompt_cache_ignores_entries_of_other_users", test_prompt_cache_ignores_entries_of_other_users);
     run("prompt_cache_keeps_to_the_directory_it_judged", test_prompt_cache_keeps_to_the_directory_it_judged);
+    run("prompt_cache_evicts_what_frees_memory", test_prompt_cache_evicts_what_frees_memory);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);

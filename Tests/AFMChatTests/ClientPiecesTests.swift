@@ -63,12 +63,8 @@ import Testing
     @Test func endlessTrailersFailTheStream() throws {
         let url = try serveForever(
             head: "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n", unit: "X-Trailer: a\r\n")
-        let last = try lastEvent(of: ResponsesClient(url: url).startStream(body: Array(#"{"model":"m","input":"x","stream":true}"#.utf8)))
-        guard case .failed(_, let message)? = last else {
-            Issue.record("the stream did not fail (last event: \(String(describing: last)))")
-            return
-        }
-        #expect(message.contains("trailer"), "\(message)")
+        let message = try failureOfAStream(from: url)
+        #expect(message?.contains("trailer") == true, "\(String(describing: message))")
     }
 
     /// Carriage returns without a line feed count toward a line's bound, on a chunk-size line and on the line after a
@@ -78,13 +74,20 @@ import Testing
         for prefix in ["", "5\r\nhello"] {
             let url = try serveForever(
                 head: "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n\(prefix)", unit: "\r")
-            let last = try lastEvent(of: ResponsesClient(url: url).startStream(body: Array(#"{"model":"m","input":"x","stream":true}"#.utf8)))
-            guard case .failed(_, let message)? = last else {
-                Issue.record("the stream did not fail (last event: \(String(describing: last)))")
-                continue
-            }
-            #expect(message.contains("line too long"), "\(message)")
+            let message = try failureOfAStream(from: url)
+            #expect(message?.contains("line too long") == true, "\(String(describing: message))")
         }
+    }
+
+    /// Starts a stream from the server at `url` and returns its failure message (an issue is recorded and nil
+    /// returned when the stream does not fail).
+    private func failureOfAStream(from url: ServerURL) throws -> String? {
+        let last = try lastEvent(of: ResponsesClient(url: url).startStream(body: Array(#"{"model":"m","input":"x","stream":true}"#.utf8)))
+        guard case .failed(_, let message)? = last else {
+            Issue.record("the stream did not fail (last event: \(String(describing: last)))")
+            return nil
+        }
+        return message
     }
 
     /// Reads `stream` until it finishes (at most 120 s) and returns its last event.

@@ -19,19 +19,33 @@ final class RunnerCallPool: Sendable {
         var idle = 0
     }
 
+    /// Starts a detached thread named `name` running `body`, or throws when none can be started.
+    typealias Spawner = @Sendable (_ name: String, _ body: @escaping @Sendable () -> Void) throws -> Void
+
+    /// The runner's spawner: a thread of its own (``IOThread``), detached.
+    static let spawnThread: Spawner = { name, body in try IOThread.spawn(name: name, body).detach() }
+
     private let name: String
     private let maximumThreads: Int
     private let maximumWaiting: Int
+    private let spawner: Spawner
     private let state = Mutex(State())
     private let wakeup = DispatchSemaphore(value: 0)
 
-    init(name: String, maximumThreads: Int, maximumWaiting: Int) {
+    /// - Parameter spawner: how a thread is started (tests pass one that fails).
+    init(name: String, maximumThreads: Int, maximumWaiting: Int, spawner: @escaping Spawner = RunnerCallPool.spawnThread) {
         self.name = name
         self.maximumThreads = maximumThreads
         self.maximumWaiting = maximumWaiting
+        self.spawner = spawner
     }
 
-    /// Runs `job` on a thread of the pool, now or once one is free; false when the pool is full (nothing runs).
+    /// Runs `job` on a thread of the pool, now or once one is free; false when the pool is full or no thread can be
+    /// started (nothing runs).
+    ///
+    /// A new thread is only reserved (counted in `threads`) while it starts; its job is queued once it runs. Queued
+    /// before, a job was taken by whichever thread woke first, so a failed start could not take back its own: it
+    /// removed the last job queued (another submit's, accepted) while its own ran though refused.
     func submit(_ job: @escaping @Sendable () -> Void) -> Bool {
         enum Decision { case queued, spawn, refused }
         let decision = state.withLock { state -> Decision in
@@ -43,8 +57,6 @@ final class RunnerCallPool: Sendable {
             }
             if state.threads < maximumThreads {
                 state.threads += 1
-                state.idle += 1
-                state.jobs.append(job)
                 return .spawn
             }
             guard waiting < maximumWaiting else { return .refused }
@@ -59,14 +71,15 @@ final class RunnerCallPool: Sendable {
             return true
         case .spawn:
             do {
-                try IOThread.spawn(name: name) { [self] in work() }.detach()
+                try spawner(name) { [self] in work() }
             } catch {
-                state.withLock { state in
-                    state.threads -= 1
-                    state.idle -= 1
-                    state.jobs.removeLast()
-                }
+                state.withLock { $0.threads -= 1 }
                 return false
+            }
+            // The new thread and its job arrive together: `waiting` is unchanged for other submits.
+            state.withLock { state in
+                state.idle += 1
+                state.jobs.append(job)
             }
             wakeup.signal()
             return true

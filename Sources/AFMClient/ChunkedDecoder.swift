@@ -2,7 +2,15 @@
 import Foundation
 
 /// Decodes an HTTP/1.1 `Transfer-Encoding: chunked` body incrementally (chunk extensions and trailers ignored).
+///
+/// Every line is bounded (4 KiB), and so are the trailer fields after the last chunk, in number and in bytes: a
+/// server that sends trailers without end would otherwise keep the client reading forever (afmd sends none).
 struct ChunkedDecoder: Sendable {
+    /// The most trailer lines accepted after the last chunk.
+    static let maximumTrailerLines = 64
+    /// The most bytes of trailer lines accepted after the last chunk (line ends included).
+    static let maximumTrailerBytes = 16 * 1024
+
     private enum State: Sendable {
         case size
         case data(remaining: Int)
@@ -13,6 +21,8 @@ struct ChunkedDecoder: Sendable {
 
     private var state = State.size
     private var line: [UInt8] = []
+    private var trailerLines = 0
+    private var trailerBytes = 0
 
     /// Whether the terminating zero-size chunk (and its trailers) was read.
     var isDone: Bool {
@@ -29,6 +39,12 @@ struct ChunkedDecoder: Sendable {
             case .size, .dataEnd, .trailers:
                 let byte = bytes[index]
                 index += 1
+                if case .trailers = state {
+                    trailerBytes += 1
+                    guard trailerBytes <= Self.maximumTrailerBytes else {
+                        throw ClientError("malformed chunked response (more than \(Self.maximumTrailerBytes) bytes of trailer fields)")
+                    }
+                }
                 guard byte == 0x0A else {
                     if byte != 0x0D { line.append(byte) }
                     guard line.count < 4096 else { throw ClientError("malformed chunked response (line too long)") }
@@ -44,9 +60,17 @@ struct ChunkedDecoder: Sendable {
                     }
                     state = size == 0 ? .trailers : .data(remaining: size)
                 case .dataEnd:
+                    guard text.isEmpty else { throw ClientError("malformed chunked response (no line end after a chunk's data)") }
                     state = .size
                 case .trailers:
-                    if text.isEmpty { state = .done }
+                    if text.isEmpty {
+                        state = .done
+                    } else {
+                        trailerLines += 1
+                        guard trailerLines <= Self.maximumTrailerLines else {
+                            throw ClientError("malformed chunked response (more than \(Self.maximumTrailerLines) trailer lines)")
+                        }
+                    }
                 default: break
                 }
             case .data(let remaining):

@@ -12,8 +12,10 @@ import AFMSystem
 ///
 /// What the server sends is capped (the server at the URL may not be afmd, or not well): one event may hold at most
 /// ``maximumEventBytes``, one line a little more, the whole stream ``maximumStreamBytes`` and an error answer's body
-/// ``maximumErrorBodyBytes``. Past a cap the stream ends with `.failed(code: "stream_too_large")` and the
-/// connection is closed, so a hostile server cannot make the client's memory grow without bound.
+/// ``maximumErrorBodyBytes``; an event's JSON may hold at most ``JSONParser/Limits/maximumDocumentValues`` values
+/// (the cap afmd puts on a request body: 32 MiB of `{}` would be a tree of about a GiB). Past a cap the stream ends
+/// with `.failed(code: "stream_too_large")` and the connection is closed, so a hostile server cannot make the
+/// client's memory grow without bound.
 public final class ResponseStream {
     /// The most data one event may carry: 32 MiB. afmd's largest event, `response.completed`, repeats the whole
     /// answer, which `[Responses] MaxOutputBytes` (default 8 MiB) bounds; an event is parsed as JSON in one piece,
@@ -63,7 +65,7 @@ public final class ResponseStream {
                         message: "the server answered HTTP \(exchange.status) with an error body larger than \(Self.maximumErrorBodyBytes) bytes"))
             }
             guard exchange.isComplete else { return [] }
-            let value = try? JSONParser.parse(errorBody)
+            let value = try? JSONParser.parse(errorBody, limits: Self.eventLimits)
             let code = value?["error"]?["code"]?.stringValue ?? "http_\(exchange.status)"
             let message = value?["error"]?["message"]?.stringValue ?? "the server answered HTTP \(exchange.status)"
             return finish(.failed(code: code, message: message))
@@ -97,10 +99,23 @@ public final class ResponseStream {
         return [event]
     }
 
+    /// How an event's JSON (and an error body) is parsed: the shared cap on values, the parser's default depth.
+    static let eventLimits = JSONParser.Limits(maxValues: JSONParser.Limits.maximumDocumentValues)
+
     /// Maps one SSE message to client events (none for events the client ignores): a terminal response event
-    /// gives its usage first, then the terminal event.
+    /// gives its usage first, then the terminal event. An event of more values than the cap fails the stream.
     static func events(for message: SSEParser.Event, sawError: inout Bool) -> [StreamEvent] {
-        guard let value = try? JSONParser.parse(message.data) else { return [] }
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(message.data, limits: eventLimits)
+        } catch {
+            guard error.kind == .valueLimitExceeded else { return [] }
+            return [
+                .failed(
+                    code: "stream_too_large",
+                    message: "the server sent an event of more than \(JSONParser.Limits.maximumDocumentValues) JSON values; afm stops reading there")
+            ]
+        }
         let type = value["type"]?.stringValue ?? message.name
         guard let event = event(type: type, value: value, sawError: &sawError) else { return [] }
         switch event {

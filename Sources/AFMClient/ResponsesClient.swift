@@ -28,7 +28,17 @@ public struct ResponsesClient: Sendable {
         let exchange = try HTTPExchange(url: url, method: "GET", path: "/v1/models", body: nil, accept: "application/json")
         defer { exchange.close() }
         let body = try exchange.readToEnd(timeoutMilliseconds: timeoutMilliseconds)
-        guard exchange.status == 200, let value = try? JSONParser.parse(body), let data = value["data"]?.arrayValue else {
+        // The list's body is capped (16 MiB), and its JSON by the shared cap on values, as a stream's events are.
+        let value: JSONValue?
+        do {
+            value = try JSONParser.parse(body, limits: ResponseStream.eventLimits)
+        } catch {
+            guard error.kind != .valueLimitExceeded else {
+                throw ClientError("GET /v1/models answered more than \(JSONParser.Limits.maximumDocumentValues) JSON values")
+            }
+            value = nil
+        }
+        guard exchange.status == 200, let value, let data = value["data"]?.arrayValue else {
             throw ClientError("GET /v1/models answered HTTP \(exchange.status)")
         }
         return data.compactMap(ModelInfo.init(json:))

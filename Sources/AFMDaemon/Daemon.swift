@@ -102,9 +102,7 @@ public final class Daemon: Sendable {
         var http = HTTPServer.Configuration()
         http.requestHeaderTimeout = configuration.requestHeaderTimeout
         http.processingDeadline = configuration.processingDeadline
-        // A stream cut by the deadline ends with its dialect's failure event once the backend stopped: it has the
-        // backend's cancel grace (after which the watchdog ends the generation) and a second more to write it.
-        http.processingDeadlineGrace = configuration.cancelGrace + .seconds(1)
+        http.processingDeadlineGrace = Self.processingDeadlineGrace(configuration)
         http.ioThreadCount = configuration.ioThreads
         http.errorBody = Self.httpErrorBody
         http.maxConnections = Self.fitConnectionLimit(
@@ -119,6 +117,13 @@ public final class Daemon: Sendable {
             handler.start(request, writer)
         }
         statusBox.set(self)
+    }
+
+    /// How long a stream cut by the processing deadline may still write: it ends with its dialect's failure event
+    /// once the backend stopped, so it has the backends' cancel grace (after which the watchdog ends the generation)
+    /// and a second more to write it. A reload that changes `CancelGraceSeconds` changes it too.
+    static func processingDeadlineGrace(_ configuration: DaemonConfiguration) -> Duration {
+        configuration.cancelGrace + .seconds(1)
     }
 
     /// Descriptors kept free for everything but HTTP connections: backends and their runners, model files, the
@@ -503,6 +508,9 @@ public final class Daemon: Sendable {
         let listenHost = Self.policyHost(state.withLock { $0.served } ?? configuration.listen)
         browserPolicy.set(configuration.browserPolicy(listenHost: listenHost))
         service.setMaxOutputBytes(configuration.maxOutputBytes)
+        // The deadline and its grace apply to requests already running too (the grace follows CancelGraceSeconds:
+        // it was the one of start-up, and a longer cancel grace had streams cut before their failure event).
+        server.setProcessingDeadline(configuration.processingDeadline, grace: Self.processingDeadlineGrace(configuration))
         rebindIfNeeded(to: configuration.listen)
         let outcomes = await registry.reloadChanged()
         var backends: [JSONValue] = []

@@ -423,6 +423,7 @@ final class HTTPEventLoopRunner {
             try? loop.epoll.add(listener, events: [.readable], userData: HTTPEventLoop.listenerToken)
         }
         let configuration = core.timeouts
+        let (processing, processingGrace) = (core.deadlines.deadlineNanoseconds, core.deadlines.graceNanoseconds)
         // One 408 for every connection that expires in this sweep: a crowd of slow clients that connected together
         // expires together, and encoding the same answer a thousand times would hold up everyone else on this loop.
         var timeoutAnswer: [UInt8]?
@@ -438,7 +439,7 @@ final class HTTPEventLoopRunner {
                 switch connection.inputStatus(markInputWaiting: false) {
                 case .busy:
                     if !context.deadlineFired
-                        && elapsed(from: context.handlerStartedAt, to: now) > configuration.processing
+                        && elapsed(from: context.handlerStartedAt, to: now) > processing
                     {
                         context.deadlineFired = true
                         logger.warning(
@@ -447,7 +448,7 @@ final class HTTPEventLoopRunner {
                                 "connection.id": "\(connection.id)"
                             ])
                         switch connection.processingDeadlineExpired(
-                            sequence: context.sequence, path: context.requestPath, grace: configuration.processingGrace > 0)
+                            sequence: context.sequence, path: context.requestPath, grace: processingGrace > 0)
                         {
                         case .answered:
                             break
@@ -457,7 +458,7 @@ final class HTTPEventLoopRunner {
                             teardown(context, "deadline passed mid-response")
                             continue
                         }
-                    } else if let since = context.deadlineGraceSince, elapsed(from: since, to: now) > configuration.processingGrace {
+                    } else if let since = context.deadlineGraceSince, elapsed(from: since, to: now) > processingGrace {
                         // The cancelled handler did not end its stream in time: cut it (no last chunk).
                         teardown(context, "deadline grace passed mid-response")
                         continue

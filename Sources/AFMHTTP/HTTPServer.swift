@@ -44,6 +44,8 @@ public final class HTTPServer: Sendable {
     }
 
     private let configuration: Configuration
+    /// The processing deadline and grace in force (``setProcessingDeadline(_:grace:)``), shared with every start.
+    private let deadlines: HTTPProcessingDeadlines
     private let logger: Logger
     private let starter: HTTPStartingHandler
     private let state = Mutex(State())
@@ -63,8 +65,16 @@ public final class HTTPServer: Sendable {
             configuration.outboundLowWatermark <= configuration.outboundHighWatermark,
             "the low watermark must not exceed the high watermark")
         self.configuration = configuration
+        deadlines = HTTPProcessingDeadlines(deadline: configuration.processingDeadline, grace: configuration.processingDeadlineGrace)
         self.logger = logger
         self.starter = starter
+    }
+
+    /// Changes ``Configuration/processingDeadline`` and ``Configuration/processingDeadlineGrace`` while the server
+    /// runs (and for its later starts): requests already running are judged by the new values from the loops' next
+    /// sweep (about 100 ms). A daemon's reload calls it.
+    public func setProcessingDeadline(_ deadline: Duration, grace: Duration) {
+        deadlines.set(deadline: deadline, grace: grace)
     }
 
     deinit { stopListening() }
@@ -152,7 +162,7 @@ public final class HTTPServer: Sendable {
     private func makeRunningCore(listener: FileDescriptor, adopted: Bool) throws(HTTPServerError) -> HTTPServerCore {
         let core: HTTPServerCore
         do {
-            core = try HTTPServerCore(configuration: configuration, logger: logger, starter: starter)
+            core = try HTTPServerCore(configuration: configuration, deadlines: deadlines, logger: logger, starter: starter)
         } catch {
             listener.close()
             throw .startFailed("\(error)")

@@ -11,8 +11,6 @@ final class HTTPServerCore: Sendable {
     /// Timeouts converted to monotonic nanoseconds once.
     struct Timeouts: Sendable {
         var requestHeader: UInt64
-        var processing: UInt64
-        var processingGrace: UInt64
         var send: UInt64
         var linger: UInt64
     }
@@ -22,6 +20,8 @@ final class HTTPServerCore: Sendable {
     let starter: HTTPStartingHandler
     let limits: HTTPRequestParser.Limits
     let timeouts: Timeouts
+    /// The processing deadline and its grace: the server's, which may change while it serves.
+    let deadlines: HTTPProcessingDeadlines
     let dateCache = HTTPDateCache()
     let loops: [HTTPEventLoop]
     private let nextID = Atomic<UInt64>(0)
@@ -30,9 +30,10 @@ final class HTTPServerCore: Sendable {
     private let registry = Mutex<[UInt64: HTTPConnection]>([:])
     private let refusedCount = Atomic<Int>(0)
 
-    init(configuration: HTTPServer.Configuration, logger: Logger, starter: @escaping HTTPStartingHandler)
-        throws(SystemCallError)
-    {
+    init(
+        configuration: HTTPServer.Configuration, deadlines: HTTPProcessingDeadlines, logger: Logger,
+        starter: @escaping HTTPStartingHandler
+    ) throws(SystemCallError) {
         self.configuration = configuration
         self.logger = logger
         self.starter = starter
@@ -41,10 +42,9 @@ final class HTTPServerCore: Sendable {
             maxHeaderFields: configuration.maxHeaderFields)
         timeouts = Timeouts(
             requestHeader: SystemClock.nanoseconds(configuration.requestHeaderTimeout),
-            processing: SystemClock.nanoseconds(configuration.processingDeadline),
-            processingGrace: SystemClock.nanoseconds(configuration.processingDeadlineGrace),
             send: SystemClock.nanoseconds(configuration.sendTimeout),
             linger: SystemClock.nanoseconds(configuration.lingerTimeout))
+        self.deadlines = deadlines
         var loops: [HTTPEventLoop] = []
         for index in 0..<max(1, configuration.ioThreadCount) {
             loops.append(try HTTPEventLoop(index: index))

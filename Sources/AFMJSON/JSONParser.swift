@@ -42,6 +42,12 @@ public struct JSONParser: Sendable {
         /// in debug builds (they use about 1.3 KiB per level there, under 0.7 KiB in release builds).
         public static let maximumSupportedDepth = 1_000
 
+        /// The most values a document from the network may hold, wherever it is parsed: afmd's request bodies (400
+        /// `too_many_values`), the events `afm` reads from a server, the web chat's request bodies. Tiny values cost
+        /// the tree many times their bytes: 14 MB of empty content parts peaked at 287 MB in afmd, and a 32 MiB event
+        /// of `{}` costs about a GiB. 20,000 turns of a conversation are 60,000 values.
+        public static let maximumDocumentValues = 262_144
+
         /// Creates limits; the defaults suit HTTP request bodies.
         public init(maxDepth: Int = 64, maxStringBytes: Int? = nil, maxValues: Int? = nil) {
             self.maxDepth = maxDepth

@@ -6,10 +6,9 @@ import AFMJSON
 /// rule and each error message exists once. Every error is a 400 naming the field in `param`.
 public enum RequestFields {
     /// The most JSON values (objects, arrays, strings, numbers, booleans, nulls) a request body may hold, checked
-    /// while it is parsed (400 `too_many_values`). Tiny values cost the parsed tree many times their bytes: a 14 MB
-    /// body of 550,000 empty content parts peaked at 287 MB before it was refused or served. 20,000 turns of a
-    /// conversation are 60,000 values.
-    public static let maximumJSONValues = 262_144
+    /// while it is parsed (400 `too_many_values`): the cap shared by every document from the network
+    /// (``JSONParser/Limits/maximumDocumentValues``, which says why).
+    public static let maximumJSONValues = JSONParser.Limits.maximumDocumentValues
     /// The most items a conversation may hold: Chat Completions and Messages `messages`, Responses `input` (400
     /// `array_above_max_length` naming the field).
     public static let maximumConversationItems = 50_000

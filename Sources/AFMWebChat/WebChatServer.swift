@@ -389,9 +389,19 @@ public final class WebChatServer: Sendable {
     private static func body(_ request: HTTPRequest, maxStringBytes: Int = 1024 * 1024) throws -> JSONValue {
         var limits = JSONParser.Limits()
         limits.maxStringBytes = maxStringBytes
-        guard let value = try? JSONParser.parse(request.body, limits: limits), value.objectValue != nil else {
+        // The cap afmd puts on its request bodies: 48 MiB of `{}` would be a tree of gigabytes.
+        limits.maxValues = JSONParser.Limits.maximumDocumentValues
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(request.body, limits: limits)
+        } catch {
+            guard error.kind != .valueLimitExceeded else {
+                throw WebChatError(
+                    400, "too_many_values", "The body holds more than \(JSONParser.Limits.maximumDocumentValues) JSON values.")
+            }
             throw WebChatError(400, "invalid_json", "The body must be a JSON object.")
         }
+        guard value.objectValue != nil else { throw WebChatError(400, "invalid_json", "The body must be a JSON object.") }
         return value
     }
 

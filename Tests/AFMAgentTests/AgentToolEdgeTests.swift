@@ -14,7 +14,9 @@ struct AgentToolEdgeTests {
     /// Calls `picture` (count times in one step) until an output comes back, then answers.
     static func callsPicture(times count: Int = 1) -> String {
         let calls = Array(repeating: #"{"tool_call":{"name":"picture","arguments":"{}"}}"#, count: count).joined(separator: ",")
-        return #"[{"if_input_has":"function_call_output","then":[{"text":"I see it"}],"else":[\#(calls)]}]"#
+        // Only while the request offers tools: a model calls no tool it was not offered (afmd fails a response that
+        // does), and a later turn whose history was trimmed of the earlier call runs with no tools.
+        return #"[{"if_input_has":"function_call_output","then":[{"text":"I see it"}],"else":[{"if_tools_offered":true,"then":[\#(calls)],"else":[{"text":"I see it"}]}]}]"#
     }
 
     /// The image parts of a recorded generation request, in input order.

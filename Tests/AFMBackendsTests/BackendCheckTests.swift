@@ -157,6 +157,63 @@ import Testing
         #expect(detail.contains("two instances"), "the check itself passed: \(output)")
     }
 
+    /// A backend that writes 512 MiB to its standard output at each create (the child's standard error): the
+    /// checker keeps only the end of what a child writes, so its memory does not follow. Before, it kept every byte
+    /// (its peak resident size grew past the GiB).
+    @Test func aBackendThatFloodsItsOutputDoesNotGrowTheChecker() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["FLOOD_OUTPUT"])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.checker)
+        process.arguments = ["--json", "--only", "exports,lifecycle", library]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The checker's peak resident size (VmHWM), read while it runs.
+        var peakKiB = 0
+        while process.isRunning {
+            if let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+                let kib = Int(line.split(separator: " ").dropFirst().first ?? "")
+            {
+                peakKiB = max(peakKiB, kib)
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(peakKiB > 0)
+        #expect(peakKiB < 256 * 1024, "the checker's peak resident size was \(peakKiB) KiB")
+    }
+
+    /// A backend that writes 1 GiB through `host->log` (1 MiB a line) at each create: the check's child, which runs the
+    /// backend, keeps none of it (the checker judges no log line). Before, the child kept every line in a list nothing
+    /// read, and grew past the GiB until the check's deadline.
+    @Test func aBackendThatFloodsTheHostsLogDoesNotGrowTheCheck() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["FLOOD_LOG"])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.checker)
+        process.arguments = ["--run-one", "lifecycle", "--runner", TestPaths.runner, library]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var peakKiB = 0
+        while process.isRunning {
+            if let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+                let kib = Int(line.split(separator: " ").dropFirst().first ?? "")
+            {
+                peakKiB = max(peakKiB, kib)
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        process.waitUntilExit()
+        let result = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(result.contains(#""passed":true"#), "\(result)")
+        #expect(peakKiB > 0)
+        #expect(peakKiB < 256 * 1024, "the check's child peaked at \(peakKiB) KiB")
+    }
+
     /// A backend whose id is a path ("../example") fails negotiation, and the runner check, which names files
     /// after the id, refuses it instead of copying the library to `backends/../example.so` (outside the backend
     /// directory, which it did before).

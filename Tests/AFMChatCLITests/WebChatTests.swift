@@ -164,6 +164,11 @@ import Testing
         let web = try WebChat(gateway: "http://127.0.0.1:9", dataDirectory: data)
         let models = try TestHTTPClient(port: web.port).get("/api/models")
         #expect(models.status == 503 && models.text.contains("model_unavailable"), "\(models)")
+        // A body is parsed with the cap afmd puts on its own (before, 300,000 empty objects were parsed whole, and
+        // 48 MiB of them would have been gigabytes).
+        let filler = Array(repeating: "{}", count: 300_000).joined(separator: ",")
+        let crowded = try TestHTTPClient(port: web.port).post("/api/conversations", json: #"{"title":"t","x":[\#(filler)]}"#)
+        #expect(crowded.status == 400 && crowded.text.contains("too_many_values"), "\(crowded.status) \(crowded.text.prefix(300))")
         let created = try TestHTTPClient(port: web.port).post("/api/conversations", json: "{}")
         #expect(created.status == 201, "\(created)")
         let id = try #require(created.json?["id"]?.stringValue)

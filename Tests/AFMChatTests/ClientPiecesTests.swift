@@ -2,6 +2,7 @@
 import AFMChat
 import AFMClient
 import AFMImageCodec
+import AFMJSON
 import AFMSSE
 import AFMSystem
 import Foundation
@@ -41,6 +42,46 @@ import Testing
         #expect(message.contains(expected), "\(kind): \(message)")
     }
 
+    /// An event may hold 32 MiB, but not a JSON tree of any number of values: 300,000 empty objects (900 KB) fail the
+    /// stream with `stream_too_large` at the shared cap of JSON values (the one afmd's request parser applies), as
+    /// 32 MiB of them would have cost about a GiB. Before, the event was parsed whole and the stream completed.
+    @Test func anEventOfTooManyJSONValuesFailsTheStream() throws {
+        let filler = Array(repeating: "{}", count: 300_000).joined(separator: ",")
+        let data = #"{"type":"response.completed","response":{"status":"completed","filler":[\#(filler)]}}"#
+        let url = try serveOnce("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: response.completed\ndata: \(data)\n\n")
+        let last = try lastEvent(of: ResponsesClient(url: url).startStream(body: Array(#"{"model":"m","input":"x","stream":true}"#.utf8)))
+        guard case .failed(let code, let message)? = last else {
+            Issue.record("the stream did not fail (last event: \(String(describing: last)))")
+            return
+        }
+        #expect(code == "stream_too_large", "\(message)")
+        #expect(message.contains("\(JSONParser.Limits.maximumDocumentValues) JSON values"), "\(message)")
+    }
+
+    /// Trailer fields after the last chunk are bounded (count and bytes): a server that sends them forever fails the
+    /// stream with a clear error instead of keeping `afm` reading. Before, the client read trailers without end.
+    @Test func endlessTrailersFailTheStream() throws {
+        let url = try serveForever(
+            head: "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n", unit: "X-Trailer: a\r\n")
+        let last = try lastEvent(of: ResponsesClient(url: url).startStream(body: Array(#"{"model":"m","input":"x","stream":true}"#.utf8)))
+        guard case .failed(_, let message)? = last else {
+            Issue.record("the stream did not fail (last event: \(String(describing: last)))")
+            return
+        }
+        #expect(message.contains("trailer"), "\(message)")
+    }
+
+    /// Reads `stream` until it finishes (at most 120 s) and returns its last event.
+    private func lastEvent(of stream: ResponseStream) throws -> StreamEvent? {
+        var last: StreamEvent?
+        let deadline = Date().addingTimeInterval(120)
+        while !stream.isFinished && Date() < deadline {
+            _ = try stream.descriptor.poll(readable: true, writable: false, timeoutMilliseconds: 1000)
+            if let event = stream.readEvents().last { last = event }
+        }
+        return last
+    }
+
     /// Serves one connection on 127.0.0.1:0: `head`, then `unit` over and over until the client closes.
     private func serveForever(head: String, unit: String) throws -> ServerURL {
         try serve { connection in
@@ -49,25 +90,30 @@ import Testing
             bytes = Array(String(repeating: unit, count: 65_536 / unit.utf8.count).utf8)
             // At most 2 GiB: far past every cap, and an end even if the client never stops reading.
             for _ in 0..<32_768 {
-                var offset = 0
-                while offset < bytes.count {
-                    switch try? bytes[offset...].withUnsafeBytes({ try connection.write($0) }) {
-                    case .processed(let count)?: offset += count
-                    case .wouldBlock?:
-                        // A client that stopped reading for 10 s is not coming back.
-                        guard (try? connection.poll(readable: false, writable: true, timeoutMilliseconds: 10_000))?.writable == true else { return }
-                    case nil: return  // The client closed.
-                    }
-                }
+                guard Self.writeAll(bytes, to: connection) else { return }
             }
         }
+    }
+
+    /// Writes all of `bytes` to the non-blocking `connection`; false when the client closed or stopped reading.
+    private static func writeAll(_ bytes: [UInt8], to connection: FileDescriptor) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            switch try? bytes[offset...].withUnsafeBytes({ try connection.write($0) }) {
+            case .processed(let count)?: offset += count
+            case .wouldBlock?:
+                // A client that stopped reading for 10 s is not coming back.
+                guard (try? connection.poll(readable: false, writable: true, timeoutMilliseconds: 10_000))?.writable == true else { return false }
+            case nil: return false  // The client closed.
+            }
+        }
+        return true
     }
 
     /// Serves one connection on 127.0.0.1:0 with `response` (after reading the request head); returns the URL.
     private func serveOnce(_ response: String) throws -> ServerURL {
         try serve { connection in
-            let bytes = Array(response.utf8)
-            _ = try? bytes.withUnsafeBytes { try connection.write($0) }
+            guard Self.writeAll(Array(response.utf8), to: connection) else { return }
             _ = try? connection.poll(readable: true, writable: false, timeoutMilliseconds: 2_000)  // until the client closes
         }
     }
@@ -112,6 +158,15 @@ import Testing
         let url = try serveOnce("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n{\"data\":[]}")
         let error = try #require(throws: ClientError.self) { try ResponsesClient(url: url).listModels(timeoutMilliseconds: 5_000) }
         #expect(error.message.contains("Content-Length"))
+    }
+
+    /// The model list is parsed with the shared cap on JSON values too: 300,000 empty entries are an error naming the
+    /// cap. Before, they were parsed whole (16 MiB of them would be about 500 MB of tree) and the list came back empty.
+    @Test func aModelListOfTooManyJSONValuesIsAnError() throws {
+        let body = #"{"object":"list","data":["# + Array(repeating: "{}", count: 300_000).joined(separator: ",") + "]}"
+        let url = try serveOnce("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+        let error = try #require(throws: ClientError.self) { try ResponsesClient(url: url).listModels(timeoutMilliseconds: 20_000) }
+        #expect(error.message.contains("\(JSONParser.Limits.maximumDocumentValues) JSON values"), "\(error.message)")
     }
 
     @Test func serverURLs() {

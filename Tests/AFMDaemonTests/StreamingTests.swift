@@ -35,7 +35,10 @@ import Testing
         ("text.sse", #"[{"text":"Hel"},{"text":"lo!"},{"usage":{"input_tokens":9,"output_tokens":2,"reasoning_tokens":0,"cached_tokens":0}}]"#, ""),
         ("incomplete.sse", #"[{"text":"a"},{"text":"b"},{"text":"c"}]"#, #","max_output_tokens":2"#),
         ("failed.sse", #"[{"text":"partial"},{"error":{"code":"internal","message":"backend exploded"}}]"#, ""),
-        ("function-call.sse", #"[{"tool_call":{"name":"get_weather","call_id":"call_abc","arguments":"{\"city\":\"SF\"}","chunks":2}},{"usage":{"input_tokens":5,"output_tokens":7,"reasoning_tokens":0,"cached_tokens":0}}]"#, ""),
+        (
+            "function-call.sse", #"[{"tool_call":{"name":"get_weather","call_id":"call_abc","arguments":"{\"city\":\"SF\"}","chunks":2}},{"usage":{"input_tokens":5,"output_tokens":7,"reasoning_tokens":0,"cached_tokens":0}}]"#,
+            #","tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]"#
+        ),
     ])
     func goldenTranscript(_ testCase: (golden: String, steps: String, extra: String)) throws {
         let harness = try DaemonHarness(models: ["demo": testCase.steps])
@@ -151,6 +154,30 @@ import Testing
         // Each generation was cancelled at the backend, and afmd serves on.
         #expect(waitUntil(seconds: 5) { harness.records().filter { $0["event"] == "cancel" }.count == 3 })
         #expect(try harness.client().get("/health").status == 200)
+    }
+
+    /// The grace a stream gets after the processing deadline (to end with its failure event) is the backends' cancel
+    /// grace plus a second, and follows a reload that changes `CancelGraceSeconds`. The backend here never ends its
+    /// generation (its thread ends after one delta without a terminal event), so after the deadline's cancel the
+    /// watchdog ends it after the cancel grace: 4 s after the reload. Before, the HTTP grace stayed the one of
+    /// start-up (1 s + 1 s) and cut the connection first: no failure event, no last chunk.
+    @Test func theDeadlinesGraceFollowsAReloadedCancelGrace() throws {
+        let harness = try DaemonHarness(
+            models: ["deaf": #"[{"text":"a"},{"no_terminal":true}]"#],
+            config: "[Server]\nProcessingDeadlineSeconds=1\n[Backends]\nCancelGraceSeconds=1\n")
+        let path = harness.daemon.root + "/afmd.conf"
+        let config = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(config.contains("CancelGraceSeconds=1\n"))
+        try config.replacingOccurrences(of: "CancelGraceSeconds=1\n", with: "CancelGraceSeconds=4\n").write(
+            toFile: path, atomically: true, encoding: .utf8)
+        let reload = try harness.daemon.afmctl(["reload"])
+        #expect(reload.status == 0, "\(reload)")
+        let responses = try harness.client().post("/v1/responses", json: responsesBody(model: "deaf", stream: true))
+        #expect(responses.status == 200)
+        let events = responses.events
+        #expect(events.contains { $0.event == "response.output_text.delta" })
+        #expect(events.first { $0.event == "error" }?.data["code"] == "timeout", "\(responses.text.suffix(400))")
+        #expect(events.last?.event == "response.failed", "\(events.map(\.event))")
     }
 
     @Test func sigtermDrainsInFlightStreamsThenExits() throws {

@@ -127,7 +127,8 @@ import Testing
               "low":{"type":"number","minimum":-9007199254740992},
               "tenth":{"type":"number","maximum":0.1},
               "open":{"type":"number","exclusiveMaximum":9007199254740993},
-              "above":{"type":"number","exclusiveMinimum":0.3}},
+              "above":{"type":"number","exclusiveMinimum":0.3},
+              "sign":{"type":"number","minimum":0,"maximum":0}},
              "required":[]}
             """#
         let slipped = [
@@ -135,6 +136,8 @@ import Testing
             #"{"low":-9007199254740993}"#, #"{"tenth":0.10000000000000000001}"#, #"{"tenth":1000000000000000000001e-22}"#,
             #"{"open":9007199254740993}"#, #"{"open":9007199254740994}"#, #"{"above":0.3}"#, #"{"above":0.29999999999999999999}"#,
             #"{"big":1e400}"#, #"{"low":-1e400}"#,
+            // Exponents beyond an Int (they were compared as Doubles: ±0.0 and ±infinity).
+            #"{"sign":-1e-99999999999999999999}"#, #"{"sign":1e-99999999999999999999}"#, #"{"big":1e99999999999999999999}"#,
         ]
         for value in slipped {
             #expect(try violation(value, schema) != nil, "\(value) passed")
@@ -142,7 +145,8 @@ import Testing
         let within = [
             #"{"big":9007199254740992}"#, #"{"big":9007199254740992.0}"#, #"{"big":9.007199254740992e15}"#, #"{"low":-9007199254740992}"#,
             #"{"tenth":0.1}"#, #"{"tenth":0.09999999999999999999}"#, #"{"tenth":1e-400}"#, #"{"open":9007199254740992.999}"#,
-            #"{"above":0.30000000000000000001}"#, #"{"tenth":-1e400}"#,
+            #"{"above":0.30000000000000000001}"#, #"{"tenth":-1e400}"#, #"{"sign":-0.0e-99999999999999999999}"#,
+            #"{"sign":0e99999999999999999999}"#,
         ]
         for value in within {
             #expect(try violation(value, schema) == nil, "\(value) refused")

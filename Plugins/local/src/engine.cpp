@@ -643,6 +643,8 @@ Prepared Engine::prepare(const Request &request, bool for_generation) {
             sp.grammar_lazy = false;
         } catch (const std::bad_alloc &) {
             throw;  // the server's problem (5xx), not the request's
+        } catch (const BackendError &) {
+            throw;  // classified already (no random numbers for the marker: internal)
         } catch (const std::exception &e) {
             throw BackendError(AFM_ERR_INVALID_REQUEST,
                                std::string("the output schema cannot be turned into a grammar: ") + e.what());

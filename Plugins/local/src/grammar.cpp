@@ -412,59 +412,185 @@ struct LimitWalk {
 struct NumberRewrite {
     std::string marker;  // a string that occurs nowhere in the schema
     std::vector<std::string> rules;
+    std::vector<std::string> refs;  // the `$ref`s met, in order: walked after the tree
+    std::set<std::string> seen_refs;
 
-    /** Replaces each bounded `number` node by a `const` marker (llama.cpp writes it as one literal) and keeps the
-     *  number range it stands for. */
+    /** What llama.cpp's schema builder (common/json-schema.cpp, build_node) makes of a node of one type (LimitWalk
+     *  decides the same way): which of its keywords hold the schemas it builds next. */
+    enum class Kind { Object, AllOf, Array, Number, Other };
+    static Kind kind_of(const common_json &schema, const std::string &type_name) {
+        const bool has_properties = schema.contains("properties") ||
+                                    (schema.contains("additionalProperties") && schema.at("additionalProperties") != true);
+        const bool all_of = schema.contains("allOf");
+        if (type_name.empty())
+            return has_properties                                          ? Kind::Object
+                   : all_of                                                ? Kind::AllOf
+                   : schema.contains("items") || schema.contains("prefixItems") ? Kind::Array
+                                                                           : Kind::Other;
+        if (type_name == "object") return !has_properties && all_of ? Kind::AllOf : Kind::Object;
+        if (type_name == "string") return all_of ? Kind::AllOf : Kind::Other;
+        if (type_name == "array") return Kind::Array;
+        if (type_name == "number") return Kind::Number;
+        return Kind::Other;
+    }
+
+    /** Walks `schema` as llama.cpp's schema builder reads it, and makes each bounded `number` it would build a
+     *  `const` marker (llama.cpp writes it as one literal), keeping the number range it stands for. Every other
+     *  keyword of the node stays (a `$ref` may point into it). */
     void node(common_json &schema) {
         if (!schema.is_object()) return;
-        for (const char *key : {"properties", "$defs", "definitions"})
+        // Definitions wherever they are (a `$ref` may name any; the marker of one nobody references is left out).
+        for (const char *key : {"$defs", "definitions"})
             if (schema.contains(key) && schema.at(key).is_object())
                 for (auto entry : schema.at(key).items()) node(entry.value());
-        if (schema.contains("items")) node(schema.at("items"));
-        if (schema.contains("anyOf") && schema.at("anyOf").is_array())
-            for (size_t i = 0; i < schema.at("anyOf").size(); i++) node(schema.at("anyOf").at(i));
-        if (!schema.contains("type") || schema.contains("enum") || schema.contains("const")) return;
-        const common_json &type = schema.at("type");
-        bool nullable = false, number = false;
-        if (type.is_string()) {
-            number = type.get<std::string>() == "number";
-        } else if (type.is_array()) {
-            for (size_t i = 0; i < type.size(); i++) {
-                if (!type.at(i).is_string()) continue;
-                number = number || type.at(i).get<std::string>() == "number";
-                nullable = nullable || type.at(i).get<std::string>() == "null";
-            }
+        if (schema.contains("$ref")) {
+            const common_json &ref = schema.at("$ref");
+            if (ref.is_string() && seen_refs.insert(ref.get<std::string>()).second) refs.push_back(ref.get<std::string>());
+            return;
         }
-        if (!number) return;
+        for (const char *key : {"oneOf", "anyOf"})
+            if (schema.contains(key)) {
+                if (schema.at(key).is_array())
+                    for (auto &alternative : schema.at(key)) node(alternative);
+                return;  // llama.cpp reads nothing else of the node (oneOf first)
+            }
+        std::vector<std::string> types;  // a `type` array: llama.cpp builds one copy of the node per type
+        bool type_array = false;
+        if (schema.contains("type")) {
+            const common_json &type = schema.at("type");
+            if (type.is_string()) {
+                types.push_back(type.get<std::string>());
+            } else if (type.is_array()) {
+                type_array = true;
+                for (const auto &t : type) types.push_back(t.is_string() ? t.get<std::string>() : "");
+            } else {
+                return;  // (llama.cpp refuses it)
+            }
+        } else {
+            types.push_back("");
+        }
+        if (schema.contains("const") || schema.contains("enum")) return;
+        if (std::find(types.begin(), types.end(), "number") != types.end() && bounded_number(schema, type_array)) return;
+        // The structure of each copy, once per kind (the copies share the node's keywords).
+        std::set<Kind> kinds;
+        for (const auto &t : types) kinds.insert(kind_of(schema, t));
+        for (Kind kind : kinds) structure(schema, kind);
+    }
+
+    /** A node llama.cpp builds a `number` from (alone, or one of the types of a `type` array): when bounded, it
+     *  becomes the marker (the other types, if any, an alternative to it). */
+    bool bounded_number(common_json &schema, bool type_array) {
         Bound lower = read_bound(schema, "minimum", "exclusiveMinimum");
         Bound upper = read_bound(schema, "maximum", "exclusiveMaximum");
-        if (!lower.present && !upper.present) return;
+        if (!lower.present && !upper.present) return false;
         std::string name = marker + "value-" + std::to_string(rules.size());
         rules.push_back(number_range(lower, upper));
-        common_json literal = common_json::object({{"const", name}});
-        if (nullable) {
-            common_json replacement = common_json::object();
-            replacement["anyOf"] = common_json::array({literal, common_json::object({{"type", "null"}})});
-            schema = replacement;
-        } else {
-            schema = literal;
+        if (!type_array) {
+            schema["const"] = name;  // (const comes before the type in llama.cpp's builder)
+            return true;
+        }
+        common_json others = common_json::array();
+        bool only_null = true;
+        for (const auto &t : schema.at("type")) {
+            if (t.is_string() && t.get<std::string>() == "number") continue;
+            others.push_back(t);
+            only_null = only_null && t.is_string() && t.get<std::string>() == "null";
+        }
+        common_json alternatives = common_json::array({common_json::object({{"const", name}})});
+        if (!others.empty()) {
+            common_json rest = only_null ? common_json::object() : schema;
+            rest["type"] = others;
+            node(rest);
+            alternatives.push_back(std::move(rest));
+        }
+        schema["anyOf"] = std::move(alternatives);  // (anyOf comes before the type array in llama.cpp's builder)
+        return true;
+    }
+
+    void structure(common_json &schema, Kind kind) {
+        switch (kind) {
+        case Kind::Object:
+            if (schema.contains("properties") && schema.at("properties").is_object())
+                for (auto entry : schema.at("properties").items()) node(entry.value());
+            if (schema.contains("additionalProperties")) node(schema.at("additionalProperties"));
+            break;
+        case Kind::AllOf:
+            if (schema.at("allOf").is_array())
+                for (auto &component : schema.at("allOf")) node(component);
+            break;
+        case Kind::Array: {
+            common_json &items = schema.at(schema.contains("items") ? "items" : "prefixItems");
+            if (items.is_array()) {  // a tuple
+                for (auto &item : items) node(item);
+            } else {
+                node(items);
+            }
+            break;
+        }
+        case Kind::Number:
+        case Kind::Other:
+            break;
+        }
+    }
+
+    /** The targets of the `$ref`s met (and of those met in them), each once, resolved as llama.cpp resolves them
+     *  (in the rewritten document: "#/a/b/0", split at "/", an array index as a number). */
+    void walk_refs(common_json &root) {
+        for (size_t i = 0; i < refs.size(); i++) {
+            const std::string ref = refs[i];  // (copied: node() may grow `refs`)
+            if (ref.compare(0, 2, "#/") != 0) continue;
+            common_json *target = &root;
+            size_t at = 2;
+            while (target && at <= ref.size()) {
+                size_t next = ref.find('/', at);
+                std::string token = ref.substr(at, next == std::string::npos ? std::string::npos : next - at);
+                if (target->is_object() && target->contains(token)) {
+                    target = &target->at(token);
+                } else if (target->is_array()) {
+                    size_t index = target->size();
+                    try {
+                        index = std::stoull(token);
+                    } catch (const std::logic_error &) {
+                    }
+                    target = index < target->size() ? &target->at(index) : nullptr;
+                } else {
+                    target = nullptr;  // llama.cpp refuses it
+                }
+                if (next == std::string::npos) break;
+                at = next + 1;
+            }
+            if (target) node(*target);
         }
     }
 };
 
 /** 128 random bits in hex, after "afm-": no schema can be written to contain it ahead of time. */
 std::string random_marker() {
-    std::random_device random;
+    uint32_t words[4];
+    try {
+        std::optional<std::random_device> source;
+        if (const char *token = g_random_device_token.load(std::memory_order_acquire))
+            source.emplace(token);
+        else
+            source.emplace();
+        for (uint32_t &word : words) word = (*source)();
+    } catch (const std::bad_alloc &) {
+        throw;
+    } catch (const std::exception &e) {
+        // No entropy source (a seccomp filter, no descriptors left): the server's fault, not the request's.
+        throw BackendError(AFM_ERR_INTERNAL, std::string("no random numbers for the output schema's grammar (") +
+                                                 e.what() + ")");
+    }
     std::string marker = "afm-";
     static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 4; i++) {
-        uint32_t word = random();
+    for (uint32_t word : words)
         for (int j = 0; j < 8; j++, word >>= 4) marker += hex[word & 15];
-    }
     return marker + "-";
 }
 
 }  // namespace
+
+std::atomic<const char *> g_random_device_token{nullptr};
 
 void check_schema_limits(const nlohmann::json &schema, const std::string &where, bool output, int64_t &budget,
                          int64_t &visits) {
@@ -480,6 +606,7 @@ std::string output_schema_grammar(const std::string &schema_text) {
     do rewrite.marker = random_marker();
     while (schema_text.find(rewrite.marker) != std::string::npos);
     rewrite.node(schema);
+    rewrite.walk_refs(schema);
     std::string grammar = json_schema_to_grammar(schema, /*force_gbnf*/ true);
     if (rewrite.rules.empty()) return grammar;
     // One pass over the converter's output: each marker literal ("\"<marker>value-<i>\"": a const string's JSON text,

@@ -190,6 +190,10 @@ constexpr uint64_t kParseBudget = 256;
  *  a tool output, so a test can make an allocation of that parse fail. Never set in the plugin. */
 extern std::atomic<void (*)()> g_before_final_tool_parse;
 
+/** Test hook (tests/unit_tests.cpp): when set, the token that output_schema_grammar's std::random_device is made
+ *  with; one it refuses fails as a machine without a usable entropy source would. Never set in the plugin. */
+extern std::atomic<const char *> g_random_device_token;
+
 // ---------------------------------------------------------------------------------------------------------------
 // Jobs (job.cpp): one accepted generation. The decode thread pushes events; the job's own emitter thread delivers
 // them to the host's sink, so a slow client (a blocking emit) never stalls the batch of the other sequences.

@@ -240,6 +240,8 @@ bool is_prefix(const std::vector<llama_token> &a, const std::vector<llama_token>
 
 }  // namespace
 
+std::atomic<void (*)()> g_during_cache_scan{nullptr};
+
 uint64_t prompt_cache_header_hash(const PromptCacheFileHeader &h) {
     return hash64(&h, offsetof(PromptCacheFileHeader, header_hash), 0x4846);
 }
@@ -330,9 +332,12 @@ PromptCache::PromptCache(size_t ram_limit, const std::string &dir, size_t disk_l
                                           "; the disk tier is off");
         } else {
             dir_ = path;
+            {
+                std::lock_guard<std::mutex> lock(disk_mutex_);
+                directory_ = std::move(handle);
+            }
+            scan();
             std::lock_guard<std::mutex> lock(disk_mutex_);
-            directory_ = std::move(handle);
-            scan_locked();
             evict_disk_locked();
         }
     }
@@ -343,9 +348,8 @@ PromptCache::PromptCache(size_t ram_limit, const std::string &dir, size_t disk_l
 PromptCache::~PromptCache() {
     {
         std::lock_guard<std::mutex> lock(write_mutex_);
-        stopping_ = true;  // the writer finishes what is queued first: a restart finds it
+        stopping_.store(true);  // the writer finishes what is queued first: a restart finds it
     }
-    stopping_flag_.store(true);
     if (writer_.joinable()) {
         // A write under way at SCHED_IDLE finishes at the normal priority (writer_priority() sees the flag from now
         // on): with both cores decoding for another instance, an idle writer would hold up this unload for minutes.
@@ -479,66 +483,125 @@ std::string PromptCache::file_name(const std::vector<llama_token> &tokens) const
     return name;
 }
 
-void PromptCache::scan_locked() {
-    if (!directory_) return;
-    const int dir = directory_->fd;
+void PromptCache::scan() {
+    Listing listing;
+    {
+        std::lock_guard<std::mutex> lock(disk_mutex_);
+        if (!begin_scan_locked(listing)) return;
+    }
+    list_directory(listing);
+    std::lock_guard<std::mutex> lock(disk_mutex_);
+    merge_scan_locked(listing);
+}
+
+bool PromptCache::begin_scan_locked(Listing &listing) {
+    if (!directory_) return false;
     struct stat st;
-    if (::fstat(dir, &st) != 0) return;
-    if (mtime_ns(st) == dir_mtime_) return;
+    if (::fstat(directory_->fd, &st) != 0) return false;
+    if (mtime_ns(st) == dir_mtime_) return false;
+    listing.directory = directory_;
+    listing.generation = disk_generation_;
+    for (const auto &[name, entry] : disk_)
+        if (entry.usable) listing.known.insert(name);  // an unusable one is judged again (the bounds change)
+    // From now on a change (one during the listing too) makes the next scan list again.
     dir_mtime_ = mtime_ns(st);
-    // A descriptor of its own (fdopendir() takes it over; the held one stays for openat and the like).
-    int listing = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = listing >= 0 ? ::fdopendir(listing) : nullptr;
-    if (!d) {
-        if (listing >= 0) ::close(listing);
-        dir_mtime_ = -1;  // out of descriptors now: next time
+    return true;
+}
+
+void PromptCache::list_directory(Listing &listing) {
+    try {
+        // Everything relative to the directory judged at start-up (held by the listing, so its descriptor stays
+        // open even if the writer replaces it meanwhile), with a descriptor of its own for the listing
+        // (fdopendir() takes it over).
+        const int dir = listing.directory->fd;
+        int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+        if (!d) {
+            if (fd >= 0) ::close(fd);
+            return;  // out of descriptors now: next time
+        }
+        struct Closer {
+            DIR *d;
+            ~Closer() { ::closedir(d); }
+        } closer{d};
+        while (struct dirent *e = ::readdir(d)) {
+            if (auto hook = g_during_cache_scan.load(std::memory_order_acquire)) hook();
+            std::string name = e->d_name;
+            if (is_abandoned_temp(dir, name)) {
+                // A writer that died mid-write left this (it is older than any write takes): it counts in no bound,
+                // so it goes.
+                ::unlinkat(dir, name.c_str(), 0);
+                continue;
+            }
+            if (name.size() < 4 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
+            if (listing.known.count(name)) {
+                listing.still.insert(name);
+                continue;
+            }
+            DiskEntry entry;
+            int64_t mtime = 0;
+            switch (read_entry(dir, name, entry.tokens, nullptr, entry.bytes, mtime)) {
+            case Read::ok:
+                break;
+            case Read::beyond:
+                entry.usable = false;  // another instance's to restore; here it only counts in the bound
+                entry.tokens.clear();
+                break;
+            case Read::damaged:
+                // Truncated, damaged, or of another format: a cache entry is never worth keeping in doubt. (Counted
+                // once: a scan on another thread may have found it too.)
+                if (::unlinkat(dir, name.c_str(), 0) == 0) {
+                    std::lock_guard<std::mutex> lock(ram_mutex_);
+                    counters_.discarded++;
+                }
+                continue;
+            case Read::unavailable:
+                listing.again = true;
+                continue;
+            case Read::gone:
+            case Read::foreign:
+                continue;
+            }
+            entry.used = mtime;
+            listing.found.emplace(std::move(name), std::move(entry));
+        }
+        listing.complete = true;
+    } catch (...) {
+        // Out of memory: the listing is partial, and merged not at all (it would drop what it did not reach).
+    }
+}
+
+void PromptCache::merge_scan_locked(Listing &listing) {
+    // Not the directory listed any more (it was removed, and the writer made it again), or not listed whole: the
+    // index stays as it is, and the next scan lists again.
+    if (directory_ != listing.directory || !listing.complete) {
+        dir_mtime_ = -1;
         return;
     }
-    std::map<std::string, DiskEntry> seen;
-    bool again = false;  // an entry could not be read now: scan again next time, whether or not the directory changes
-    while (struct dirent *e = ::readdir(d)) {
-        std::string name = e->d_name;
-        if (is_abandoned_temp(dir, name)) {
-            // A writer that died mid-write left this (it is older than any write takes): it counts in no bound, so it
-            // goes.
-            ::unlinkat(dir, name.c_str(), 0);
+    if (listing.again) dir_mtime_ = -1;
+    for (auto it = disk_.begin(); it != disk_.end();) {
+        DiskEntry &entry = it->second;
+        if (entry.generation > listing.generation) {
+            ++it;  // indexed since the listing began (the writer's new entry, another scan's): newer than the listing
             continue;
         }
-        if (name.size() < 4 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
-        auto known = disk_.find(name);
-        if (known != disk_.end() && known->second.usable) {  // an unusable one is judged again (the bounds change)
-            seen.emplace(name, std::move(known->second));
-            continue;
+        auto found = listing.found.find(it->first);
+        if (found != listing.found.end()) {  // an unusable one, judged again
+            entry = std::move(found->second);
+            entry.generation = ++disk_generation_;
+            listing.found.erase(found);
+            ++it;
+        } else if (listing.still.count(it->first)) {
+            ++it;
+        } else {
+            it = disk_.erase(it);  // gone from the directory (or no longer readable)
         }
-        DiskEntry entry;
-        int64_t mtime = 0;
-        switch (read_entry(dir, name, entry.tokens, nullptr, entry.bytes, mtime)) {
-        case Read::ok:
-            break;
-        case Read::beyond:
-            entry.usable = false;  // another instance's to restore; here it only counts in the bound
-            entry.tokens.clear();
-            break;
-        case Read::damaged: {
-            // Truncated, damaged, or of another format: a cache entry is never worth keeping in doubt.
-            ::unlinkat(dir, name.c_str(), 0);
-            std::lock_guard<std::mutex> lock(ram_mutex_);
-            counters_.discarded++;
-            continue;
-        }
-        case Read::unavailable:
-            again = true;
-            continue;
-        case Read::gone:
-        case Read::foreign:
-            continue;
-        }
-        entry.used = mtime;
-        seen.emplace(name, std::move(entry));
     }
-    ::closedir(d);
-    if (again) dir_mtime_ = -1;
-    disk_ = std::move(seen);
+    for (auto &[name, entry] : listing.found) {
+        if (disk_.count(name)) continue;  // indexed since the listing began
+        entry.generation = ++disk_generation_;
+        disk_.emplace(name, std::move(entry));
+    }
     disk_bytes_ = 0;
     for (const auto &[name, entry] : disk_) disk_bytes_ += entry.bytes;
 }
@@ -575,9 +638,21 @@ void PromptCache::release_locked(const State &state) noexcept {
 }
 
 void PromptCache::evict_ram_locked(size_t incoming) {
-    while (!ram_.empty() && held_bytes_ + incoming > ram_limit_) {
-        release_locked(ram_.front().state);
-        ram_.pop_front();
+    // Least recently used first, but only entries whose going frees memory now: a state a queued write holds too
+    // stays in memory until written, so its entry would be lost for nothing (and one more evicted after it).
+    // fits_ram_locked() counted those states as staying.
+    for (auto it = ram_.begin(); it != ram_.end() && held_bytes_ + incoming > ram_limit_;) {
+        auto held = held_.find(it->state.get());
+        if (held != held_.end() && held->second > 1) {
+            unsigned in_ram = 0;  // (rare: a state held twice; counted without allocating, as eviction must not throw)
+            for (const auto &entry : ram_) in_ram += entry.state == it->state ? 1 : 0;
+            if (held->second > in_ram) {
+                ++it;  // queued for disk too
+                continue;
+            }
+        }
+        release_locked(it->state);
+        it = ram_.erase(it);
         counters_.evictions++;
     }
 }
@@ -624,8 +699,8 @@ PromptCache::Match PromptCache::find_best(const std::vector<llama_token> &prompt
         }
     }
     if (!dir_.empty()) {
+        scan();  // another instance of this model (a reload, a restart) may have written entries
         std::lock_guard<std::mutex> lock(disk_mutex_);
-        scan_locked();  // another instance of this model (a reload, a restart) may have written entries
         for (const auto &[name, entry] : disk_) {
             if (!entry.usable) continue;
             size_t len = common_prefix(entry.tokens, prompt);
@@ -821,7 +896,7 @@ void PromptCache::save(const std::vector<llama_token> &tokens, State state, bool
     }
 }
 
-void PromptCache::writer_priority(bool idle) noexcept {
+bool PromptCache::writer_priority(bool idle) noexcept {
     // Idle: SCHED_IDLE, so the thread runs only on a core nothing else wants. llama.cpp's threads meet at a barrier
     // after every step, so a writer that takes a core from one of them for the few milliseconds of hashing and
     // copying a state stalls the whole step: with the disk tier on, every answer queues a write, and under
@@ -831,14 +906,14 @@ void PromptCache::writer_priority(bool idle) noexcept {
     // Only while it holds no lock (the decode thread takes the same ones: a starved holder would stall it) and
     // never once the cache is being destroyed (the destructor waits for the queue: a starved writer would hold up
     // an unload or a reload for minutes while another instance decodes).
-    if (idle && stopping_flag_.load()) idle = false;
+    if (idle && stopping_.load()) idle = false;
     sched_param param{};
     param.sched_priority = 0;
     bool done = pthread_setschedparam(pthread_self(), idle ? SCHED_IDLE : SCHED_OTHER, &param) == 0;
     // Its I/O likewise (IOPRIO_WHO_PROCESS = 1, 0 = this thread; class idle = 3, best effort = 2 at level 4).
     ::syscall(SYS_ioprio_set, 1, 0, idle ? 3 << 13 : (2 << 13) | 4);
-    if (idle && done) writes_idle_.fetch_add(1);
-    if (idle && stopping_flag_.load()) writer_priority(false);  // the destructor began meanwhile
+    if (idle && stopping_.load()) return writer_priority(false);  // the destructor began meanwhile
+    return idle && done;
 }
 
 void PromptCache::writer_loop() {
@@ -876,7 +951,7 @@ void PromptCache::writer_loop() {
 void PromptCache::write_file(const Write &write) {
     auto dir = directory_handle();  // (takes disk_mutex_: at the normal priority)
     if (!dir) return;
-    writer_priority(true);  // hashing and writing the state hold no lock
+    if (writer_priority(true)) writes_idle_.fetch_add(1);  // hashing and writing the state hold no lock
     struct Normal {  // (also when something below throws)
         PromptCache &cache;
         ~Normal() { cache.writer_priority(false); }
@@ -940,12 +1015,25 @@ void PromptCache::write_file(const Write &write) {
         return;
     }
     writer_priority(false);  // before any lock
-    std::lock_guard<std::mutex> lock(disk_mutex_);
     // Another instance of this model (a generation draining after a reload, a second daemon) writes into the same
     // directory: its files count in the bound too, so the index is brought up to date before evicting. A full
-    // scan: the directory's mtime ticks coarsely (a few ms), so two renames in one tick would look like none.
-    dir_mtime_ = -1;
-    scan_locked();
+    // scan: the directory's mtime ticks coarsely (a few ms), so two renames in one tick would look like none. The
+    // listing (the whole directory, and the header of every entry not indexed yet) holds no lock, and runs at the
+    // idle priority like the write: the decode thread looks entries up meanwhile.
+    Listing listing;
+    bool listed;
+    {
+        std::lock_guard<std::mutex> lock(disk_mutex_);
+        dir_mtime_ = -1;
+        listed = begin_scan_locked(listing);
+    }
+    if (listed) {
+        writer_priority(true);
+        list_directory(listing);
+        writer_priority(false);  // before any lock
+    }
+    std::lock_guard<std::mutex> lock(disk_mutex_);
+    if (listed) merge_scan_locked(listing);
     // Entries this one extends are of no further use: it serves their prefixes too.
     std::vector<std::string> obsolete;
     for (const auto &[other, entry] : disk_)
@@ -957,6 +1045,7 @@ void PromptCache::write_file(const Write &write) {
     entry.tokens = tokens;
     entry.bytes = sizeof h + tokens.size() * sizeof(llama_token) + state.size();
     entry.used = written;
+    entry.generation = ++disk_generation_;
     disk_bytes_ += entry.bytes;
     disk_[name] = std::move(entry);
     evict_disk_locked();

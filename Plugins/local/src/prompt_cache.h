@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -47,6 +48,10 @@ struct PromptCacheFileHeader {
 };
 static_assert(sizeof(PromptCacheFileHeader) == 64, "the header is 64 bytes");
 uint64_t prompt_cache_header_hash(const PromptCacheFileHeader &header);
+
+/** Test hook (tests/unit_tests.cpp): when set, called for every name a scan of the cache directory lists, so a test
+ *  can hold a scan in the middle of its listing. Never set in the plugin. */
+extern std::atomic<void (*)()> g_during_cache_scan;
 
 /** Counters of a prompt cache, for `describe` (and so /status, `afmctl top`, metrics). */
 struct PromptCacheStats {
@@ -182,6 +187,18 @@ private:
         uint64_t bytes = 0;
         int64_t used = 0;     // mtime (ns): the least recently used goes first
         bool usable = true;   // false: valid, but beyond this instance (never offered; counted in the bound)
+        uint64_t generation = 0;  // disk_generation_ when it was indexed: a scan begun before leaves it be
+    };
+    /** A scan of the directory: begun under disk_mutex_ (what the index knew), listed without it (reading a large
+     *  directory and every new entry's header must not hold up the decode thread's lookups), merged under it. */
+    struct Listing {
+        std::shared_ptr<const Directory> directory;  // the one listed (held: its descriptor stays open)
+        uint64_t generation = 0;                     // disk_generation_ when it began
+        std::set<std::string> known;                 // usable entries indexed then: listed, not read again
+        std::set<std::string> still;                 // those of them still in the directory
+        std::map<std::string, DiskEntry> found;      // entries read: new ones, and unusable ones judged again
+        bool complete = false;                       // listed to the end
+        bool again = false;                          // an entry could not be read now: scan again next time
     };
     struct Write {
         std::vector<llama_token> tokens;
@@ -200,10 +217,14 @@ private:
 
     Match find_best(const std::vector<llama_token> &prompt);  // find() but may throw
     void writer_loop();
-    void writer_priority(bool idle) noexcept;  // the writer: SCHED_IDLE (idle) or normal (holding locks, stopping)
+    // The writer: SCHED_IDLE (idle) or normal (holding locks, stopping); whether it is idle now.
+    bool writer_priority(bool idle) noexcept;
     void write_file(const Write &write);
     bool on_disk_locked(const std::vector<llama_token> &tokens) const;  // disk_mutex_ held: on disk or queued
-    void scan_locked();                 // disk_mutex_ held: adds files not in the index, drops missing ones
+    void scan();                        // no lock held: adds files not in the index, drops missing ones
+    bool begin_scan_locked(Listing &listing);  // disk_mutex_ held: whether the directory changed since the last scan
+    void list_directory(Listing &listing);     // no lock held
+    void merge_scan_locked(Listing &listing);  // disk_mutex_ held
     void evict_disk_locked();           // disk_mutex_ held
     void remove_file_locked(const std::string &name);
     void evict_ram_locked(size_t incoming);  // ram_mutex_ held: makes room for `incoming` bytes
@@ -239,7 +260,7 @@ private:
     uint64_t held_bytes_ = 0;
     PromptCacheStats counters_;
 
-    mutable std::mutex disk_mutex_;     // guards directory_, disk_, pending_, disk_bytes_, dir_mtime_
+    mutable std::mutex disk_mutex_;     // guards directory_, disk_, pending_, disk_bytes_, dir_mtime_, disk_generation_
     std::shared_ptr<const Directory> directory_;  // set when the disk tier is on
     std::map<std::string, DiskEntry> disk_;
     // Entries queued for the writer and not written yet (file name -> tokens): needs() and save() count them as on
@@ -247,16 +268,17 @@ private:
     std::map<std::string, std::vector<llama_token>> pending_;
     uint64_t disk_bytes_ = 0;
     int64_t dir_mtime_ = -1;
+    uint64_t disk_generation_ = 0;      // counts what was indexed (DiskEntry::generation)
 
     std::mutex write_mutex_;
     std::condition_variable write_cv_;  // the writer waits for work on it
     std::condition_variable flush_cv_;  // flush() waits for the writer on it
     std::deque<Write> writes_;          // guarded by write_mutex_
     bool writing_ = false;              // guarded by write_mutex_: the writer holds one
-    bool stopping_ = false;             // guarded by write_mutex_
+    // Set under write_mutex_ (the writer's wait reads it there), read without it by writer_priority().
+    std::atomic<bool> stopping_{false};
     std::thread writer_;
     std::atomic<uint64_t> writes_idle_{0};  // writes begun at SCHED_IDLE
-    std::atomic<bool> stopping_flag_{false};  // stopping_, readable without write_mutex_ (writer_priority)
 };
 
 }  // namespace afm_local

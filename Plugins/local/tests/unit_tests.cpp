@@ -819,6 +819,69 @@ void test_fractions_stay_off_exclusive_bounds() {
     llama_model_free(model);
 }
 
+/** (Session 9 #5.) The rewrite that puts a bounded number's range into the grammar went only into properties,
+ *  items, anyOf and definitions: a bounded number under oneOf, allOf, prefixItems, tuple items or
+ *  additionalProperties, behind a $ref to anywhere else, or in a `type` array with another type than null, was left
+ *  to llama.cpp, which writes it as any number (or the other types were lost). Each is in the grammar now, and the
+ *  budget charges each. */
+void test_number_bounds_wherever_llama_cpp_builds_them() {
+    llama_model *model = vocab_model();
+    if (!model) return;
+    const llama_vocab *vocab = llama_model_get_vocab(model);
+    const json n = {{"type", "number"}, {"minimum", 0}, {"maximum", 10}};
+    struct Shape {
+        const char *label;
+        json x;  // the schema of property x
+        std::vector<const char *> in, out;
+        json root_extra = json::object();
+    };
+    const std::vector<Shape> shapes = {
+        {"oneOf", {{"oneOf", {n, {{"type", "string"}}}}}, {"5.5", "\"s\""}, {"11", "-1"}},
+        {"anyOf and oneOf (oneOf read)", {{"oneOf", {n}}, {"anyOf", {{{"type", "string"}}}}}, {"10"}, {"10.5", "\"s\""}},
+        {"allOf", {{"type", "object"}, {"allOf", {object_of({{"v", n}})}}}, {"{\"v\": 3}"}, {"{\"v\": 30}"}},
+        {"prefixItems", {{"type", "array"}, {"prefixItems", {n, n}}}, {"[1, 2.5]"}, {"[1, 12]", "[-3, 1]"}},
+        {"tuple items", {{"type", "array"}, {"items", {n}}}, {"[3]"}, {"[-1]"}},
+        {"additionalProperties", {{"type", "object"}, {"additionalProperties", n}}, {"{\"k\": 3}"}, {"{\"k\": 30}"}},
+        {"type array with a string", {{"type", {"number", "string"}}, {"minimum", 0}, {"maximum", 10}},
+         {"3", "\"abc\""}, {"11", "null"}},
+        {"$ref elsewhere", {{"$ref", "#/x-numbers/1"}}, {"7"}, {"70"},
+         {{"x-numbers", {{{"type", "string"}}, n}}}},
+    };
+    for (const auto &shape : shapes) {
+        json schema = object_of({{"x", shape.x}});
+        for (auto &[k, v] : shape.root_extra.items()) schema[k] = v;
+        std::string grammar;
+        try {
+            grammar = output_schema_grammar(schema.dump());
+        } catch (const std::exception &e) {
+            CHECK(false, "%s: %s", shape.label, e.what());
+            continue;
+        }
+        for (const char *v : shape.in)
+            CHECK(grammar_accepts(vocab, grammar, std::string(R"({"x": )") + v + "}"), "%s: %s refused", shape.label, v);
+        for (const char *v : shape.out)
+            CHECK(!grammar_accepts(vocab, grammar, std::string(R"({"x": )") + v + "}"), "%s: %s allowed", shape.label,
+                  v);
+    }
+    llama_model_free(model);
+    // The budget charges each (100 ranges of ±2^53 are over it wherever they are).
+    const json wide = {{"type", "number"}, {"minimum", -9007199254740989LL}, {"maximum", 9007199254740989LL}};
+    json hundred = json::array();
+    for (int i = 0; i < 100; i++) hundred.push_back(wide);
+    const std::vector<std::pair<const char *, json>> budgets = {
+        {"oneOf", {{"oneOf", hundred}}},
+        {"allOf", {{"type", "object"}, {"allOf", {{{"type", "object"}, {"properties", {{"a", {{"anyOf", hundred}}}}}}}}}},
+        {"prefixItems", {{"type", "array"}, {"prefixItems", hundred}}},
+        {"tuple items", {{"type", "array"}, {"items", hundred}}},
+        {"additionalProperties", {{"type", "object"}, {"additionalProperties", {{"oneOf", hundred}}}}},
+    };
+    for (const auto &[label, x] : budgets) {
+        std::string m = refusal(structured_request(object_of({{"x", x}})));
+        CHECK(m.find("output_format.schema.properties.x") != std::string::npos && m.find("50000") != std::string::npos,
+              "100 ranges of ±2^53 under %s: \"%s\"", label, m.c_str());
+    }
+}
+
 /** The budget's walk summed negative counts as they were (a tool's minLength of -9e18 cancelled every other
  *  bound; two overflowed int64), counted minLength on an integer (llama.cpp ignores it), and missed oneOf, allOf,
  *  additionalProperties, prefixItems, tuple items, $ref targets and `type` arrays, which llama.cpp expands. */
@@ -2108,6 +2171,126 @@ void test_prompt_cache_keeps_to_the_directory_it_judged() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+void test_prompt_cache_evicts_what_frees_memory() {
+    // (Review s7, leftover.) Evicting a RAM entry whose state a queued write holds too frees nothing until the write is
+    // done: it went first anyway (least recently used), and the next entry after it, to make room for one new state.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        const size_t mib = 1 << 20;
+        PromptCache cache(100 * mib, root, 512 * mib, 0xf1f1, "n1", "evict", 4096);
+        const auto on_disk = fake_tokens(26, 80), queued = fake_tokens(27, 64), busy = fake_tokens(28, 64),
+                   newest = fake_tokens(29, 64);
+        const std::vector<llama_token> in_ram(on_disk.begin(), on_disk.begin() + 60);  // on disk already: RAM only
+        // Every state is made first: what follows takes microseconds, the busy write far longer.
+        auto busy_state = fake_state(60 * mib, 28), queued_state = fake_state(10 * mib, 27),
+             in_ram_state = fake_state(10 * mib, 26), newest_state = fake_state(25 * mib, 29);
+        cache.save(on_disk, fake_state(64 << 10, 26), false);
+        cache.flush();
+        cache.save(busy, busy_state, false);         // keeps the writer busy
+        cache.save(queued, queued_state, true);      // in RAM, and queued behind it
+        cache.save(in_ram, in_ram_state, true);      // in RAM only (its extension is on disk)
+        cache.save(newest, newest_state, true);      // 105 MiB held: one 10 MiB entry must go
+        const uint64_t written = cache.stats().disk_writes;
+        CHECK(written == 1, "the premise failed: the busy write finished first (%llu writes)", (unsigned long long)written);
+        PromptCache::Match match = cache.find(extended(queued, 2));
+        CHECK(match.ram && match.length == queued.size(), "the queued entry was evicted, freeing nothing (match %zu)",
+              match.length);
+        PromptCacheStats st = cache.stats();
+        CHECK(st.evictions == 1 && st.ram_entries == 2 && st.ram_bytes <= 100 * mib,
+              "%llu evictions, %llu entries, %llu bytes", (unsigned long long)st.evictions,
+              (unsigned long long)st.ram_entries, (unsigned long long)st.ram_bytes);
+        cache.flush();
+    }
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+// A scan held in the middle of its listing (g_during_cache_scan): armed (1), held (2), let go (3).
+std::mutex g_scan_mutex;
+std::condition_variable g_scan_cv;
+int g_scan_phase = 0;
+
+void hold_the_scan() {
+    Exempt exempt;
+    std::unique_lock<std::mutex> lock(g_scan_mutex);
+    if (g_scan_phase != 1) return;  // only the first scan after arming is held
+    g_scan_phase = 2;
+    g_scan_cv.notify_all();
+    g_scan_cv.wait(lock, [] { return g_scan_phase == 3; });
+}
+
+void test_prompt_cache_scans_without_the_lock() {
+    // (Session 9 #2.) After each write the writer lists the cache directory again (another instance's files count in
+    // the bound), reading every new entry's header; it did so holding disk_mutex_, which the decode thread takes for
+    // every lookup, so a large directory held up decoding. The listing is now done without the lock and merged under
+    // it. The writer's scan is held mid-listing (a hook, not timing); meanwhile another instance writes an entry and
+    // this one is looked up from another thread: the lookup finishes, and once the scan is let go both entries are
+    // indexed. (The wait for the lookup only turns a hang into a failure.)
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        const auto mine = fake_tokens(40, 64), theirs = fake_tokens(41, 64);
+        PromptCache cache((size_t)8 << 20, root, (size_t)64 << 20, 0x5c5c, "n1", "scan", 4096);
+        CHECK(cache.disk_enabled(), "the disk tier is off in %s", root.c_str());
+        const std::string dir = cache.directory();
+        for (int i = 0; i < 500; i++) {  // a large directory (names the cache passes over)
+            std::string path = dir + "/note-" + std::to_string(i) + ".txt";
+            if (FILE *f = std::fopen(path.c_str(), "wb")) std::fclose(f);
+        }
+        {
+            std::lock_guard<std::mutex> lock(g_scan_mutex);
+            g_scan_phase = 1;
+        }
+        g_during_cache_scan.store(&hold_the_scan, std::memory_order_release);
+        cache.save(mine, fake_state(64 << 10, 40), false);  // written, then the directory scanned: held there
+        bool held;
+        {
+            std::unique_lock<std::mutex> lock(g_scan_mutex);
+            held = g_scan_cv.wait_for(lock, std::chrono::seconds(120), [] { return g_scan_phase == 2; });
+        }
+        CHECK(held, "the writer never scanned the directory");
+        {
+            PromptCache other(0, root, (size_t)64 << 20, 0x5c5c, "n1", "scan-other", 4096);
+            other.save(theirs, fake_state(64 << 10, 41), false);
+            other.flush();
+        }
+        auto lookup = std::async(std::launch::async, [&] {
+            Exempt exempt;
+            PromptCache::Match match = cache.find(extended(theirs, 3));
+            bool needed = cache.needs(mine, false);
+            return std::make_pair(match.length, needed);
+        });
+        bool done = lookup.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+        CHECK(done, "a lookup waited for the writer's directory scan (disk_mutex_ held while listing)");
+        {
+            std::lock_guard<std::mutex> lock(g_scan_mutex);
+            g_scan_phase = 3;
+        }
+        g_scan_cv.notify_all();
+        auto [found, needed] = lookup.get();
+        (void)needed;
+        cache.flush();
+        g_during_cache_scan.store(nullptr, std::memory_order_release);
+        CHECK(found == theirs.size(), "the other instance's entry, written during the scan, was not found (%zu)", found);
+        PromptCache::Match match = cache.find(extended(mine, 3));
+        CHECK(match.length == mine.size() && !match.ram, "this instance's entry is not indexed (match %zu)",
+              match.length);
+        PromptCacheStats st = cache.stats();
+        auto on_disk = files_in(dir, ".kv");
+        CHECK(st.disk_entries == 2 && on_disk.size() == 2 && st.disk_bytes == total_bytes(on_disk) &&
+                  st.disk_writes == 1 && st.discarded == 0,
+              "%llu entries (%zu files), %llu bytes (%llu on disk), %llu writes, %llu discarded",
+              (unsigned long long)st.disk_entries, on_disk.size(), (unsigned long long)st.disk_bytes,
+              (unsigned long long)total_bytes(on_disk), (unsigned long long)st.disk_writes,
+              (unsigned long long)st.discarded);
+        CHECK(!cache.needs(mine, false) && !cache.needs(theirs, false), "an indexed entry is needed again");
+    }
+    g_during_cache_scan.store(nullptr, std::memory_order_release);
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
     // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
     // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
@@ -2129,6 +2312,32 @@ void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable
     CHECK(again.ok && again.cached >= again.input - 1, "the long conversation again: cached %lld of %lld",
           (long long)again.cached, (long long)again.input);
     vt->destroy(instance);
+}
+
+/** (Session 9 #4.) std::random_device failing (no entropy source: a seccomp filter, an exhausted descriptor table)
+ *  while drawing the bounded-number marker was reported as invalid_request (400, the client's fault): it is the
+ *  server's (internal, 5xx). */
+void test_random_failure_is_a_server_fault(const afm_backend_vtable *vt, afm_instance *instance) {
+    const std::string schema = object_of({{"x", {{"type", "number"}, {"maximum", 3}}}}).dump();
+    g_random_device_token.store("afm-no-such-entropy-source", std::memory_order_release);
+    int code = 0;
+    try {
+        output_schema_grammar(schema);
+    } catch (const BackendError &e) {
+        code = e.code();
+    } catch (const std::exception &e) {
+        code = -1;
+    }
+    CHECK(code == AFM_ERR_INTERNAL, "output_schema_grammar: code %d", code);
+    Collector c;
+    afm_error error{};
+    error.struct_size = sizeof error;
+    afm_status rc = generate(vt, instance, 950, structured_request(json::parse(schema)), c, &error);
+    g_random_device_token.store(nullptr, std::memory_order_release);
+    if (rc == AFM_OK) c.wait(300);
+    CHECK(rc == AFM_ERR_INTERNAL, "generate: code %d (%s)", (int)rc, error.message);
+    Answer a = ask(vt, instance, 951, structured_request(json::parse(schema)));
+    CHECK(a.ok, "the instance does not serve afterwards");
 }
 
 void test_allocation_failures(const afm_backend_vtable *vt, afm_instance *instance) {
@@ -2201,6 +2410,8 @@ int main(int argc, char **argv) {
     run("prompt_cache_refuses_untrusted_parents", test_prompt_cache_refuses_untrusted_parents);
     run("prompt_cache_ignores_entries_of_other_users", test_prompt_cache_ignores_entries_of_other_users);
     run("prompt_cache_keeps_to_the_directory_it_judged", test_prompt_cache_keeps_to_the_directory_it_judged);
+    run("prompt_cache_evicts_what_frees_memory", test_prompt_cache_evicts_what_frees_memory);
+    run("prompt_cache_scans_without_the_lock", test_prompt_cache_scans_without_the_lock);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);
@@ -2209,6 +2420,7 @@ int main(int argc, char **argv) {
     run("number_ranges_count_against_the_budget", test_number_ranges_count_against_the_budget);
     run("unreferenced_bounded_number", test_unreferenced_bounded_number);
     run("fractions_stay_off_exclusive_bounds", test_fractions_stay_off_exclusive_bounds);
+    run("number_bounds_wherever_llama_cpp_builds_them", test_number_bounds_wherever_llama_cpp_builds_them);
     run("repetition_budget_walks_what_llama_cpp_builds", test_repetition_budget_walks_what_llama_cpp_builds);
     run("expansion_cap_is_per_request", test_expansion_cap_is_per_request);
     const afm_backend_vtable *vt = negotiate();
@@ -2225,6 +2437,7 @@ int main(int argc, char **argv) {
     afm_instance *instance = create(vt, 2048, 2);
     if (!instance) return 1;
     run("capped_tool_call_is_not_closed", [&] { test_capped_tool_call_is_not_closed(vt, instance); });
+    run("random_failure_is_a_server_fault", [&] { test_random_failure_is_a_server_fault(vt, instance); });
     run("allocation_failures", [&] { test_allocation_failures(vt, instance); });
     vt->destroy(instance);
     run("tool_call_cut_by_a_stop_string", [&] {

@@ -25,6 +25,8 @@
  *                            that creates an instance fails (and the checker still finishes)
  *   BAD_ID                   the id is "../example": negotiation fails, and the runner check refuses to make
  *                            a file name of it
+ *   FLOOD_OUTPUT             create writes 512 MiB to standard output (the checker's memory must not follow it)
+ *   FLOOD_LOG                create writes 1 GiB through host->log, 1 MiB a line (nor must the check's child's)
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -219,6 +221,28 @@ static afm_status example_create(const afm_host_api *host, afm_str config_json, 
     printf("broken_backend: create, not flushed"); /* lost or diverted: never the checker's result */
     puts("broken_backend: create");
     fflush(stdout);
+#endif
+#if defined(FLOOD_LOG)
+    {
+        static char line[1 << 20];
+        memset(line, 'l', sizeof line);
+        afm_str message = {line, sizeof line};
+        for (int i = 0; i < 1024; i++) host->log(host->host_ctx, AFM_LOG_INFO, message);
+    }
+#endif
+#if defined(FLOOD_OUTPUT)
+    {
+        static char block[65536];
+        memset(block, 'x', sizeof block);
+        for (int i = 0; i < 8192; i++) {
+            size_t done = 0;
+            while (done < sizeof block) {
+                ssize_t n = write(1, block + done, sizeof block - done);
+                if (n <= 0) break;
+                done += (size_t)n;
+            }
+        }
+    }
 #endif
 #if defined(LEAVE_PROCESS)
     if (fork() == 0) {

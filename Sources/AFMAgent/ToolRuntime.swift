@@ -20,8 +20,10 @@ struct ToolRuntime: Sendable {
     }
 
     /// Runs `calls` (in the model's order) with `remainingBudget` calls left (nil: unlimited); the records come
-    /// back in call order.
-    func run(_ calls: [AgentToolCall], remainingBudget: Int?) async -> [ToolCallRecord] {
+    /// back in call order. Only the tools named in `offered` (what the step offered the model) run: a call of any
+    /// other tool — one the step withheld by tool mode `none` or `named`, which a backend that passes calls through
+    /// may still return — gets the "unknown tool" output, as a tool the agent does not have does.
+    func run(_ calls: [AgentToolCall], remainingBudget: Int?, offered: Set<String>) async -> [ToolCallRecord] {
         await withTaskGroup(of: (Int, ToolCallRecord).self) { group in
             for (index, call) in calls.enumerated() {
                 if let remainingBudget, index >= remainingBudget {
@@ -36,7 +38,7 @@ struct ToolRuntime: Sendable {
                     group.addTask { (index, record) }
                     continue
                 }
-                group.addTask { (index, await execute(call)) }
+                group.addTask { (index, await execute(call, offered: offered)) }
             }
             var records: [(Int, ToolCallRecord)] = []
             for await record in group { records.append(record) }
@@ -45,10 +47,10 @@ struct ToolRuntime: Sendable {
     }
 
     /// One call, from its start event to its completed event.
-    private func execute(_ call: AgentToolCall) async -> ToolCallRecord {
+    private func execute(_ call: AgentToolCall, offered: Set<String>) async -> ToolCallRecord {
         let clock = ContinuousClock()
         let start = clock.now
-        let tool = tools[call.name]
+        let tool = offered.contains(call.name) ? tools[call.name] : nil
         let output: AgentToolOutput
         if let tool {
             switch parseArguments(call.arguments) {
@@ -66,7 +68,7 @@ struct ToolRuntime: Sendable {
             }
         } else {
             emit(.toolCallStarted(call))
-            let names = tools.keys.sorted().joined(separator: ", ")
+            let names = offered.sorted().joined(separator: ", ")
             output = .error("unknown tool \"\(call.name)\"; the tools are: \(names.isEmpty ? "none" : names)")
         }
         let elapsed = clock.now - start

@@ -50,7 +50,7 @@ struct TurnExecutor: Sendable {
                     trimmedTurns: outcome.trimmedTurns)
                 return (response, items)
             }
-            let done = await runtime.run(outcome.calls, remainingBudget: controller.remainingCalls)
+            let done = await runtime.run(outcome.calls, remainingBudget: controller.remainingCalls, offered: Set(plan.tools.map(\.name)))
             controller.finishStep(calls: outcome.calls.count)
             items += ToolOutputItems.make(done, model: model, acceptsImages: acceptsImages)
             records += done

@@ -264,7 +264,12 @@ public final class BackendGeneration: Sendable {
         }
         // The whole deadline, fractions of a second included (500 ms must not become an immediate cancel).
         let nanoseconds = Int(clamping: SystemClock.nanoseconds(deadline))
-        controlQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
+        // Weak: a generation whose last request ended retired and is of no use; holding it until the deadline (the
+        // drain timeout, 120 s by default) kept it, its runner host and its documents alive that long after every
+        // reload that replaced it mid-request. While a stream is left its lease holds the generation, so a nil
+        // here means there is nothing to cancel.
+        controlQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
+            guard let self else { return }
             let remaining = state.withLock { state in
                 state.drainDeadlinePassed = true
                 return Array(state.streams.values)

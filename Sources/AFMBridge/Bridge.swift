@@ -74,6 +74,9 @@ public final class Bridge: Sendable {
         /// Method tasks still working (agent.create with MCP servers, agent.close), awaited by shutdown.
         var tasks: [UInt64: Task<Void, Never>] = [:]
         var shutDown = false
+        /// The tasks of `shutdown` requests (each answers once everything has ended), awaited by ``close()`` so
+        /// their answers are delivered before the outbox finishes.
+        var shutdownRequests: [Task<Void, Never>] = []
     }
 
     /// A bridge that writes to `outbox`. `onShutdownRequest` runs after the answer to a `shutdown` request is queued.
@@ -141,11 +144,13 @@ public final class Bridge: Sendable {
             case "shutdown":
                 try params.finish()
                 // Refuse what follows at once (the next line may already be read); the task does the rest.
-                state.withLock { $0.shutDown = true }
-                Task {
-                    await shutdown()
-                    reply(request, [:])
-                    onShutdownRequest()
+                state.withLock { state in
+                    state.shutDown = true
+                    state.shutdownRequests.append(Task {
+                        await self.shutdown()
+                        self.reply(request, [:])
+                        self.onShutdownRequest()
+                    })
                 }
             default: throw JSONRPCError.methodNotFound(request.method)
             }
@@ -236,6 +241,9 @@ public final class Bridge: Sendable {
         let done = DispatchSemaphore(value: 0)
         Task {
             await shutdown()
+            // A `shutdown` request's answer is queued by its own task: without this wait, input that ends right
+            // after it (a host that sends `shutdown` and closes) could finish the outbox first and lose the answer.
+            for request in state.withLock({ $0.shutdownRequests }) { await request.value }
             done.signal()
         }
         done.wait()

@@ -46,10 +46,13 @@ struct ChunkedDecoder: Sendable {
                     }
                 }
                 guard byte == 0x0A else {
-                    if byte != 0x0D { line.append(byte) }
+                    // Every byte counts toward the line's bound, carriage returns too: dropped uncounted, a server
+                    // could send them without end and keep the client reading forever.
+                    line.append(byte)
                     guard line.count < 4096 else { throw ClientError("malformed chunked response (line too long)") }
                     continue
                 }
+                if line.last == 0x0D { line.removeLast() }  // CRLF; a carriage return elsewhere is part of the line
                 let text = String(decoding: line, as: UTF8.self)
                 line.removeAll()
                 switch state {

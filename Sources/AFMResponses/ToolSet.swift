@@ -260,21 +260,16 @@ public struct ToolSet: Sendable {
     /// checked against its schema (docs/responses-api.md, "Tools"): every bound the subset has, number bounds
     /// included, from any backend. Empty arguments are no arguments (`{}`).
     ///
-    /// A call of a tool the request does not offer (one it never named, or a hosted tool that was dropped) fails
-    /// whatever its arguments: the client's code has no function to run for it (openai-agents raises
-    /// `ModelBehaviorError`, LangChain's and the Anthropic SDK's tool runners fail on the lookup), and no backend's
-    /// grammar is bound to the offered names.
+    /// A call of a tool the request does not offer is delivered unchecked (nil): the client's runtime is what can
+    /// recover from it — AFMAgent answers it with an "unknown tool" output the model reads on its next step
+    /// (docs/agents.md), LangGraph's `ToolNode` with an error message — and failing the response would throw away the
+    /// model's answer with it. vLLM and Ollama pass such calls through as well; the local backend's grammar only
+    /// lets a model name offered tools.
     ///
     /// - Returns: nil when the arguments are valid, else the `invalid_structured_output` error naming the tool, the
-    ///   JSON path in the arguments, and in `param` where the client wrote the parameters (`tools` for a tool the
-    ///   request does not offer, with the names it does).
+    ///   JSON path in the arguments, and in `param` where the client wrote the parameters.
     func checkArguments(ofCall name: String, _ arguments: String) -> AFMError? {
-        guard let tool = tool(named: name) else {
-            let offered = tools.isEmpty ? "the request offers no tools" : "the request offers only \(tools.map(\.name).joined(separator: ", "))"
-            return AFMError(
-                .invalidStructuredOutput, "The model called the tool '\(name)', which the request does not offer: \(offered).",
-                param: "tools")
-        }
+        guard let tool = tool(named: name) else { return nil }
         let problem: String?
         if arguments.allSatisfy(\.isWhitespace) {
             problem = tool.validator.violation(of: .object([:])).map { "the arguments do not match the schema at \($0)" }

@@ -69,6 +69,31 @@ struct AgentSteeringTests {
         #expect(response.toolCalls.map(\.output.text) == ["value of a"])
     }
 
+    /// A call of a tool the agent does not have (a misspelt name) gets an "unknown tool" output naming the tools, and
+    /// the turn goes on (docs/agents.md). Failed while afmd failed such a response (6fb1c55): the turn threw.
+    @Test func anUnknownToolCallGetsAnErrorOutputAndTheTurnGoesOn() async throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"done"}],"else":[{"tool_call":{"name":"lokup","arguments":"{}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        let calls = Counter()
+        let response = try await Self.agent(gateway, model: "m", tools: [Self.lookup(calls)]).run("Look a up.").response()
+        #expect(response.text == "done")
+        #expect(calls.count == 0)
+        #expect(response.toolCalls.first?.output.text.contains("unknown tool \"lokup\"") == true, "\(response.toolCalls)")
+        #expect(response.toolCalls.first?.output.text.contains("lookup") == true)
+    }
+
+    /// A call of a tool the step withheld (tool mode none), which a backend that passes calls through may return,
+    /// does not run: it gets the "unknown tool" output. Before, the agent ran any of its tools the model named.
+    @Test func aToolTheStepWithheldDoesNotRun() async throws {
+        let steps = #"[{"if_input_has":"function_call_output","then":[{"text":"done"}],"else":[{"tool_call":{"name":"lookup","arguments":"{\"key\":\"a\"}"}}]}]"#
+        let gateway = try ScriptedGateway(models: [("m", steps)])
+        let calls = Counter()
+        let agent = Self.agent(gateway, model: "m", tools: [Self.lookup(calls)])
+        let response = try await agent.run("Hi", policy: TurnPolicy(toolMode: .none)).response()
+        #expect(calls.count == 0)
+        #expect(response.toolCalls.first?.output.text.contains("unknown tool \"lookup\"") == true, "\(response.toolCalls)")
+    }
+
     @Test func noneRemovesTheToolsFromTheRequest() async throws {
         let gateway = try ScriptedGateway(models: [("m", Self.callsWheneverOffered)])
         let agent = Self.agent(gateway, model: "m", tools: [Self.lookup(), Self.clock])

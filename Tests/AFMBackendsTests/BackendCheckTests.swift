@@ -157,18 +157,8 @@ import Testing
         #expect(detail.contains("two instances"), "the check itself passed: \(output)")
     }
 
-    /// A backend that writes 512 MiB to its standard output at each create (the child's standard error): the
-    /// checker keeps only the end of what a child writes, so its memory does not follow. Before, it kept every byte
-    /// (its peak resident size grew past the GiB).
-    @Test func aBackendThatFloodsItsOutputDoesNotGrowTheChecker() throws {
-        let library = try Self.compile(Self.brokenSource, defines: ["FLOOD_OUTPUT"])
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.checker)
-        process.arguments = ["--json", "--only", "exports,lifecycle", library]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // The checker's peak resident size (VmHWM), read while it runs.
+    /// The peak resident size (VmHWM, KiB) of a running `process`, read every 50 ms until it exits.
+    static func peakResidentKiB(untilExitOf process: Process) -> Int {
         var peakKiB = 0
         while process.isRunning {
             if let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
@@ -180,6 +170,21 @@ import Testing
             Thread.sleep(forTimeInterval: 0.05)
         }
         process.waitUntilExit()
+        return peakKiB
+    }
+
+    /// A backend that writes 512 MiB to its standard output at each create (the child's standard error): the
+    /// checker keeps only the end of what a child writes, so its memory does not follow. Before, it kept every byte
+    /// (its peak resident size grew past the GiB).
+    @Test func aBackendThatFloodsItsOutputDoesNotGrowTheChecker() throws {
+        let library = try Self.compile(Self.brokenSource, defines: ["FLOOD_OUTPUT"])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.checker)
+        process.arguments = ["--json", "--only", "exports,lifecycle", library]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let peakKiB = Self.peakResidentKiB(untilExitOf: process)
         #expect(process.terminationStatus == 0)
         #expect(peakKiB > 0)
         #expect(peakKiB < 256 * 1024, "the checker's peak resident size was \(peakKiB) KiB")
@@ -197,17 +202,7 @@ import Testing
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        var peakKiB = 0
-        while process.isRunning {
-            if let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-                let kib = Int(line.split(separator: " ").dropFirst().first ?? "")
-            {
-                peakKiB = max(peakKiB, kib)
-            }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        process.waitUntilExit()
+        let peakKiB = Self.peakResidentKiB(untilExitOf: process)
         let result = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(result.contains(#""passed":true"#), "\(result)")
         #expect(peakKiB > 0)

@@ -63,12 +63,31 @@ import Testing
     @Test func endlessTrailersFailTheStream() throws {
         let url = try serveForever(
             head: "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n", unit: "X-Trailer: a\r\n")
+        let message = try failureOfAStream(from: url)
+        #expect(message?.contains("trailer") == true, "\(String(describing: message))")
+    }
+
+    /// Carriage returns without a line feed count toward a line's bound, on a chunk-size line and on the line after a
+    /// chunk's data: a server that sends them forever fails the stream. Before, they were dropped uncounted and the
+    /// client read without end (review s9 #1).
+    @Test func endlessCarriageReturnsInAChunkedLineFailTheStream() throws {
+        for prefix in ["", "5\r\nhello"] {
+            let url = try serveForever(
+                head: "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n\(prefix)", unit: "\r")
+            let message = try failureOfAStream(from: url)
+            #expect(message?.contains("line too long") == true, "\(String(describing: message))")
+        }
+    }
+
+    /// Starts a stream from the server at `url` and returns its failure message (an issue is recorded and nil
+    /// returned when the stream does not fail).
+    private func failureOfAStream(from url: ServerURL) throws -> String? {
         let last = try lastEvent(of: ResponsesClient(url: url).startStream(body: Array(#"{"model":"m","input":"x","stream":true}"#.utf8)))
         guard case .failed(_, let message)? = last else {
             Issue.record("the stream did not fail (last event: \(String(describing: last)))")
-            return
+            return nil
         }
-        #expect(message.contains("trailer"), "\(message)")
+        return message
     }
 
     /// Reads `stream` until it finishes (at most 120 s) and returns its last event.

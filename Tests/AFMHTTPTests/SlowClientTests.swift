@@ -16,8 +16,11 @@ import Testing
 @Suite struct SlowClientTests {
     static let slowCount = 1000
     static let headerDeadline = Duration.seconds(5)
-    /// The p99 bound of the issue, measured over at least ``minimumSamples`` ordinary requests.
-    static let p99Bound = Duration.milliseconds(50)
+    /// The p99 bound of the issue, measured over at least ``minimumSamples`` ordinary requests. Under
+    /// ThreadSanitizer (`make test-tsan`) every memory access of the server goes through the runtime, which makes
+    /// it 5 to 15 times slower: there the bound is ten times the issue's (measured at load 39: p99 295 ms, max
+    /// 532 ms during the crowd; 42 ms without it). Ordinary builds keep the issue's 50 ms.
+    static let p99Bound = Duration.milliseconds(Sanitizer.current == .thread ? 500 : 50)
     static let minimumSamples = 200
 
     @Test func aThousandSlowHeaderSendersGet408AtTheDeadlineWhileOrdinaryRequestsStayFast() async throws {

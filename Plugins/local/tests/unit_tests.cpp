@@ -1213,6 +1213,117 @@ long rss_kib() {
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+// Every llama_decode of the decode thread (g_after_decode): its result, how long it took, and when it returned.
+struct DecodeRecord {
+    int rc;
+    int64_t us;
+    std::chrono::steady_clock::time_point end;
+};
+std::mutex g_decode_mutex;
+std::condition_variable g_decode_cv;
+std::vector<DecodeRecord> g_decodes;
+
+void record_decode(int rc, int64_t us) {
+    Exempt exempt;
+    {
+        std::lock_guard<std::mutex> lock(g_decode_mutex);
+        g_decodes.push_back({rc, us, std::chrono::steady_clock::now()});
+    }
+    g_decode_cv.notify_all();
+}
+
+/** Waits until a decode that returned after `after` is recorded; returns it (rc -1000 on a timeout). */
+DecodeRecord decode_after(std::chrono::steady_clock::time_point after, int seconds) {
+    Exempt exempt;
+    std::unique_lock<std::mutex> lock(g_decode_mutex);
+    DecodeRecord found{-1000, 0, after};
+    g_decode_cv.wait_for(lock, std::chrono::seconds(seconds), [&] {
+        for (const auto &d : g_decodes)
+            if (d.end > after) {
+                found = d;
+                return true;
+            }
+        return false;
+    });
+    return found;
+}
+
+std::string long_text(const std::string &topic, int sentences) {
+    std::string text = "Here are my notes about " + topic + ". Read them all, then answer the question at the end.\n";
+    for (int i = 0; i < sentences; i++)
+        text += "Note " + std::to_string(i) + ": the " + topic + " of region " + std::to_string(i * 7 % 101) +
+                " are " + (i % 3 ? "long and old" : "short and young") + ".\n";
+    return text + "Which region has the oldest " + topic + "?";
+}
+
+void test_cancel_interrupts_a_prompt_batch(const afm_backend_vtable *vt) {
+    // A cancel while the decode thread computes a 512-token batch of a long prompt: the batch is aborted (llama.cpp's
+    // abort callback) rather than computed to its end for nobody, so the cores are free soon after the cancel, not up
+    // to a batch later. The same conversation then answers exactly as on an instance where nothing was cancelled (the
+    // aborted batch's KV cells left with it; what the first batch decoded is kept and reused). The figures compare
+    // with this run's own uncancelled batch and prompt: no absolute bound.
+    const std::string body = request(long_text("mountains", 100), 8);
+    using clock = std::chrono::steady_clock;
+    auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    g_after_decode.store(record_decode, std::memory_order_release);
+    {
+        Exempt exempt;
+        std::lock_guard<std::mutex> lock(g_decode_mutex);
+        g_decodes.clear();
+    }
+
+    afm_instance *instance = create(vt, 4096, 1);
+    CHECK(instance, "create");
+    if (!instance) return;
+    Collector cancelled;
+    auto t_submit = clock::now();
+    CHECK(generate(vt, instance, 1, body, cancelled) == AFM_OK, "generate");
+    DecodeRecord batch1 = decode_after(t_submit, 600);  // the prompt's first 512 tokens
+    const double batch_ms = batch1.us / 1000.0;
+    CHECK(batch1.rc == 0 && batch_ms > 0, "first batch: %d", batch1.rc);
+    // A tenth of a batch into the second one.
+    std::this_thread::sleep_for(std::chrono::microseconds(batch1.us / 10));
+    auto t_cancel = clock::now();
+    vt->cancel(instance, 1);
+    CHECK(cancelled.wait(60), "no terminal event after the cancel");
+    const double ack_ms = ms(clock::now() - t_cancel);
+    {
+        const Ev *t = cancelled.terminal();
+        CHECK(t && t->type == AFM_EVENT_DONE && t->code == AFM_FINISH_CANCELLED, "not DONE/cancelled");
+    }
+    DecodeRecord freed = decode_after(t_cancel, 600);
+    const double freed_ms = ms(freed.end - t_cancel);
+    CHECK(freed.rc != -1000, "the decode thread never returned");
+    CHECK(freed_ms < batch_ms / 2, "the batch ran on %.1f ms after the cancel (a batch takes %.0f ms)", freed_ms,
+          batch_ms);
+
+    // The same conversation again: it reuses what the first batch decoded.
+    Answer after = ask(vt, instance, 2, body);
+    CHECK(after.ok && after.cached >= 512, "after the cancel: ok %d, %lld cached tokens", after.ok,
+          (long long)after.cached);
+    vt->destroy(instance);
+    g_after_decode.store(nullptr, std::memory_order_release);
+
+    // The reference: the same request, never cancelled, on a fresh instance (its batches split the prompt at the
+    // same places).
+    instance = create(vt, 4096, 1);
+    CHECK(instance, "create");
+    if (!instance) return;
+    auto t0 = clock::now();
+    Answer reference = ask(vt, instance, 1, body);
+    const double full_ms = ms(clock::now() - t0);
+    vt->destroy(instance);
+    CHECK(reference.ok && reference.input > 1500, "reference: ok %d, %lld tokens", reference.ok,
+          (long long)reference.input);
+    std::fprintf(stderr,
+                 "  %lld-token prompt: uncancelled %.0f ms (8 output tokens), first 512-token batch %.0f ms; cancelled "
+                 "%.0f ms into the second batch: terminal event after %.1f ms, decode thread free after %.1f ms "
+                 "(llama_decode returned %d)\n",
+                 (long long)reference.input, full_ms, batch_ms, batch_ms / 10, ack_ms, freed_ms, freed.rc);
+    CHECK(!after.text.empty() && after.text == reference.text, "answers differ: \"%s\" vs \"%s\"", after.text.c_str(),
+          reference.text.c_str());
+}
+
 void test_prompt_cache_restores_an_evicted_conversation(const afm_backend_vtable *vt) {
     // Two slots: five other conversations take them over; the first comes back from the RAM tier, with the same
     // greedy answer as an instance without a prompt cache gives after the same five.
@@ -2430,6 +2541,7 @@ int main(int argc, char **argv) {
     }
     run("output_cap_is_the_advertised_budget", [&] { test_output_cap_is_the_advertised_budget(vt); });
     run("progress_while_queued_and_reading", [&] { test_progress_while_queued_and_reading(vt); });
+    run("cancel_interrupts_a_prompt_batch", [&] { test_cancel_interrupts_a_prompt_batch(vt); });
     run("prompt_cache_restores_an_evicted_conversation", [&] { test_prompt_cache_restores_an_evicted_conversation(vt); });
     run("prompt_cache_disk_tier", [&] { test_prompt_cache_disk_tier(vt); });
     run("prompt_cache_memory_bound", [&] { test_prompt_cache_memory_bound(vt); });

@@ -128,6 +128,14 @@ void operator delete[](void *p) noexcept { std::free(p); }
 void operator delete(void *p, size_t) noexcept { std::free(p); }
 void operator delete[](void *p, size_t) noexcept { std::free(p); }
 
+namespace afm_local {
+/** The prompt cache's insides a test needs (a friend of PromptCache): its counters' lock, and a directory scan. */
+struct PromptCacheTestAccess {
+    static std::mutex &ram_mutex(PromptCache &cache) { return cache.ram_mutex_; }
+    static void scan(PromptCache &cache) { cache.scan(); }
+};
+}  // namespace afm_local
+
 // ---------------------------------------------------------------------------------------------------------------
 // A minimal host
 // ---------------------------------------------------------------------------------------------------------------
@@ -2322,7 +2330,7 @@ std::mutex g_scan_mutex;
 std::condition_variable g_scan_cv;
 int g_scan_phase = 0;
 
-void hold_the_scan() {
+void hold_the_scan(const char *) {
     Exempt exempt;
     std::unique_lock<std::mutex> lock(g_scan_mutex);
     if (g_scan_phase != 1) return;  // only the first scan after arming is held
@@ -2396,6 +2404,132 @@ void test_prompt_cache_scans_without_the_lock() {
               (unsigned long long)total_bytes(on_disk), (unsigned long long)st.disk_writes,
               (unsigned long long)st.discarded);
         CHECK(!cache.needs(mine, false) && !cache.needs(theirs, false), "an indexed entry is needed again");
+    }
+    g_during_cache_scan.store(nullptr, std::memory_order_release);
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+// A scan held once it has handled one name (g_during_cache_scan), until let go.
+std::string g_hold_name;  // guarded by g_scan_mutex
+
+void hold_after_the_name(const char *name) {
+    Exempt exempt;
+    std::unique_lock<std::mutex> lock(g_scan_mutex);
+    if (g_scan_phase != 1 || g_hold_name != name) return;  // only the first scan to reach it is held
+    g_scan_phase = 2;
+    g_scan_cv.notify_all();
+    g_scan_cv.wait(lock, [] { return g_scan_phase == 3; });
+}
+
+void hold_scans_after(const std::string &name) {
+    {
+        Exempt exempt;
+        std::lock_guard<std::mutex> lock(g_scan_mutex);
+        g_hold_name = name;
+        g_scan_phase = 1;
+    }
+    g_during_cache_scan.store(&hold_after_the_name, std::memory_order_release);
+}
+
+bool scan_is_held(int seconds) {
+    Exempt exempt;
+    std::unique_lock<std::mutex> lock(g_scan_mutex);
+    return g_scan_cv.wait_for(lock, std::chrono::seconds(seconds), [] { return g_scan_phase == 2; });
+}
+
+void let_the_scan_go() {
+    {
+        std::lock_guard<std::mutex> lock(g_scan_mutex);
+        g_scan_phase = 3;
+    }
+    g_scan_cv.notify_all();
+}
+
+std::string base_name(const std::string &path) { return path.substr(path.find_last_of('/') + 1); }
+
+void test_prompt_cache_scan_does_not_bring_back_removed_entries() {
+    // (Session 9 #4.) A scan lists an entry another instance wrote; before it merges, a second scan (a lookup on
+    // the decode thread) indexes that entry and it is removed (here: discarded, as after a refused restore). The
+    // first scan's merge added it back from its listing: an entry in the index with no file (counted in the disk
+    // bound, offered to lookups). Names removed since a listing began are not taken from it.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        const auto theirs = fake_tokens(50, 64);
+        PromptCache cache((size_t)8 << 20, root, (size_t)64 << 20, 0x5c5c, "n1", "removed", 4096);
+        CHECK(cache.disk_enabled(), "the disk tier is off in %s", root.c_str());
+        const std::string dir = cache.directory();
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the directory's mtime ticks coarsely
+        {
+            PromptCache other(0, root, (size_t)64 << 20, 0x5c5c, "n1", "removed-other", 4096);
+            other.save(theirs, fake_state(64 << 10, 50), false);
+            other.flush();
+        }
+        auto files = files_in(dir, ".kv");
+        CHECK(files.size() == 1, "%zu entries written", files.size());
+        if (files.size() != 1) return;
+        hold_scans_after(base_name(files[0].first));
+        auto first = std::async(std::launch::async, [&] {
+            Exempt exempt;
+            PromptCacheTestAccess::scan(cache);
+        });
+        CHECK(scan_is_held(120), "the first scan never listed the entry");
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        if (FILE *f = std::fopen((dir + "/note.txt").c_str(), "wb")) std::fclose(f);  // the directory changes
+        PromptCache::Match match = cache.find(extended(theirs, 3));  // scans again, and finds the entry
+        CHECK(match.length == theirs.size() && !match.ram, "the second scan did not index the entry (%zu)",
+              match.length);
+        cache.discard(match);
+        CHECK(files_in(dir, ".kv").empty(), "the entry was not removed");
+        let_the_scan_go();
+        CHECK(first.wait_for(std::chrono::seconds(60)) == std::future_status::ready, "the first scan never ended");
+        g_during_cache_scan.store(nullptr, std::memory_order_release);
+        PromptCacheStats st = cache.stats();
+        CHECK(st.disk_entries == 0 && st.disk_bytes == 0, "after the first scan merged: %llu entries, %llu bytes "
+              "indexed, no file", (unsigned long long)st.disk_entries, (unsigned long long)st.disk_bytes);
+    }
+    g_during_cache_scan.store(nullptr, std::memory_order_release);
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_listing_does_not_take_the_counters_lock() {
+    // (Session 9 #5.) The listing runs at the idle priority (the writer's) and without disk_mutex_; at a damaged
+    // entry it took ram_mutex_ to count the discard, which the decode thread takes for every lookup and save: an
+    // idle thread preempted while holding it would stall decoding. The listing counts its discards itself and the
+    // merge adds them. Here the counters' lock is held while a scan lists a damaged entry: the listing gets past it.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        PromptCache cache((size_t)8 << 20, root, (size_t)64 << 20, 0x5c5c, "n1", "damaged", 4096);
+        CHECK(cache.disk_enabled(), "the disk tier is off in %s", root.c_str());
+        const std::string dir = cache.directory();
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the directory's mtime ticks coarsely
+        {
+            PromptCache other(0, root, (size_t)64 << 20, 0x5c5c, "n1", "damaged-other", 4096);
+            other.save(fake_tokens(60, 64), fake_state(64 << 10, 60), false);
+            other.flush();
+        }
+        auto files = files_in(dir, ".kv");
+        CHECK(files.size() == 1, "%zu entries written", files.size());
+        if (files.size() != 1) return;
+        CHECK(truncate(files[0].first.c_str(), (off_t)files[0].second - 1) == 0, "truncate");  // damaged
+        hold_scans_after(base_name(files[0].first));
+        std::unique_lock<std::mutex> counters(PromptCacheTestAccess::ram_mutex(cache));
+        auto scan = std::async(std::launch::async, [&] {
+            Exempt exempt;
+            PromptCacheTestAccess::scan(cache);
+        });
+        bool passed = scan_is_held(20);
+        CHECK(passed, "the listing waited for ram_mutex_ at a damaged entry");
+        counters.unlock();
+        let_the_scan_go();
+        CHECK(scan.wait_for(std::chrono::seconds(60)) == std::future_status::ready, "the scan never ended");
+        g_during_cache_scan.store(nullptr, std::memory_order_release);
+        PromptCacheStats st = cache.stats();
+        CHECK(st.discarded == 1 && st.disk_entries == 0 && files_in(dir, ".kv").empty(),
+              "%llu discarded, %llu entries", (unsigned long long)st.discarded, (unsigned long long)st.disk_entries);
     }
     g_during_cache_scan.store(nullptr, std::memory_order_release);
     std::string rm = "rm -rf '" + root + "'";
@@ -2523,6 +2657,8 @@ int main(int argc, char **argv) {
     run("prompt_cache_keeps_to_the_directory_it_judged", test_prompt_cache_keeps_to_the_directory_it_judged);
     run("prompt_cache_evicts_what_frees_memory", test_prompt_cache_evicts_what_frees_memory);
     run("prompt_cache_scans_without_the_lock", test_prompt_cache_scans_without_the_lock);
+    run("prompt_cache_scan_does_not_bring_back_removed_entries", test_prompt_cache_scan_does_not_bring_back_removed_entries);
+    run("prompt_cache_listing_does_not_take_the_counters_lock", test_prompt_cache_listing_does_not_take_the_counters_lock);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);

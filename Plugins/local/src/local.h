@@ -194,6 +194,11 @@ extern std::atomic<void (*)()> g_before_final_tool_parse;
  *  result (2: aborted, see Engine::abort_decode) and how long it took, in microseconds. Never set in the plugin. */
 extern std::atomic<void (*)(int rc, int64_t us)> g_after_decode;
 
+/** Test hook (tests/unit_tests.cpp): when set, called with each grammar llama.cpp's json_schema_to_grammar wrote for
+ *  grammar.cpp (an integer range's, the output schema's) before it is used, so a test can stand in for a converter
+ *  whose output is not what the rewrite expects. Never set in the plugin. */
+extern std::atomic<void (*)(std::string &grammar)> g_converted_grammar;
+
 /** Test hook (tests/unit_tests.cpp): when set, the token that output_schema_grammar's std::random_device is made
  *  with; one it refuses fails as a machine without a usable entropy source would. Never set in the plugin. */
 extern std::atomic<const char *> g_random_device_token;

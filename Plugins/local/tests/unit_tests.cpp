@@ -2559,6 +2559,82 @@ void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable
     vt->destroy(instance);
 }
 
+/** (Session 9 #7.) An array of anything (no `items`, no `prefixItems`) in an output schema with a bounded number:
+ *  the rewrite of bounded numbers read `prefixItems` regardless and threw, and the request was refused as invalid. */
+void test_array_without_items(Engine &engine) {
+    const json schemas[] = {json{{"type", "array"}},
+                            object_of({{"list", {{"type", "array"}}}, {"n", {{"type", "number"}, {"maximum", 3}}}})};
+    llama_model *model = vocab_model();
+    for (const auto &schema : schemas) {
+        std::string grammar;
+        try {
+            grammar = output_schema_grammar(schema.dump());
+        } catch (const std::exception &e) {
+            CHECK(false, "%s: %s", schema.dump().c_str(), e.what());
+        }
+        try {
+            Request r = parse_request(span(structured_request(schema)));
+            Prepared p = engine.prepare(r, true);
+            CHECK(p.sampler != nullptr, "no sampler");
+        } catch (const BackendError &e) {
+            CHECK(false, "prepare %s: code %d: %s", schema.dump().c_str(), (int)e.code(), e.what());
+        }
+        if (!model || grammar.empty()) continue;
+        const llama_vocab *vocab = llama_model_get_vocab(model);
+        if (schema.contains("properties")) {
+            CHECK(grammar_accepts(vocab, grammar, R"({"list": [1, "a", {"b": null}], "n": 2.5})"), "%s", grammar.c_str());
+            CHECK(!grammar_accepts(vocab, grammar, R"({"list": [], "n": 4})"), "n above its maximum: %s", grammar.c_str());
+        } else {
+            CHECK(grammar_accepts(vocab, grammar, R"([1, "a", [true]])"), "%s", grammar.c_str());
+        }
+    }
+    if (model) llama_model_free(model);
+}
+
+/** A grammar llama.cpp's converter wrote that the bounded-number rewrite cannot use (no root rule for a range, a
+ *  marker it did not keep as written) is the server's fault: reported as `internal` (5xx), not `invalid_request`
+ *  (400, the client's fault). The converter is stood in for by a hook (g_converted_grammar) after the request was
+ *  read (its check converts ranges too). */
+void test_grammar_rewrite_faults_are_server_faults(Engine &engine) {
+    const json schema = object_of({{"x", {{"type", "number"}, {"maximum", 3}}}});
+    void (*const breakers[])(std::string &) = {
+        // A range without its root rule.
+        +[](std::string &g) {
+            if (g.find("afm-") == std::string::npos) g = "integer ::= [0-9]+\n";
+        },
+        // The output's marker literal changed.
+        +[](std::string &g) {
+            size_t at = g.find("value-0");
+            if (at != std::string::npos && g.find("afm-") != std::string::npos) g[at + 6] = 'z';
+        },
+    };
+    const char *names[] = {"no root rule for a range", "a mangled marker"};
+    for (int i = 0; i < 2; i++) {
+        Request r = parse_request(span(structured_request(schema)));
+        g_converted_grammar.store(breakers[i], std::memory_order_release);
+        int direct = 0, prepared = 0;
+        std::string message;
+        try {
+            output_schema_grammar(schema.dump());
+        } catch (const BackendError &e) {
+            direct = e.code();
+        } catch (const std::exception &e) {
+            direct = -1;
+        }
+        try {
+            Prepared p = engine.prepare(r, true);
+        } catch (const BackendError &e) {
+            prepared = e.code();
+            message = e.what();
+        }
+        g_converted_grammar.store(nullptr, std::memory_order_release);
+        CHECK(direct == AFM_ERR_INTERNAL, "%s: output_schema_grammar: code %d", names[i], direct);
+        CHECK(prepared == AFM_ERR_INTERNAL, "%s: prepare: code %d (%s)", names[i], prepared, message.c_str());
+    }
+    Prepared p = engine.prepare(parse_request(span(structured_request(schema))), true);
+    CHECK(p.sampler != nullptr, "the engine does not serve afterwards");
+}
+
 /** (Session 9 #4.) std::random_device failing (no entropy source: a seccomp filter, an exhausted descriptor table)
  *  while drawing the bounded-number marker was reported as invalid_request (400, the client's fault): it is the
  *  server's (internal, 5xx). */
@@ -2693,6 +2769,10 @@ int main(int argc, char **argv) {
     });
     run("out_of_memory_in_the_final_tool_parse", [&] {
         with_engine("unit#2", test_out_of_memory_in_the_final_tool_parse);
+    });
+    run("array_without_items", [&] { with_engine("unit#3", test_array_without_items); });
+    run("grammar_rewrite_faults_are_server_faults", [&] {
+        with_engine("unit#4", test_grammar_rewrite_faults_are_server_faults);
     });
     std::fprintf(stderr, "%s: %d failure(s)\n", g_failures ? "FAILED" : "passed", g_failures);
     return g_failures ? 1 : 0;

@@ -501,9 +501,11 @@ bool PromptCache::begin_scan_locked(Listing &listing) {
     if (mtime_ns(st) == dir_mtime_) return false;
     listing.directory = directory_;
     listing.generation = disk_generation_;
-    listings_.insert(listing.generation);  // removals from now on are remembered for its merge
     for (const auto &[name, entry] : disk_)
         if (entry.usable) listing.known.insert(name);  // an unusable one is judged again (the bounds change)
+    // Last (nothing after it throws): removals from now on are remembered for its merge, which every listing begun
+    // here gets.
+    listings_.insert(listing.generation);
     // From now on a change (one during the listing too) makes the next scan list again.
     dir_mtime_ = mtime_ns(st);
     return true;

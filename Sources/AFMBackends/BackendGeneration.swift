@@ -174,7 +174,9 @@ public final class BackendGeneration: Sendable {
 
     /// Starts a generation. The stream's end releases `lease`: its terminal event once no call into the backend for
     /// it is in flight (`GenerationStream`), so the instance outlives every `generate` and `cancel` made on it.
-    func start(requestDocument: [UInt8], lease: BackendLease, limits: GenerationLimits) throws(AFMError) -> GenerationStream {
+    func start(
+        requestDocument: [UInt8], lease: BackendLease, limits: GenerationLimits, cancelGrace: SharedCancelGrace
+    ) throws(AFMError) -> GenerationStream {
         let table = GenerationTable.shared
         let id = table.makeID()
         let host = self.host
@@ -184,7 +186,7 @@ public final class BackendGeneration: Sendable {
             id: id,
             capacity: RunnerInstanceHost.creditWindow,
             silenceLimit: limits.silenceLimit,
-            cancelGrace: limits.cancelGrace,
+            sharedCancelGrace: cancelGrace,
             onCancel: {
                 host.cancel(requestID: id)
             },

@@ -101,9 +101,12 @@ public final class BackendRegistry: Sendable {
 
     private let state: Mutex<State>
     private let logger: Logger
+    /// The cancel grace of `configuration.limits`, which every stream started here follows while it runs.
+    private let cancelGrace: SharedCancelGrace
 
     public init(configuration: Configuration, logger: Logger) {
         self.state = Mutex(State(configuration: configuration))
+        cancelGrace = SharedCancelGrace(configuration.limits.cancelGrace)
         self.logger = logger
     }
 
@@ -445,9 +448,14 @@ public final class BackendRegistry: Sendable {
         state.withLock { $0.beforeSwitch = hook }
     }
 
-    /// Replaces the settings used by later reloads (the running generations are unaffected).
+    /// Replaces the settings used by later reloads (the running generations are unaffected), and the limits of later
+    /// requests; the cancel grace applies to the streams already running too (``SharedCancelGrace``).
     public func updateConfiguration(_ update: @Sendable (inout Configuration) -> Void) {
-        state.withLock { update(&$0.configuration) }
+        let grace = state.withLock { state in
+            update(&state.configuration)
+            return state.configuration.limits.cancelGrace
+        }
+        cancelGrace.set(grace)
     }
 
     // MARK: - Requests
@@ -479,7 +487,7 @@ public final class BackendRegistry: Sendable {
             // generation refuses, and the next lookup finds its successor.
             guard generation.acquire() else { continue }
             if let described = generation.description.models.first(where: { $0.id == model }) {
-                return BackendLease(generation: generation, model: described, limits: limits)
+                return BackendLease(generation: generation, model: described, limits: limits, cancelGrace: cancelGrace)
             }
             // Its latest describe no longer lists the model (the index is rebuilt after a refresh): give the lease
             // back, or the generation would count a request that never ends and could never retire.

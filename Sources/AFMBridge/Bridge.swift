@@ -61,6 +61,9 @@ public final class Bridge: Sendable {
         let run: AgentRun
         /// Sends the run's events; ends after the last one.
         let task: Task<Void, Never>
+        /// Its last event is being sent: `run.cancel` and `run.submitToolOutput` treat it as ended (a host that got
+        /// the last event and cancels at once must hear `cancelled: false`), while shutdown still awaits `task`.
+        var ended = false
     }
 
     struct State {

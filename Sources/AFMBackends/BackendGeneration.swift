@@ -61,6 +61,8 @@ public final class BackendGeneration: Sendable {
         /// A drain deadline passed and cancelled the streams then registered: a stream registered later (a lease
         /// taken before the drain, started after its deadline) is cancelled as it starts.
         var drainDeadlinePassed = false
+        /// Called once when the generation retires (``setOnRetired(_:)``).
+        var onRetired: (@Sendable () -> Void)?
     }
 
     private init(
@@ -288,13 +290,26 @@ public final class BackendGeneration: Sendable {
         }
     }
 
+    /// Runs `hook` once when this generation retires (at once when it already has): the registry then forgets it, so
+    /// a retired generation (its runner host, its documents) is not kept until the next switch.
+    func setOnRetired(_ hook: @escaping @Sendable () -> Void) {
+        let retired = state.withLock { state -> Bool in
+            guard state.phase != .retired else { return true }
+            state.onRetired = hook
+            return false
+        }
+        if retired { hook() }
+    }
+
     private func retireNow() {
-        let abandoned = state.withLock { state -> Bool? in
+        let outcome = state.withLock { state -> (abandoned: Bool, onRetired: (@Sendable () -> Void)?)? in
             guard state.phase != .retired, state.phase != .crashed else { return nil }
             state.phase = .retired
-            return state.hasAbandonedStreams
+            defer { state.onRetired = nil }
+            return (state.hasAbandonedStreams, state.onRetired)
         }
-        guard let abandoned else { return }
+        guard let (abandoned, onRetired) = outcome else { return }
+        onRetired?()
         if abandoned {
             logger.warning("retired without destroy: a request was cut off while the backend may still run it")
         }

@@ -277,6 +277,8 @@ public final class BackendRegistry: Sendable {
                     ["backend": id, "generation": String(number), "error": error.description])
                 throw error
             }
+            // Forgotten when its drain ends (it was kept, with its runner host, until the next switch).
+            old?.setOnRetired { [weak self] in self?.forgetRetired(backend: id) }
             old?.beginDrain(deadline: configuration.drainTimeout)
             logger.info(
                 "backend generation active",
@@ -286,6 +288,16 @@ public final class BackendRegistry: Sendable {
                 ])
             return number
         }
+    }
+
+    /// Drops the retired and crashed generations of a backend from its draining list.
+    private func forgetRetired(backend id: String) {
+        state.withLock { $0.slots[id]?.draining.removeAll { [.retired, .crashed].contains($0.snapshot.phase) } }
+    }
+
+    /// The numbers of the generations of a backend still listed as draining (tests).
+    func drainingGenerations(_ id: String) -> [UInt64] {
+        state.withLock { $0.slots[id]?.draining.map(\.number) ?? [] }
     }
 
     /// What `build` made.

@@ -106,16 +106,21 @@ public final class BackendGeneration: Sendable {
                         host.retire(abandoned: false)
                         throw error
                     }
-                    continuation.resume(
-                        returning: .success(
-                            BackendGeneration(
-                                backendID: backendID, number: number, description: description, configDocument: configDocument,
-                                settings: settings, host: host, controlQueue: queue, logger: logger.with("generation", String(number)))))
+                    let generation = BackendGeneration(
+                        backendID: backendID, number: number, description: description, configDocument: configDocument,
+                        settings: settings, host: host, controlQueue: queue, logger: logger.with("generation", String(number)))
+                    Sanitizer.handOff(through: queue)
+                    continuation.resume(returning: .success(generation))
                 } catch {
+                    Sanitizer.handOff(through: queue)
                     continuation.resume(returning: .failure(error))
                 }
             }
         }
+        // A quick create and describe (the in-process fixture) can resume before this task awaits; then the
+        // concurrency runtime does not tell ThreadSanitizer of the handoff, and the registry's first read of the
+        // generation's fields was reported as a race with their initialization here (Sanitizer.handOff).
+        Sanitizer.receive(through: queue)
         return try result.get()
     }
 

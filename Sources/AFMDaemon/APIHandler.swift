@@ -158,9 +158,11 @@ struct APIHandler: Sendable {
             return .answered
         }
         let ticket: AdmissionControl.Ticket
-        switch admit(prepared, request, writer, origin: origin, dialect: dialect, context: context, whenQueued: { prepared in
-            guard let started = self.start(prepared, request, writer, origin: origin, dialect: dialect) else { return }
-            await self.respond(started, writer, origin: origin, encoder: encoder)
+        switch admit(prepared, request, writer, origin: origin, dialect: dialect, context: context, whenQueued: {
+            { prepared in
+                guard let started = self.start(prepared, request, writer, origin: origin, dialect: dialect) else { return }
+                await self.respond(started, writer, origin: origin, encoder: encoder)
+            }
         }) {
         case .now(let admitted): ticket = admitted
         case .later(let start): return start
@@ -199,11 +201,14 @@ struct APIHandler: Sendable {
 
     /// Admission for a prepared request (a generation, or a `count_tokens` count: both take a slot of the backend).
     /// A full backend refuses it (the lease goes back, the answer is the dialect's 503); a queued request leaves
-    /// the event loop, waits, and runs `whenQueued` holding its slot (with its queue time in the context), or gives
-    /// its lease back when the client left while it waited.
+    /// the event loop, waits, and runs the closure `whenQueued` makes holding its slot (with its queue time in the
+    /// context), or gives its lease back when the client left while it waited. `whenQueued` is only called for a
+    /// queued request: an escaping closure made for every request (a context allocated, the handler and the request
+    /// copied into it, every reference retained and released) was a measurable part of a small request's CPU
+    /// (docs/PERFORMANCE.md, session 9).
     private func admit(
         _ prepared: ResponsesService.Prepared, _ request: HTTPRequest, _ writer: HTTPResponseWriter, origin: String?,
-        dialect: APIDialect, context: RequestContext, whenQueued: @escaping @Sendable (ResponsesService.Prepared) async -> Void
+        dialect: APIDialect, context: RequestContext, whenQueued: () -> @Sendable (ResponsesService.Prepared) async -> Void
     ) -> Admission {
         switch service.admission.admit(backend: prepared.backendID) {
         case .admitted(let ticket):
@@ -213,6 +218,7 @@ struct APIHandler: Sendable {
             refuse(request, writer, error, origin: origin, dialect: dialect, context: context, model: prepared.request.model)
             return .later(.answered)
         case .queued(let waiter):
+            let whenQueued = whenQueued()
             return .later(.continueAsync {
                 await writer.leaveEventLoop()
                 var prepared = prepared
@@ -256,7 +262,7 @@ struct APIHandler: Sendable {
         // Counting takes a slot like a generation: a runner's tokenizer works through the whole body, so count
         // calls must not bypass `MaxConcurrent`/`MaxQueued` (a full backend answers 503 with Retry-After).
         let ticket: AdmissionControl.Ticket
-        switch admit(prepared, request, writer, origin: origin, dialect: .messages, context: context, whenQueued: { _ in answer() }) {
+        switch admit(prepared, request, writer, origin: origin, dialect: .messages, context: context, whenQueued: { { _ in answer() } }) {
         case .now(let admitted): ticket = admitted
         case .later(let start): return start
         }

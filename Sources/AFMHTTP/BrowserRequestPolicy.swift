@@ -260,33 +260,60 @@ public struct BrowserRequestPolicy: Sendable, Equatable {
 
     /// Whether a `Content-Type` value is `application/json`, parameters ignored.
     static func isJSON(_ value: Substring) -> Bool {
-        let bytes = value.utf8
-        let end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.endIndex
-        var type = value[..<end]
-        while let last = type.utf8.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { type = type.dropLast() }
-        while let first = type.utf8.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { type = type.dropFirst() }
-        return equalsIgnoringCase(type, "application/json")
+        withBytes(value) { bytes in
+            var end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.endIndex
+            var start = bytes.startIndex
+            while end > start, bytes[end - 1] == UInt8(ascii: " ") || bytes[end - 1] == UInt8(ascii: "\t") { end -= 1 }
+            while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { start += 1 }
+            return withBytes("application/json") { equalBytesIgnoringCase(UnsafeBufferPointer(rebasing: bytes[start..<end]), $0) }
+        }
     }
 
     // MARK: - ASCII
 
+    // These run on every request (each field name, `Host`, `Origin`, `Content-Type`): they compare the UTF-8 bytes in
+    // place. Iterating the strings' UTF-8 views with `zip` cost thousands of instructions per request
+    // (docs/PERFORMANCE.md, session 9).
+
     /// ASCII case-insensitive equality; `lowered` is already lower-case.
     static func equalsIgnoringCase(_ text: Substring, _ lowered: some StringProtocol) -> Bool {
-        let left = text.utf8
-        let right = lowered.utf8
-        guard left.count == right.count else { return false }
-        return zip(left, right).allSatisfy { lowercase($0) == $1 }
+        guard text.utf8.count == lowered.utf8.count else { return false }
+        return withBytes(text) { left in withBytes(lowered) { equalBytesIgnoringCase(left, $0) } }
     }
 
     /// ASCII case-insensitive equality of two texts in any case.
     static func sameIgnoringCase(_ left: Substring, _ right: Substring) -> Bool {
-        left.utf8.count == right.utf8.count && zip(left.utf8, right.utf8).allSatisfy { lowercase($0) == lowercase($1) }
+        guard left.utf8.count == right.utf8.count else { return false }
+        return withBytes(left) { left in
+            withBytes(right) { right in
+                for index in 0..<left.count where lowercase(left[index]) != lowercase(right[index]) { return false }
+                return true
+            }
+        }
     }
 
     private static func hasSuffixIgnoringCase(_ text: Substring, _ lowered: String) -> Bool {
         let count = lowered.utf8.count
         guard text.utf8.count > count else { return false }
-        return zip(text.utf8.suffix(count), lowered.utf8).allSatisfy { lowercase($0) == $1 }
+        return withBytes(text) { text in
+            withBytes(lowered) { equalBytesIgnoringCase(UnsafeBufferPointer(rebasing: text[(text.count - count)...]), $0) }
+        }
+    }
+
+    /// Whether `left` equals `lowered` (lower-case) ignoring ASCII case; same lengths are not assumed.
+    private static func equalBytesIgnoringCase(_ left: UnsafeBufferPointer<UInt8>, _ lowered: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard left.count == lowered.count else { return false }
+        for index in 0..<left.count where lowercase(left[index]) != lowered[index] { return false }
+        return true
+    }
+
+    /// Runs `body` on the UTF-8 bytes of `text`: in place for a native string (every string here), else on a copy.
+    private static func withBytes<Text: StringProtocol, Result>(
+        _ text: Text, _ body: (UnsafeBufferPointer<UInt8>) -> Result
+    ) -> Result {
+        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
+        var copy = String(text)
+        return copy.withUTF8(body)
     }
 
     private static func lowercase(_ byte: UInt8) -> UInt8 {

@@ -110,10 +110,13 @@ public final class ResponsesService: Sendable {
 
     /// Leases the model's backend for a request a dialect decoded.
     ///
+    /// The request and echo are taken (`consuming`): a decoded request moves into ``Prepared`` instead of being
+    /// copied, each copy retaining and releasing every reference in it (docs/PERFORMANCE.md, session 9).
+    ///
     /// - Parameter echo: what a Responses response object echoes (nothing for the other dialects).
     /// - Throws: `AFMError` for unknown or unavailable models; nothing is held then.
     public func prepare(
-        _ request: PipelineRequest, echo: ResponseBuilder.Echo = .init(), context: RequestContext = RequestContext()
+        _ request: consuming PipelineRequest, echo: consuming ResponseBuilder.Echo = .init(), context: RequestContext = RequestContext()
     ) throws(AFMError) -> Prepared {
         // Snapshot before any other setup: an edit made while this request runs affects later requests only.
         let prompt = currentCommonPrompt
@@ -187,19 +190,21 @@ public final class ResponsesService: Sendable {
             }
         }
         let items = request.items
-        // The document's input items, each with the item it came from (reasoning without state adds none).
-        var input: [JSONValue] = []
+        // The document's input items, each with the item it came from (reasoning without state adds none); the
+        // sources are only needed to drop turns. The common request (its estimate fits) allocates neither the
+        // sources nor the running totals below (docs/PERFORMANCE.md, session 9).
+        var inputItems: [JSONValue] = []
         var source: [Int] = []
-        input.reserveCapacity(items.count)
-        source.reserveCapacity(items.count)
+        inputItems.reserveCapacity(items.count)
+        if request.truncationAuto { source.reserveCapacity(items.count) }
+        var whole = InputEstimate.cost(system: system)
         for (index, item) in items.enumerated() {
             guard let value = try GenerationRequestDocument.inputItem(item, index: index, openReasoning: open) else { continue }
-            input.append(value)
-            source.append(index)
+            whole = whole + InputEstimate.cost(of: value)
+            inputItems.append(value)
+            if request.truncationAuto { source.append(index) }
         }
-        // remaining[i]: the estimate's cost of the system text and input[i...].
-        var remaining = [InputEstimate.Cost](repeating: InputEstimate.cost(system: system), count: input.count + 1)
-        for index in input.indices.reversed() { remaining[index] = remaining[index + 1] + InputEstimate.cost(of: input[index]) }
+        let input = inputItems
         let limit = model.maxInputTokens
         let encode = { (first: Int) -> [UInt8] in
             GenerationRequestDocument.encode(
@@ -208,12 +213,23 @@ public final class ResponsesService: Sendable {
         }
         // The estimate overestimates on purpose: when even it fits, the backend's exact (and costlier) count
         // cannot exceed the budget, so the tokenizer is asked only for inputs near or over the limit.
-        let estimate = remaining[0].estimate
+        let estimate = whole.estimate
         if estimate <= limit && !exact { return Fitted(document: encode(0), inputTokens: estimate, droppedTurns: 0) }
-        let whole = encode(0)
-        let counted = try lease.countInputTokens(requestDocument: whole)
+        let wholeDocument = encode(0)
+        let counted = try lease.countInputTokens(requestDocument: wholeDocument)
         let inputTokens = counted ?? estimate
-        if inputTokens <= limit || exact { return Fitted(document: whole, inputTokens: inputTokens, droppedTurns: 0) }
+        if inputTokens <= limit || exact { return Fitted(document: wholeDocument, inputTokens: inputTokens, droppedTurns: 0) }
+
+        let tooLong = { (tokens: Int, dropped: Int) -> AFMError in
+            AFMError(
+                .contextLengthExceeded,
+                "This model's maximum input is \(limit) tokens, but the request has \(tokens) tokens\(dropped > 0 ? " even after dropping \(dropped) older turns" : ""). Shorten the input\(request.truncationAuto ? "" : " or send truncation: \"auto\"").",
+                param: request.dialect.conversationField, publicCode: "context_length_exceeded")
+        }
+        guard request.truncationAuto else { throw tooLong(inputTokens, 0) }
+        // remaining[i]: the estimate's cost of the system text and input[i...].
+        var remaining = [InputEstimate.Cost](repeating: InputEstimate.cost(system: system), count: input.count + 1)
+        for index in input.indices.reversed() { remaining[index] = remaining[index + 1] + InputEstimate.cost(of: input[index]) }
 
         // Turn k (k >= 1 turns dropped) keeps input[starts[k]...]; user messages always have an input item.
         let userItems = Truncation.turnStarts(items)
@@ -224,13 +240,7 @@ public final class ResponsesService: Sendable {
             while source[cursor] != item { cursor += 1 }
             starts.append(cursor)
         }
-        let tooLong = { (tokens: Int, dropped: Int) -> AFMError in
-            AFMError(
-                .contextLengthExceeded,
-                "This model's maximum input is \(limit) tokens, but the request has \(tokens) tokens\(dropped > 0 ? " even after dropping \(dropped) older turns" : ""). Shorten the input\(request.truncationAuto ? "" : " or send truncation: \"auto\"").",
-                param: request.dialect.conversationField, publicCode: "context_length_exceeded")
-        }
-        guard request.truncationAuto, starts.count >= 2 else { throw tooLong(inputTokens, 0) }
+        guard starts.count >= 2 else { throw tooLong(inputTokens, 0) }
         let last = starts.count - 1
         // The fewest dropped turns whose estimate fits (its exact count then fits too), found in one pass.
         let byEstimate = (1...last).first { remaining[starts[$0]].estimate <= limit }
@@ -276,7 +286,8 @@ public final class ResponsesService: Sendable {
     }
 
     private func start(
-        _ request: PipelineRequest, echo: ResponseBuilder.Echo, lease: BackendLease, commonPrompt: String, context: RequestContext
+        _ request: consuming PipelineRequest, echo: consuming ResponseBuilder.Echo, lease: BackendLease, commonPrompt: String,
+        context: RequestContext
     ) throws(AFMError) -> Started {
         let model = lease.model
         try Self.checkCapabilities(request, model: model)

@@ -81,6 +81,8 @@ public final class RunnerService: Sendable {
             service.handle(frame)
         }
         if reason != "end of file" { logger.error("runner channel failed; exiting", ["reason": reason]) }
+        // No `destroy` first: the host is gone, and a destroy stuck behind a hung generation would leave an orphan
+        // runner holding the model's memory. The process exit is the cleanup (its unjoined backend threads too).
         CurrentProcess.exitImmediately(0)
     }
 
@@ -124,6 +126,7 @@ public final class RunnerService: Sendable {
         case .credit(let requestID, let events):
             RunnerRelayTable.shared.lookup(requestID)?.grant(Int(events))
         case .shutdown:
+            // The host sent `destroy` before (`retire`), or it abandons the instance and wants no destroy.
             CurrentProcess.exitImmediately(0)
         case .hello, .helloReply, .reply, .event:
             logger.warning("ignoring a frame the host should not send")

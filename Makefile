@@ -38,7 +38,7 @@ help:
 	@echo "make test-fleet  HAProxy (share/haproxy/afm.cfg) in front of three afmd nodes: 2,100 requests, a restart and a reload, 0 failures"
 	@echo "make test-package  install them in a clean Debian 12 root (debootstrap) and test the installed service"
 	@echo "make bench-http  compare afmd with nginx under wrk (release build); see docs/PERFORMANCE.md"
-	@echo "make fuzz        run every fuzz target (libFuzzer + ASan) for FUZZ_SECONDS (default $(FUZZ_SECONDS)) each"
+	@echo "make fuzz        run every fuzz target (libFuzzer + ASan) for FUZZ_SECONDS (default $(FUZZ_SECONDS)) each, FUZZ_JOBS (default: cores) at a time"
 	@echo "make test-asan   the Swift test suite under AddressSanitizer (its own build in .build/asan; SANITIZER_SUITES=pattern for some)"
 	@echo "make test-asan-ci  the CI subset of it: C boundaries and parsers (ASAN_CI_SUITES; the last step of .ci/run)"
 	@echo "make test-tsan   the Swift test suite under ThreadSanitizer (its own build in .build/tsan; SANITIZER_SUITES likewise)"

@@ -167,6 +167,25 @@ import Testing
         #expect(await eventually { generation.snapshot.phase == .retired })
     }
 
+    /// A generation a reload replaced is forgotten by the registry when its drain ends (at once when idle, or when
+    /// its last request ends), not kept with its runner host until the next switch. Failed before: generation 1 stayed
+    /// in the slot's draining list after it retired.
+    @Test(arguments: Hosting.both) func aRetiredGenerationIsForgottenWhenItsDrainEnds(hosting: String) async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: hosting)
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-inline")
+        let first = lease.generation
+        try await harness.registry.reload("c-fixture")  // generation 1 drains, with this one request in flight
+        #expect(harness.registry.drainingGenerations("c-fixture") == [first.number])
+        _ = await collect(try lease.start(requestDocument: requestDocument(model: "c-inline", text: "10")))
+        #expect(await eventually { first.snapshot.phase == .retired })
+        #expect(await eventually { harness.registry.drainingGenerations("c-fixture").isEmpty })
+        // An idle generation retires as the switch drains it.
+        try await harness.registry.reload("c-fixture")
+        #expect(await eventually { harness.registry.drainingGenerations("c-fixture").isEmpty })
+    }
+
     /// A backend that sends its terminal event and then refuses breaks the contract; its sink must still reach the
     /// pool only once, or two later generations would share it after the quarantine.
     @Test func aTerminalEventThenARefusalRecyclesTheSinkOnce() async throws {

@@ -18,9 +18,9 @@ MODEL        := $(CACHE)/models/smollm2-135m-instruct-q4_1.gguf
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZ_SECONDS ?= 60
 # `make test-asan`/`make test-tsan` run every suite unless SANITIZER_SUITES names some (a `swift test --filter`
-# pattern; .ci/run gives the parser and C-ABI suites, see docs/ARCHITECTURE.md "Fuzzing and sanitizers").
+# pattern; .ci/run runs the parser and C-ABI suites through `make test-asan-ci` below).
 SANITIZER_SUITES ?=
-# The AddressSanitizer subset meant for CI (`make test-asan-ci`; not a step of .ci/run until it passes): the suites
+# The AddressSanitizer subset that .ci/run runs as its last step (`make test-asan-ci`): the suites
 # at the C boundaries (runner frames and the C ABI of plugins, C hosts of libafm-bridge) and the parsers of untrusted
 # bytes (every fuzz target's seeds and regressions, AFMJSON, the HTTP request parser, schemas, INI); why these and
 # the figures: docs/ARCHITECTURE.md "Fuzzing and sanitizers".
@@ -38,9 +38,9 @@ help:
 	@echo "make test-fleet  HAProxy (share/haproxy/afm.cfg) in front of three afmd nodes: 2,100 requests, a restart and a reload, 0 failures"
 	@echo "make test-package  install them in a clean Debian 12 root (debootstrap) and test the installed service"
 	@echo "make bench-http  compare afmd with nginx under wrk (release build); see docs/PERFORMANCE.md"
-	@echo "make fuzz        run every fuzz target (libFuzzer + ASan) for FUZZ_SECONDS (default $(FUZZ_SECONDS)) each"
+	@echo "make fuzz        run every fuzz target (libFuzzer + ASan) for FUZZ_SECONDS (default $(FUZZ_SECONDS)) each, FUZZ_JOBS (default: cores) at a time"
 	@echo "make test-asan   the Swift test suite under AddressSanitizer (its own build in .build/asan; SANITIZER_SUITES=pattern for some)"
-	@echo "make test-asan-ci  the CI subset of it: C boundaries and parsers (ASAN_CI_SUITES)"
+	@echo "make test-asan-ci  the CI subset of it: C boundaries and parsers (ASAN_CI_SUITES; the last step of .ci/run)"
 	@echo "make test-tsan   the Swift test suite under ThreadSanitizer (its own build in .build/tsan; SANITIZER_SUITES likewise)"
 	@echo "make clean       remove build outputs"
 

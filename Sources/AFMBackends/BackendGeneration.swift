@@ -61,6 +61,8 @@ public final class BackendGeneration: Sendable {
         /// A drain deadline passed and cancelled the streams then registered: a stream registered later (a lease
         /// taken before the drain, started after its deadline) is cancelled as it starts.
         var drainDeadlinePassed = false
+        /// Called once when the generation retires (``setOnRetired(_:)``).
+        var onRetired: (@Sendable () -> Void)?
     }
 
     private init(
@@ -179,7 +181,9 @@ public final class BackendGeneration: Sendable {
 
     /// Starts a generation. The stream's end releases `lease`: its terminal event once no call into the backend for
     /// it is in flight (`GenerationStream`), so the instance outlives every `generate` and `cancel` made on it.
-    func start(requestDocument: [UInt8], lease: BackendLease, limits: GenerationLimits) throws(AFMError) -> GenerationStream {
+    func start(
+        requestDocument: [UInt8], lease: BackendLease, limits: GenerationLimits, cancelGrace: SharedCancelGrace
+    ) throws(AFMError) -> GenerationStream {
         let table = GenerationTable.shared
         let id = table.makeID()
         let host = self.host
@@ -189,7 +193,7 @@ public final class BackendGeneration: Sendable {
             id: id,
             capacity: RunnerInstanceHost.creditWindow,
             silenceLimit: limits.silenceLimit,
-            cancelGrace: limits.cancelGrace,
+            sharedCancelGrace: cancelGrace,
             onCancel: {
                 host.cancel(requestID: id)
             },
@@ -286,13 +290,26 @@ public final class BackendGeneration: Sendable {
         }
     }
 
+    /// Runs `hook` once when this generation retires (at once when it already has): the registry then forgets it, so
+    /// a retired generation (its runner host, its documents) is not kept until the next switch.
+    func setOnRetired(_ hook: @escaping @Sendable () -> Void) {
+        let retired = state.withLock { state -> Bool in
+            guard state.phase != .retired else { return true }
+            state.onRetired = hook
+            return false
+        }
+        if retired { hook() }
+    }
+
     private func retireNow() {
-        let abandoned = state.withLock { state -> Bool? in
+        let outcome = state.withLock { state -> (abandoned: Bool, onRetired: (@Sendable () -> Void)?)? in
             guard state.phase != .retired, state.phase != .crashed else { return nil }
             state.phase = .retired
-            return state.hasAbandonedStreams
+            defer { state.onRetired = nil }
+            return (state.hasAbandonedStreams, state.onRetired)
         }
-        guard let abandoned else { return }
+        guard let (abandoned, onRetired) = outcome else { return }
+        onRetired?()
         if abandoned {
             logger.warning("retired without destroy: a request was cut off while the backend may still run it")
         }

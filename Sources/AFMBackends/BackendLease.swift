@@ -14,11 +14,14 @@ public final class BackendLease: Sendable {
     public let model: BackendDescription.Model
     private let released = Atomic<Bool>(false)
     private let limits: GenerationLimits
+    /// The registry's cancel grace, which the stream follows (``SharedCancelGrace``).
+    private let cancelGrace: SharedCancelGrace
 
-    init(generation: BackendGeneration, model: BackendDescription.Model, limits: GenerationLimits) {
+    init(generation: BackendGeneration, model: BackendDescription.Model, limits: GenerationLimits, cancelGrace: SharedCancelGrace) {
         self.generation = generation
         self.model = model
         self.limits = limits
+        self.cancelGrace = cancelGrace
     }
 
     deinit { release() }
@@ -27,7 +30,7 @@ public final class BackendLease: Sendable {
     ///
     /// - Throws: `AFMError` with the backend's code when it refuses the request synchronously.
     public func start(requestDocument: [UInt8]) throws(AFMError) -> GenerationStream {
-        try generation.start(requestDocument: requestDocument, lease: self, limits: limits)
+        try generation.start(requestDocument: requestDocument, lease: self, limits: limits, cancelGrace: cancelGrace)
     }
 
     /// Counts the request's input tokens with the backend's tokenizer, when it offers one.

@@ -101,9 +101,12 @@ public final class BackendRegistry: Sendable {
 
     private let state: Mutex<State>
     private let logger: Logger
+    /// The cancel grace of `configuration.limits`, which every stream started here follows while it runs.
+    private let cancelGrace: SharedCancelGrace
 
     public init(configuration: Configuration, logger: Logger) {
         self.state = Mutex(State(configuration: configuration))
+        cancelGrace = SharedCancelGrace(configuration.limits.cancelGrace)
         self.logger = logger
     }
 
@@ -274,6 +277,8 @@ public final class BackendRegistry: Sendable {
                     ["backend": id, "generation": String(number), "error": error.description])
                 throw error
             }
+            // Forgotten when its drain ends (it was kept, with its runner host, until the next switch).
+            old?.setOnRetired { [weak self] in self?.forgetRetired(backend: id) }
             old?.beginDrain(deadline: configuration.drainTimeout)
             logger.info(
                 "backend generation active",
@@ -283,6 +288,16 @@ public final class BackendRegistry: Sendable {
                 ])
             return number
         }
+    }
+
+    /// Drops the retired and crashed generations of a backend from its draining list.
+    private func forgetRetired(backend id: String) {
+        state.withLock { $0.slots[id]?.draining.removeAll { [.retired, .crashed].contains($0.snapshot.phase) } }
+    }
+
+    /// The numbers of the generations of a backend still listed as draining (tests).
+    func drainingGenerations(_ id: String) -> [UInt64] {
+        state.withLock { $0.slots[id]?.draining.map(\.number) ?? [] }
     }
 
     /// What `build` made.
@@ -445,9 +460,14 @@ public final class BackendRegistry: Sendable {
         state.withLock { $0.beforeSwitch = hook }
     }
 
-    /// Replaces the settings used by later reloads (the running generations are unaffected).
+    /// Replaces the settings used by later reloads (the running generations are unaffected), and the limits of later
+    /// requests; the cancel grace applies to the streams already running too (``SharedCancelGrace``).
     public func updateConfiguration(_ update: @Sendable (inout Configuration) -> Void) {
-        state.withLock { update(&$0.configuration) }
+        let grace = state.withLock { state in
+            update(&state.configuration)
+            return state.configuration.limits.cancelGrace
+        }
+        cancelGrace.set(grace)
     }
 
     // MARK: - Requests
@@ -479,7 +499,7 @@ public final class BackendRegistry: Sendable {
             // generation refuses, and the next lookup finds its successor.
             guard generation.acquire() else { continue }
             if let described = generation.description.models.first(where: { $0.id == model }) {
-                return BackendLease(generation: generation, model: described, limits: limits)
+                return BackendLease(generation: generation, model: described, limits: limits, cancelGrace: cancelGrace)
             }
             // Its latest describe no longer lists the model (the index is rebuilt after a refresh): give the lease
             // back, or the generation would count a request that never ends and could never retire.

@@ -32,8 +32,10 @@ public final class GenerationStream: Sendable, AsyncSequence {
     /// How long the backend may stay silent before the watchdog fails the generation with `timeout`.
     let silenceLimit: Duration
     private let silenceLimitNanoseconds: UInt64
-    /// How long the backend may take to end the generation after `cancel()`.
-    let cancelGrace: Duration
+    /// How long the backend may take to end the generation after `cancel()`: the registry's grace in force, which a
+    /// reload may change while the stream runs (``SharedCancelGrace``).
+    var cancelGrace: Duration { sharedCancelGrace.value }
+    private let sharedCancelGrace: SharedCancelGrace
     private let state: Mutex<State>
     private let emitterWakeup = DispatchSemaphore(value: 0)
     private let onCancel: @Sendable () -> Void
@@ -86,7 +88,8 @@ public final class GenerationStream: Sendable, AsyncSequence {
         }
     }
 
-    init(
+    /// A stream with a cancel grace of its own (tests).
+    convenience init(
         id: UInt64,
         capacity: Int = 256,
         silenceLimit: Duration,
@@ -95,11 +98,25 @@ public final class GenerationStream: Sendable, AsyncSequence {
         onTerminal: @escaping @Sendable (_ expired: Bool) -> Void,
         onConsumed: (@Sendable (Int) -> Void)? = nil
     ) {
+        self.init(
+            id: id, capacity: capacity, silenceLimit: silenceLimit, sharedCancelGrace: SharedCancelGrace(cancelGrace),
+            onCancel: onCancel, onTerminal: onTerminal, onConsumed: onConsumed)
+    }
+
+    init(
+        id: UInt64,
+        capacity: Int = 256,
+        silenceLimit: Duration,
+        sharedCancelGrace: SharedCancelGrace,
+        onCancel: @escaping @Sendable () -> Void,
+        onTerminal: @escaping @Sendable (_ expired: Bool) -> Void,
+        onConsumed: (@Sendable (Int) -> Void)? = nil
+    ) {
         self.id = id
         self.capacity = capacity
         self.silenceLimit = silenceLimit
         silenceLimitNanoseconds = SystemClock.nanoseconds(silenceLimit)
-        self.cancelGrace = cancelGrace
+        self.sharedCancelGrace = sharedCancelGrace
         self.onCancel = onCancel
         self.onTerminal = onTerminal
         self.onConsumed = onConsumed

@@ -62,6 +62,12 @@ final class GenerationTable: Sendable {
 
     func recycle(_ sink: SinkPool.Sink) { sinks.give(sink) }
 
+    /// Keeps a sink out of the pool for good (its stream expired; the backend may still call it).
+    func retire(_ sink: SinkPool.Sink) { sinks.retire(sink) }
+
+    /// How many sinks were retired for good (tests).
+    var retiredSinkCount: Int { sinks.retiredCount }
+
     /// Whether a recycled sink is waiting in the pool twice (tests).
     var hasDuplicateRecycledSinks: Bool { sinks.hasDuplicateFreeEntries }
 }

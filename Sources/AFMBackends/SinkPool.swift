@@ -20,6 +20,10 @@ final class SinkPool: Sendable {
     }
 
     private let free = Mutex(FreeList())
+    /// Sinks retired for good: a backend may still call them at any time, so they are never reused or freed. Kept
+    /// here rather than dropped so that they stay reachable (what LeakSanitizer checks) and countable; a sink that a
+    /// host forgets to recycle or retire is still reported as a leak under ASan.
+    private let retired = Mutex<[Sink]>([])
 
     /// The C signature of `afm_event_sink.emit`.
     typealias Emit = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<afm_event>?) -> Int32
@@ -50,6 +54,15 @@ final class SinkPool: Sendable {
     func give(_ sink: Sink) {
         free.withLock { $0.entries.append((sink, .now)) }
     }
+
+    /// Keeps `sink` out of the pool for the rest of the process: its generation's stream expired, and the backend
+    /// may still call it (an `emit` then reaches an id that is gone and is dropped).
+    func retire(_ sink: Sink) {
+        retired.withLock { $0.append(sink) }
+    }
+
+    /// How many sinks were retired for good (tests).
+    var retiredCount: Int { retired.withLock { $0.count } }
 
     /// Whether a sink is in the free list twice (it would later be handed to two generations at once). Tests.
     var hasDuplicateFreeEntries: Bool {

@@ -146,10 +146,12 @@ extension Bridge {
             func params(_ event: JSONValue) -> JSONValue {
                 ["run_id": .string(id), "agent_id": .string(agentID), "seq": .number(JSONNumber(sequence)), "event": event]
             }
+            if last { state.withLock { $0.runs[id]?.ended = true } }
             // A streaming event is droppable: a host that stops reading must not make the outbox grow without
             // limit. The run it would have grown is cancelled, and its last event (always sent) says why.
             if !notify("run.event", params(json), droppable: !last) {
                 overflowed = true
+                state.withLock { $0.runs[id]?.ended = true }
                 run.cancel()
                 let error = AgentError(
                     .busy,
@@ -233,7 +235,7 @@ extension Bridge {
     private func activeRun(_ params: inout BridgeParams) throws(JSONRPCError) -> AgentRun? {
         let id = try params.string("run_id")
         let (entry, count) = state.withLock { ($0.runs[id], $0.runCount) }
-        if let entry { return entry.run }
+        if let entry, !entry.ended { return entry.run }
         guard id.hasPrefix("run-"), let number = Int(id.dropFirst(4)), number >= 1, number <= count else {
             throw .invalidParams(params.field("run_id"), "no run \"\(id.prefix(100))\" was started by this bridge")
         }

@@ -29,7 +29,8 @@ public final class Bridge: Sendable {
     public let configuration: BridgeConfiguration
     let outbox: BridgeOutbox
     let logger: Logger?
-    /// Called once the answer to `shutdown` is queued (`afm bridge` then exits).
+    /// Called once the answer to `shutdown` is queued (`afm bridge` then exits), on a Dispatch thread of its own:
+    /// it may call ``close()``.
     private let onShutdownRequest: @Sendable () -> Void
     let world = WorldState()
     let state = Mutex(State())
@@ -60,6 +61,9 @@ public final class Bridge: Sendable {
         let run: AgentRun
         /// Sends the run's events; ends after the last one.
         let task: Task<Void, Never>
+        /// Its last event is being sent: `run.cancel` and `run.submitToolOutput` treat it as ended (a host that got
+        /// the last event and cancels at once must hear `cancelled: false`), while shutdown still awaits `task`.
+        var ended = false
     }
 
     struct State {
@@ -74,9 +78,19 @@ public final class Bridge: Sendable {
         /// Method tasks still working (agent.create with MCP servers, agent.close), awaited by shutdown.
         var tasks: [UInt64: Task<Void, Never>] = [:]
         var shutDown = false
-        /// The tasks of `shutdown` requests (each answers once everything has ended), awaited by ``close()`` so
-        /// their answers are delivered before the outbox finishes.
-        var shutdownRequests: [Task<Void, Never>] = []
+        /// The one task of the `shutdown` requests: it shuts down, then answers every request that arrived meanwhile.
+        /// Awaited by ``close()`` so its answers are delivered before the outbox finishes.
+        var shutdownTask: Task<Void, Never>?
+        /// The ids of the `shutdown` requests waiting for that task (a request without an id is a notification).
+        var shutdownWaiting: [JSONRPCRequest] = []
+        /// The shutdown task has answered: a later `shutdown` is answered at once.
+        var shutdownAnswered = false
+        /// ``close()`` began: a message from now on is refused (``receive(_:)`` returns false).
+        var closing = false
+        /// Calls of ``receive(_:)`` that are dispatching a message, which ``close()`` waits for.
+        var receiving = 0
+        /// Signalled by the last of them when a close waits.
+        var receivesEnded: DispatchSemaphore?
     }
 
     /// A bridge that writes to `outbox`. `onShutdownRequest` runs after the answer to a `shutdown` request is queued.
@@ -94,7 +108,32 @@ public final class Bridge: Sendable {
 
     /// Handles one message (one line, without its newline). Blank lines are ignored; anything else is answered
     /// (unless it is a notification), with an error when it is not a valid request.
-    public func receive(_ message: ArraySlice<UInt8>) {
+    ///
+    /// - Returns: false when the bridge is closing or closed (``close()`` began): the message was not taken and will
+    ///   get no answer (`afm_bridge_send` then answers `AFM_BRIDGE_ERR_CLOSED`). A message taken is answered before
+    ///   ``close()`` ends: the close waits for every `receive` under way.
+    @discardableResult
+    public func receive(_ message: ArraySlice<UInt8>) -> Bool {
+        let taken = state.withLock { state -> Bool in
+            guard !state.closing else { return false }
+            state.receiving += 1
+            return true
+        }
+        guard taken else { return false }
+        defer {
+            let waiting = state.withLock { state -> DispatchSemaphore? in
+                state.receiving -= 1
+                guard state.receiving == 0 else { return nil }
+                defer { state.receivesEnded = nil }
+                return state.receivesEnded
+            }
+            waiting?.signal()
+        }
+        take(message)
+        return true
+    }
+
+    private func take(_ message: ArraySlice<UInt8>) {
         if message.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
         guard message.count <= configuration.maxMessageBytes else {
             logger?.warning("refused a message of \(message.count) bytes")
@@ -112,8 +151,9 @@ public final class Bridge: Sendable {
         dispatch(request)
     }
 
-    /// Handles one message given as text.
-    public func receive(_ message: String) {
+    /// Handles one message given as text; false when the bridge is closing or closed.
+    @discardableResult
+    public func receive(_ message: String) -> Bool {
         receive(Array(message.utf8)[...])
     }
 
@@ -143,20 +183,43 @@ public final class Bridge: Sendable {
             case "world.get": reply(request, try getWorld(&params))
             case "shutdown":
                 try params.finish()
-                // Refuse what follows at once (the next line may already be read); the task does the rest.
-                state.withLock { state in
+                // Refuse what follows at once (the next line may already be read); one task does the rest for every
+                // `shutdown` request (a host that repeats it must not add a task each), and one that comes after it
+                // answered is answered here.
+                let answerNow = state.withLock { state -> Bool in
                     state.shutDown = true
-                    state.shutdownRequests.append(Task {
-                        await self.shutdown()
-                        self.reply(request, [:])
-                        self.onShutdownRequest()
-                    })
+                    if state.shutdownAnswered { return true }
+                    state.shutdownWaiting.append(request)
+                    if state.shutdownTask == nil {
+                        state.shutdownTask = Task {
+                            await self.shutdown()
+                            let waiting = self.state.withLock { state in
+                                state.shutdownAnswered = true
+                                defer { state.shutdownWaiting = [] }
+                                return state.shutdownWaiting
+                            }
+                            for request in waiting { self.reply(request, [:]) }
+                            self.shutdownAnswered()
+                        }
+                    }
+                    return false
+                }
+                if answerNow {
+                    reply(request, [:])
+                    shutdownAnswered()
                 }
             default: throw JSONRPCError.methodNotFound(request.method)
             }
         } catch {
             reply(request, error: error)
         }
+    }
+
+    /// Runs `onShutdownRequest` off the task that answered and off the cooperative pool: it may call ``close()``,
+    /// which blocks its thread until the shutdown task ended (on that task it waited for itself).
+    private func shutdownAnswered() {
+        let onShutdownRequest = self.onShutdownRequest
+        DispatchQueue.global().async { onShutdownRequest() }
     }
 
     // MARK: - Messages out
@@ -236,14 +299,27 @@ public final class Bridge: Sendable {
 
     /// ``shutdown()`` for a host thread (never one of Swift's cooperative pool, which it blocks): returns when every
     /// run and agent has ended and the outbox has delivered what was queued and stopped its thread. What the stdio
-    /// bridge does at the end of its input and `afm_bridge_close` does.
+    /// bridge does at the end of its input and `afm_bridge_close` does. From its start, ``receive(_:)`` refuses
+    /// messages (returns false); a message it took before is answered first. Safe from `onShutdownRequest`.
     public func close() {
+        let receivesEnded = state.withLock { state -> DispatchSemaphore? in
+            state.closing = true
+            guard state.receiving > 0 else { return nil }
+            if state.receivesEnded == nil { state.receivesEnded = DispatchSemaphore(value: 0) }
+            return state.receivesEnded
+        }
+        // A message being dispatched on another thread (`afm_bridge_send` racing `afm_bridge_close`) queues its answer,
+        // or starts the task that will, before the shutdown below looks; dispatch never waits, so this is short.
+        if let receivesEnded {
+            receivesEnded.wait()
+            receivesEnded.signal()  // for a second close waiting on it
+        }
         let done = DispatchSemaphore(value: 0)
         Task {
             await shutdown()
-            // A `shutdown` request's answer is queued by its own task: without this wait, input that ends right
-            // after it (a host that sends `shutdown` and closes) could finish the outbox first and lose the answer.
-            for request in state.withLock({ $0.shutdownRequests }) { await request.value }
+            // The answers of `shutdown` requests are queued by their task: without this wait, input that ends right
+            // after one (a host that sends `shutdown` and closes) could finish the outbox first and lose the answer.
+            if let task = state.withLock({ $0.shutdownTask }) { await task.value }
             done.signal()
         }
         done.wait()

@@ -41,7 +41,9 @@ public func afmBridgeOpen(
     return AFM_BRIDGE_OK
 }
 
-/// `afm_bridge_send`: hands one message to the dispatcher (which queues its answer).
+/// `afm_bridge_send`: hands one message to the dispatcher (which queues its answer). A send that races
+/// `afm_bridge_close` either is taken (its answer is delivered before the close returns) or answers
+/// `AFM_BRIDGE_ERR_CLOSED`: never `AFM_BRIDGE_OK` without an answer.
 @c(afm_bridge_send)
 public func afmBridgeSend(_ bridge: OpaquePointer?, _ json: UnsafePointer<CChar>?, _ size: UInt64) -> afm_bridge_status {
     guard let bridge else { return AFM_BRIDGE_ERR_INVALID_ARGUMENT }
@@ -49,16 +51,15 @@ public func afmBridgeSend(_ bridge: OpaquePointer?, _ json: UnsafePointer<CChar>
     // Closed, closing or never a handle: refused without touching memory. Found: held until the send returns.
     guard let handle = BridgeRegistry.shared.handle(UInt(bitPattern: bridge)) else { return AFM_BRIDGE_ERR_CLOSED }
     guard let json, size > 0 else {
-        handle.bridge.receive(ArraySlice<UInt8>())
-        return AFM_BRIDGE_OK
+        return handle.bridge.receive(ArraySlice<UInt8>()) ? AFM_BRIDGE_OK : AFM_BRIDGE_ERR_CLOSED
     }
     // A message over the limit is refused by the dispatcher from its size: only one byte more than the limit is
     // copied, never the whole message.
     let count = Int(min(size, UInt64(handle.bridge.configuration.maxMessageBytes + 1)))
     var bytes = Array(UnsafeRawBufferPointer(start: json, count: count))
     if UInt64(count) == size, bytes.last == 0x0A { bytes.removeLast() }
-    handle.bridge.receive(bytes[...])
-    return AFM_BRIDGE_OK
+    // False: a close began after the lookup above (and before the message was taken).
+    return handle.bridge.receive(bytes[...]) ? AFM_BRIDGE_OK : AFM_BRIDGE_ERR_CLOSED
 }
 
 /// `afm_bridge_close`: ends everything the handle holds, then forgets it (a second close finds nothing).

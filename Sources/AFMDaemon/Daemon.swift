@@ -509,7 +509,9 @@ public final class Daemon: Sendable {
         browserPolicy.set(configuration.browserPolicy(listenHost: listenHost))
         service.setMaxOutputBytes(configuration.maxOutputBytes)
         // The deadline and its grace apply to requests already running too (the grace follows CancelGraceSeconds:
-        // it was the one of start-up, and a longer cancel grace had streams cut before their failure event).
+        // it was the one of start-up, and a longer cancel grace had streams cut before their failure event), as the
+        // cancel grace does to running streams (`registry.updateConfiguration` above): a stream's two graces change
+        // together, so a shorter one cannot cut it before its watchdog's failure event.
         server.setProcessingDeadline(configuration.processingDeadline, grace: Self.processingDeadlineGrace(configuration))
         rebindIfNeeded(to: configuration.listen)
         let outcomes = await registry.reloadChanged()

@@ -260,16 +260,18 @@ public struct ToolSet: Sendable {
     /// checked against its schema (docs/responses-api.md, "Tools"): every bound the subset has, number bounds
     /// included, from any backend. Empty arguments are no arguments (`{}`).
     ///
-    /// A call of a tool the request does not offer is delivered unchecked (nil): the client's runtime is what can
-    /// recover from it — AFMAgent answers it with an "unknown tool" output the model reads on its next step
-    /// (docs/agents.md), LangGraph's `ToolNode` with an error message — and failing the response would throw away the
-    /// model's answer with it. vLLM and Ollama pass such calls through as well; the local backend's grammar only
-    /// lets a model name offered tools.
+    /// A call of a tool the request does not offer is delivered, with no schema to check it against: the client's
+    /// runtime is what can recover from it — AFMAgent answers it with an "unknown tool" output the model reads on its
+    /// next step (docs/agents.md), LangGraph's `ToolNode` with an error message — and failing the response would throw
+    /// away the model's answer with it. vLLM and Ollama pass such calls through as well; the local backend's grammar
+    /// only lets a model name offered tools. Its arguments must still be a JSON object, as every tool's are: every
+    /// dialect delivers them as one (Messages' `input`), and a client parses them as one.
     ///
     /// - Returns: nil when the arguments are valid, else the `invalid_structured_output` error naming the tool, the
-    ///   JSON path in the arguments, and in `param` where the client wrote the parameters.
+    ///   JSON path in the arguments, and in `param` where the client wrote the parameters (none for a tool not
+    ///   offered).
     func checkArguments(ofCall name: String, _ arguments: String) -> AFMError? {
-        guard let tool = tool(named: name) else { return nil }
+        guard let tool = tool(named: name) else { return Self.checkObjectArguments(ofUnofferedCall: name, arguments) }
         let problem: String?
         if arguments.allSatisfy(\.isWhitespace) {
             problem = tool.validator.violation(of: .object([:])).map { "the arguments do not match the schema at \($0)" }
@@ -286,6 +288,21 @@ public struct ToolSet: Sendable {
                 .invalidStructuredOutput, "The model's call of the tool '\(name)' does not satisfy \(tool.parametersPath): \($0).",
                 param: tool.parametersPath)
         }
+    }
+
+    /// The check of a call of a tool the request does not offer: no arguments, or a JSON object.
+    private static func checkObjectArguments(ofUnofferedCall name: String, _ arguments: String) -> AFMError? {
+        if arguments.allSatisfy(\.isWhitespace) { return nil }
+        let problem: String
+        do {
+            let value = try JSONParser.parse(Array(arguments.utf8), limits: .init(maxDepth: maximumArgumentsDepth))
+            if value.objectValue != nil { return nil }
+            problem = "the arguments are not a JSON object"
+        } catch {
+            problem = "the arguments are not JSON (\(error.message))"
+        }
+        return AFMError(
+            .invalidStructuredOutput, "The model's call of the tool '\(name)', which the request does not offer, is invalid: \(problem).")
     }
 
     /// A backend's refusal of a tool's schema, located in the client's request: a backend names the keyword it

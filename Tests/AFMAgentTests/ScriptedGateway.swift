@@ -9,6 +9,8 @@ import Foundation
 final class ScriptedGateway {
     let daemon: DaemonProcess
     let recordPath: String
+    /// Removes the backend and script directories when the gateway goes.
+    private let owned: [TemporaryDirectory]
 
     /// Starts afmd with one scripted model per entry of `models` (id → steps JSON), each with `contextTokens`
     /// (and `maxInputTokens`, when given); `capabilities` gives some models a capabilities object (JSON text,
@@ -20,6 +22,7 @@ final class ScriptedGateway {
         let directory = BackendDirectoryBuilder()
         try directory.addScripted()
         let root = TestPaths.makeTemporaryDirectory("afm-agent-script")
+        owned = [TemporaryDirectory(adopting: directory.path), TemporaryDirectory(adopting: root)]
         let scriptPath = root + "/script.json"
         recordPath = root + "/records.jsonl"
         let input = maxInputTokens.map { #","max_input_tokens":\#($0)"# } ?? ""

@@ -14,6 +14,7 @@ import Testing
         try harness.directory.addCFixture(hosting: hosting)
         await harness.registry.loadAll()
         let lease = try harness.registry.lease(model: "c-no-terminal")
+        let retiredBefore = GenerationTable.shared.retiredSinkCount
         let started = ContinuousClock.now
         let events = await collect(try lease.start(requestDocument: requestDocument(model: "c-no-terminal")))
         let elapsed = ContinuousClock.now - started
@@ -27,6 +28,11 @@ import Testing
         #expect(events.filter(\.isTerminal).count == 1)
         // The lease was released: the generation has nothing in flight.
         #expect(await eventually { harness.status("c-fixture")?.inflight == 0 })
+        // In process, the cut-off generation's sink is retired for good (the backend may still call it), and stays
+        // referenced: dropping it was LeakSanitizer's report at the end of `make test-asan-ci`.
+        if hosting == "in-process" {
+            #expect(GenerationTable.shared.retiredSinkCount > retiredBefore)
+        }
     }
 
     @Test(arguments: Hosting.both) func eventsAfterTheTerminalEventAreIgnored(hosting: String) async throws {
@@ -162,6 +168,9 @@ extension GenerationTests {
             onCancel: { _ = box.withLock { $0 }?.receive(.done(.cancelled)) },  // on the cancelling thread
             onTerminal: { _ in })
         box.withLock { $0 = stream }
+        // The stream holds `onCancel`, which holds the box: emptied at the end, or the three stay in a cycle
+        // (LeakSanitizer's indirect leak from this test's GenerationStream, make test-asan-ci).
+        defer { box.withLock { $0 = nil } }
         stream.armCancel()
         let executor = PermissionRecordingExecutor()
         let consumer = Task(executorPreference: executor) {

@@ -11,6 +11,8 @@ struct RegistryHarness {
     let registry: BackendRegistry
     let sink = LogSink(capturing: ())
     let root: String
+    /// Removes `root` when the harness goes (the backend directory may be the caller's, shared by several harnesses).
+    private let owned: TemporaryDirectory
 
     init(
         directory: BackendDirectoryBuilder = BackendDirectoryBuilder(),
@@ -20,7 +22,8 @@ struct RegistryHarness {
         restartPolicy: RestartPolicy = .init()
     ) {
         self.directory = directory
-        root = TestPaths.makeTemporaryDirectory("afm-registry")
+        owned = TemporaryDirectory("afm-registry")
+        root = owned.path
         registry = BackendRegistry(
             configuration: .init(
                 backendDirectory: directory.path, copyDirectory: root + "/copies", stateDirectory: root + "/state",

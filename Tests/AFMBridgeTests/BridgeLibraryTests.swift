@@ -139,6 +139,9 @@ struct BridgeLibraryTests {
         // Sends racing the close are handled or refused as closed, never anything else; some were refused.
         #expect((values["sends_ok"] ?? 0) >= 50 && values["sends_other"] == 0, "\(result.output)")
         #expect((values["sends_closed"] ?? 0) >= 100, "\(result.output)")
+        // A send told AFM_BRIDGE_OK is answered, even the last ones before the close (before, a send that found the
+        // handle just before the close began could be dispatched after it and lose its answer).
+        #expect(values["raced_answered"] == values["sends_ok"], "\(result.output)")
     }
 
     /// Two handles whose callbacks close each other at the same moment: one close is refused with

@@ -8,6 +8,8 @@ struct ChatHarness {
     let scratch: String
     let record: String
     let dataDirectory: String
+    /// Removes the backend and scratch directories when the harness goes.
+    private let owned: [TemporaryDirectory]
     var url: String { "http://127.0.0.1:\(daemon.port)" }
     static var afm: String { TestPaths.binDirectory + "/afm" }
 
@@ -15,6 +17,7 @@ struct ChatHarness {
         let backends = BackendDirectoryBuilder()
         try backends.addScripted()
         scratch = TestPaths.makeTemporaryDirectory("afm-chat-cli")
+        owned = [TemporaryDirectory(adopting: backends.path), TemporaryDirectory(adopting: scratch)]
         record = scratch + "/record.jsonl"
         dataDirectory = scratch + "/data"
         let entries = models.sorted { $0.key < $1.key }.map { #"{"id":"\#($0.key)","# + $0.value.dropFirst() }

@@ -10,6 +10,8 @@ struct DaemonHarness {
     let record: String
     /// A scratch directory of the test (the script lives here).
     let scratch: String
+    /// Removes the backend and scratch directories when the harness goes.
+    private let owned: [TemporaryDirectory]
     var port: Int { daemon.port }
 
     /// Starts afmd serving `models` (id → steps JSON) through the scripted backend, plus the plain C fixture.
@@ -21,6 +23,7 @@ struct DaemonHarness {
         if withCFixture { try directory.addCFixture() }
         let scratch = TestPaths.makeTemporaryDirectory("afm-daemon-test")
         self.scratch = scratch
+        owned = [TemporaryDirectory(adopting: directory.path), TemporaryDirectory(adopting: scratch)]
         record = scratch + "/record.jsonl"
         var settings = "[Backend.scripted]\nRecordFile=\(record)\n"
         if !models.isEmpty {

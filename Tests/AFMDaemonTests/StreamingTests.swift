@@ -177,6 +177,30 @@ import Testing
         #expect(events.last?.event == "response.failed", "\(events.map(\.event))")
     }
 
+    /// A reload that shortens `CancelGraceSeconds` while a stream runs: the stream's deadline grace and its
+    /// watchdog's cancel grace stay consistent, so the backend that ignores the cancel is still ended by the watchdog
+    /// (4 s → 1 s) before the connection's grace (1 s + 1 s) runs out, and the client gets its failure event.
+    /// Failed before (review s9 #3): the HTTP grace followed the reload (2 s) while the stream's watchdog kept the
+    /// cancel grace of its lease (4 s), and the connection was cut with no `response.failed`.
+    @Test func aStreamKeepsItsFailureEventWhenAReloadShortensTheCancelGrace() throws {
+        let harness = try DaemonHarness(
+            models: ["deaf": #"[{"text":"a"},{"no_terminal":true}]"#],
+            config: "[Server]\nProcessingDeadlineSeconds=3\n[Backends]\nCancelGraceSeconds=4\n")
+        let client = try harness.client()
+        try client.sendRequest("POST", "/v1/responses", body: Array(responsesBody(model: "deaf", stream: true).utf8))
+        _ = try client.readUntil { $0.contains("response.output_text.delta") }
+        let path = harness.daemon.root + "/afmd.conf"
+        let config = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(config.contains("CancelGraceSeconds=4\n"))
+        try config.replacingOccurrences(of: "CancelGraceSeconds=4\n", with: "CancelGraceSeconds=1\n").write(
+            toFile: path, atomically: true, encoding: .utf8)
+        let reload = try harness.daemon.afmctl(["reload"])
+        #expect(reload.status == 0, "\(reload)")
+        let rest = (try? client.readUntil { $0.contains("response.failed") || $0.contains("response.completed") }) ?? ""
+        #expect(rest.contains("\"code\":\"timeout\""), "\(rest.suffix(400))")
+        #expect(rest.contains("response.failed"), "\(rest.suffix(400))")
+    }
+
     @Test func sigtermDrainsInFlightStreamsThenExits() throws {
         let harness = try DaemonHarness(models: ["slow": #"[{"repeat":10,"steps":[{"text":"s"},{"delay_ms":50}]}]"#])
         let client = try harness.client()

@@ -273,4 +273,39 @@ import Testing
         #expect(messages.status == 200, "\(messages)")
         #expect(messages.json?["content"]?[0]?["name"] == "drop_tables", "\(messages)")
     }
+
+    /// A call of a tool the request does not offer is delivered, but its arguments must still be a JSON object, as
+    /// for an offered tool: arguments that are not JSON, or JSON that is not an object, fail the response with
+    /// `invalid_structured_output` in every dialect. Failed before: they were delivered unchecked (Messages sent
+    /// `input: {}` in place of an array, and a stream's `partial_json` that was not JSON at all).
+    @Test func aCallOfAToolTheRequestDoesNotOfferStillNeedsObjectArguments() throws {
+        func stray(_ arguments: String) -> String {
+            #"[{"tool_call":{"name":"drop_tables","call_id":"call_1","arguments":\#(JSONValue.string(arguments).jsonString)}},{"finish":"tool_calls"}]"#
+        }
+        let harness = try DaemonHarness(models: ["array": stray("[1,2]"), "text": stray("not json"), "number": stray("42")])
+        let parameters = #"{"type":"object","properties":{"score":{"type":"number"}}}"#
+        let tools = #","tools":[{"type":"function","name":"rate","parameters":\#(parameters)}]"#
+        for model in ["array", "text", "number"] {
+            let plain = try harness.client().post("/v1/responses", json: responsesBody(model: model, extra: tools))
+            #expect(plain.status == 500, "\(model): \(plain)")
+            #expect(plain.json?["error"]?["code"] == "invalid_structured_output", "\(model): \(plain)")
+            #expect(plain.json?["error"]?["message"]?.stringValue?.contains("drop_tables") == true, "\(model): \(plain)")
+            let streamed = try harness.client().post("/v1/responses", json: responsesBody(model: model, stream: true, extra: tools))
+            #expect(streamed.events.last?.event == "response.failed", "\(model): \(streamed.events.map(\.event))")
+            #expect(streamed.events.first { $0.event == "error" }?.data["code"] == "invalid_structured_output")
+            let chat = try harness.client().post(
+                "/v1/chat/completions",
+                json: #"{"model":"\#(model)","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"rate","parameters":\#(parameters)}}]}"#)
+            #expect(chat.status == 500, "\(model): \(chat)")
+            #expect(chat.json?["error"]?["code"] == "invalid_structured_output", "\(model): \(chat)")
+            let messagesBody = #"{"model":"\#(model)","max_tokens":16,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"rate","input_schema":\#(parameters)}]"#
+            let messages = try harness.client().post("/v1/messages", json: messagesBody + "}")
+            #expect(messages.status == 500, "\(model): \(messages)")
+            #expect(messages.json?["error"]?["message"]?.stringValue?.contains("drop_tables") == true, "\(model): \(messages)")
+            let messagesStreamed = try harness.client().post("/v1/messages", json: messagesBody + #","stream":true}"#)
+            let events = TestHTTPClient.parseEvents(messagesStreamed.text)
+            #expect(events.last?.event == "error", "\(model): \(events.map(\.event))")
+            #expect(!events.contains { $0.event == "message_stop" }, "\(model): \(events.map(\.event))")
+        }
+    }
 }

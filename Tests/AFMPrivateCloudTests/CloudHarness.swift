@@ -17,6 +17,8 @@ struct CloudDaemon {
     private(set) var daemon: DaemonProcess
     let scratch: String
     let record: String
+    /// Removes the backend and scratch directories when the harness goes.
+    private let owned: [TemporaryDirectory]
     /// afmd.conf up to the `[Backend.private-cloud]` section.
     private let baseConfig: String
     var port: Int { daemon.port }
@@ -33,6 +35,7 @@ struct CloudDaemon {
             try FileManager.default.copyItem(atPath: CloudPaths.manifest, toPath: directory.path + "/private-cloud.json")
         }
         scratch = TestPaths.makeTemporaryDirectory("afm-cloud-test")
+        owned = [TemporaryDirectory(adopting: directory.path), TemporaryDirectory(adopting: scratch)]
         record = scratch + "/record.jsonl"
         var config = "[Backend.scripted]\nRecordFile=\(record)\n"
         if !scriptedModels.isEmpty {

@@ -13,31 +13,21 @@ final class KitFixtureDriver {
     }
 
     /// The events of one generation, as the sink saw them.
-    final class Recorder: @unchecked Sendable {
-        // Safety: `sink` is written once in init before the recorder is shared; everything else is a Mutex or atomic.
+    final class Recorder: Sendable {
         let events = Mutex<[(type: Int32, code: Int32)]>([])
         let overlaps = Atomic<Int>(0)
         private let inEmit = Atomic<Bool>(false)
         let terminal = DispatchSemaphore(value: 0)
-        let sink: UnsafeMutablePointer<afm_event_sink>
 
-        init() {
-            sink = .allocate(capacity: 1)  // never freed: the backend may call it after the test moved on
-            sink.initialize(to: afm_event_sink())
-            sink.pointee.struct_size = UInt32(MemoryLayout<afm_event_sink>.size)
-            sink.pointee.ctx = Unmanaged.passRetained(self).toOpaque()
-            sink.pointee.emit = { context, event in
-                guard let context, let event else { return 1 }
-                let recorder = Unmanaged<Recorder>.fromOpaque(context).takeUnretainedValue()
-                if recorder.inEmit.exchange(true, ordering: .acquiringAndReleasing) {
-                    recorder.overlaps.add(1, ordering: .relaxed)
-                }
-                usleep(20_000)  // a host whose client reads slowly: a second caller arrives while this one is inside
-                recorder.events.withLock { $0.append((event.pointee.type, event.pointee.code)) }
-                recorder.inEmit.store(false, ordering: .releasing)
-                if event.pointee.type == AFM_EVENT_DONE || event.pointee.type == AFM_EVENT_ERROR { recorder.terminal.signal() }
-                return 0
+        /// The sink's `emit`: spends 20 ms on every event and counts a caller that arrives meanwhile.
+        func record(_ event: afm_event) {
+            if inEmit.exchange(true, ordering: .acquiringAndReleasing) {
+                overlaps.add(1, ordering: .relaxed)
             }
+            usleep(20_000)  // a host whose client reads slowly: a second caller arrives while this one is inside
+            events.withLock { $0.append((event.type, event.code)) }
+            inEmit.store(false, ordering: .releasing)
+            if event.type == AFM_EVENT_DONE || event.type == AFM_EVENT_ERROR { terminal.signal() }
         }
     }
 
@@ -51,6 +41,8 @@ final class KitFixtureDriver {
 
     private let table: UnsafePointer<afm_backend_vtable>
     private let instance: OpaquePointer
+    /// The sinks of this driver's generations, each holding a reference to its recorder; `destroy` frees them.
+    private var sinks: [UnsafeMutablePointer<afm_event_sink>] = []
 
     /// Loads the library (never unloaded), negotiates and creates an instance.
     init() throws {
@@ -59,11 +51,9 @@ final class KitFixtureDriver {
             throw Failure(description: "cannot load \(path): \(dlerror().map { String(cString: $0) } ?? "?") (swift build makes it)")
         }
         let negotiate = unsafeBitCast(symbol, to: afm_backend_negotiate_fn.self)
-        let host = UnsafeMutablePointer<afm_host_api>.allocate(capacity: 1)  // lives until the process exits
-        host.initialize(to: afm_host_api())
-        host.pointee.struct_size = UInt32(MemoryLayout<afm_host_api>.size)
-        host.pointee.abi_major = UInt32(AFM_ABI_MAJOR)
-        host.pointee.abi_minor = UInt32(AFM_ABI_MINOR)
+        // The process-wide table (the ABI has it live until the process exits): one allocated per driver and
+        // dropped was LeakSanitizer's direct leak from this initializer (BackendKitTests, make test-asan-ci).
+        let host = PluginDriver.hostTable
         var info = afm_backend_info()
         info.struct_size = UInt32(MemoryLayout<afm_backend_info>.size)
         var error = Self.error()
@@ -85,11 +75,21 @@ final class KitFixtureDriver {
     /// `generate` with `request` (a whole document) and a fresh recorder.
     func generate(_ request: String) -> Outcome {
         let recorder = Recorder()
+        let sink = UnsafeMutablePointer<afm_event_sink>.allocate(capacity: 1)  // freed by `destroy`
+        sink.initialize(to: afm_event_sink())
+        sink.pointee.struct_size = UInt32(MemoryLayout<afm_event_sink>.size)
+        sink.pointee.ctx = Unmanaged.passRetained(recorder).toOpaque()
+        sink.pointee.emit = { context, event in
+            guard let context, let event else { return 1 }
+            Unmanaged<Recorder>.fromOpaque(context).takeUnretainedValue().record(event.pointee)
+            return 0
+        }
+        sinks.append(sink)
         var error = Self.error()
         let bytes = Array(request.utf8)
         let status = bytes.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) {
-                table.pointee.generate(instance, 1, afm_str(data: $0.baseAddress, size: UInt64($0.count)), recorder.sink, &error)
+                table.pointee.generate(instance, 1, afm_str(data: $0.baseAddress, size: UInt64($0.count)), sink, &error)
             }
         }
         return Outcome(status: status, errorCode: error.code, message: Self.message(&error), recorder: recorder)
@@ -101,7 +101,19 @@ final class KitFixtureDriver {
             + #""tool_choice":{"mode":"auto"},"parallel_tool_calls":true,"max_output_tokens":16,"stream":true}"#
     }
 
-    func destroy() { table.pointee.destroy(instance) }
+    /// Destroys the instance, then frees the sinks and drops their references to the recorders: the backend's
+    /// `destroy` joined every thread it started (ABI), so nothing can call a sink any more. Sinks kept for good,
+    /// each retaining its recorder (a cycle through the recorder's own pointer to it before), were LeakSanitizer's
+    /// indirect leaks from `generate`.
+    func destroy() {
+        table.pointee.destroy(instance)
+        for sink in sinks {
+            if let context = sink.pointee.ctx { Unmanaged<Recorder>.fromOpaque(context).release() }
+            sink.deinitialize(count: 1)
+            sink.deallocate()
+        }
+        sinks = []
+    }
 
     private static func error() -> afm_error {
         var error = afm_error()

@@ -43,10 +43,11 @@ final class PluginDriver {
 
     private let vtable: UnsafePointer<afm_backend_vtable>
     private let instance: OpaquePointer
-    /// The host table every driver passes: one for the process, because the plugin may keep the pointer while it
-    /// stays loaded (it is never unloaded). A table per driver, never freed, was a leak LeakSanitizer reported
-    /// (`make test-asan`: 34 reports from this initializer). Written once, before any thread can read it.
-    private nonisolated(unsafe) static let hostTable: UnsafeMutablePointer<afm_host_api> = {
+    /// The host table every driver passes (KitFixtureDriver's too): one for the process, because a plugin may keep
+    /// the pointer while it stays loaded (it is never unloaded). A table per driver, never freed, was a leak
+    /// LeakSanitizer reported (`make test-asan`: 34 reports from this initializer). Written once, before any thread
+    /// can read it.
+    nonisolated(unsafe) static let hostTable: UnsafeMutablePointer<afm_host_api> = {
         var host = afm_host_api()
         host.struct_size = UInt32(MemoryLayout<afm_host_api>.size)
         host.abi_major = UInt32(AFM_ABI_MAJOR)

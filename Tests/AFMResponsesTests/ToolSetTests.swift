@@ -28,8 +28,14 @@ import Testing
         #expect(tools.checkArguments(ofCall: "rate", #"{"score":"#)?.message.contains("not JSON") == true)
         // Empty arguments are no arguments: the required member is missing.
         #expect(tools.checkArguments(ofCall: "rate", "")?.message.contains("score") == true)
-        // A tool the request does not offer is not checked here.
-        #expect(tools.checkArguments(ofCall: "other", "not json") == nil)
+        // A tool the request does not offer has no schema to check, but its arguments must be a JSON object.
+        #expect(tools.checkArguments(ofCall: "other", #"{"anything":[1]}"#) == nil)
+        #expect(tools.checkArguments(ofCall: "other", " ") == nil)
+        for arguments in ["not json", "[1,2]", "42", #""text""#] {
+            let error = tools.checkArguments(ofCall: "other", arguments)
+            #expect(error?.code == .invalidStructuredOutput, "\(arguments)")
+            #expect(error?.message.contains("'other'") == true, "\(arguments)")
+        }
     }
 
     @Test func aBackendsRefusalOfAToolSchemaNamesTheClientsPath() throws {

@@ -8,6 +8,9 @@ public final class DaemonProcess {
     public let root: String
     public let logPath: String
     public private(set) var port = 0
+    /// Whether this process owns (a share of) `root`: a root it made, or the one of a daemon it restarts in. The last
+    /// owner removes it when it goes (``deinit``).
+    private let ownsRoot: Bool
 
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -16,12 +19,18 @@ public final class DaemonProcess {
     /// Starts `afmd --listen 127.0.0.1:0 --config-root ROOT --backend-dir DIR` with `config` as ROOT/afmd.conf.
     ///
     /// - Parameter root: an existing config root to start in again (a restart that keeps the state directory);
-    ///   nil makes a new one.
+    ///   nil makes a new one, removed when this object goes (or, restarted in, when the last daemon that used it goes).
     public init(
         backendDirectory: String, config: String = "", extraArguments: [String] = [], environment: [String: String] = [:],
         root existingRoot: String? = nil, nice: Int? = nil, waitFor marker: String = "listening on 127.0.0.1:"
     ) throws {
-        root = existingRoot ?? TestPaths.makeTemporaryDirectory("afmd-root")
+        if let existingRoot {
+            root = existingRoot
+            ownsRoot = TestPaths.retainOwnedDirectory(existingRoot)
+        } else {
+            root = TestPaths.makeOwnedTemporaryDirectory("afmd-root")
+            ownsRoot = true
+        }
         logPath = root + "/afmd.log"
         try config.write(toFile: root + "/afmd.conf", atomically: true, encoding: .utf8)
         // Tests stop daemons all the time: no drain delay unless a test asks for one (AFM_SERVER_DRAIN_DELAY_SECONDS
@@ -105,5 +114,6 @@ public final class DaemonProcess {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+        if ownsRoot { TestPaths.releaseOwnedDirectory(root) }
     }
 }

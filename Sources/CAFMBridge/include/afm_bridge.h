@@ -95,7 +95,9 @@ afm_bridge_status afm_bridge_open(const char *config_json, afm_bridge_callback c
  *  −32602 naming the field, …) arrives through the callback; a notification is never answered.
  *  Returns AFM_BRIDGE_OK once the message is handled, AFM_BRIDGE_ERR_INVALID_ARGUMENT when bridge is NULL or
  *  json is NULL with a non-zero size, or AFM_BRIDGE_ERR_CLOSED when the handle is closed, being closed, or not a
- *  handle (the message is dropped). Never blocks on a model or on the callback.
+ *  handle (the message is dropped). A message sent with AFM_BRIDGE_OK is answered even when a close on another
+ *  thread races the send: the close delivers the answer before it returns. Never blocks on a model or on the
+ *  callback.
  *  [any-thread] Borrowed: json is read during the call only. */
 afm_bridge_status afm_bridge_send(afm_bridge *bridge, const char *json, uint64_t size);
 

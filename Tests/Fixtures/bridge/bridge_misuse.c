@@ -3,7 +3,8 @@
  * compiles it with pkg-config afm-bridge and reads its report). Nothing here may crash or hang the process.
  *
  *   bridge_misuse stale    close twice, send after close, a pointer that was never a handle, a close racing
- *                          another close and sends from another thread: every status is printed
+ *                          another close and sends from another thread: every status is printed, and how many
+ *                          of those sends were answered
  *   bridge_misuse cross MS two handles whose callbacks close each other, the second MS ms after the first (0: at
  *                          the same moment; 200: while the first close already stops the second handle's delivery
  *                          thread): one close is refused (AFM_BRIDGE_ERR_WRONG_THREAD), the other ends its
@@ -127,13 +128,17 @@ static int stale(void) {
     for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
     int race_ok = (closers[0].status == AFM_BRIDGE_OK) + (closers[1].status == AFM_BRIDGE_OK);
     int race_closed = (closers[0].status == AFM_BRIDGE_ERR_CLOSED) + (closers[1].status == AFM_BRIDGE_ERR_CLOSED);
+    /* Every send that returned AFM_BRIDGE_OK was answered before the close returned. */
+    pthread_mutex_lock(&third.lock);
+    int raced_answered = third.answered;
+    pthread_mutex_unlock(&third.lock);
 
     printf("first_close=%d second_close=%d send_after_close=%d send_to_garbage=%d close_garbage=%d fresh_send=%d "
            "stale_after_reopen=%d fresh_close=%d race_ok=%d race_closed=%d sends_ok=%d sends_closed=%d "
-           "sends_other=%d\n",
+           "sends_other=%d raced_answered=%d\n",
            first_close, second_close, send_after_close, send_to_garbage, close_garbage, fresh_send,
            stale_after_reopen, fresh_close, race_ok, race_closed, sender.sends_ok, sender.sends_closed,
-           sender.sends_other);
+           sender.sends_other, raced_answered);
     return 0;
 }
 

@@ -207,6 +207,7 @@ int32_t sampling_top_k(std::optional<int32_t> requested, int32_t fallback, int32
 }
 
 std::atomic<void (*)()> g_before_final_tool_parse{nullptr};
+std::atomic<void (*)(int, int64_t)> g_after_decode{nullptr};
 
 bool tool_parse_due(uint64_t parsed_so_far, size_t text_size) {
     // Every token while the output is short (up to ~2 kB); then only when this run keeps the total within the
@@ -425,6 +426,7 @@ std::unique_ptr<Engine> Engine::load(const Settings &settings, LoadFailure &fail
 }
 
 void Engine::stop() {
+    stopping_.store(true, std::memory_order_release);  // a batch being computed ends now (abort_decode)
     {
         std::lock_guard<std::mutex> lock(work_mutex_);
         if (shutdown_ && !thread_.joinable()) return;
@@ -1167,6 +1169,20 @@ void Engine::run(std::promise<int> warmed) {
     loop();
 }
 
+bool Engine::abort_decode(void *data) noexcept {
+    // Reads only what the decode thread, blocked in llama_decode, does not change meanwhile (the batch's slots and
+    // their jobs), and the atomics other threads set.
+    const auto *self = static_cast<const Engine *>(data);
+    if (self->stopping_.load(std::memory_order_acquire)) return true;
+    bool any = false;
+    for (const Slot *slot : self->slots_) {
+        if (slot->batch_count == 0) continue;
+        if (slot->job && !slot->job->stopped()) return false;  // someone still waits for this batch
+        any = true;
+    }
+    return any;
+}
+
 void Engine::loop() {
     // Nothing may escape this thread (std::terminate would end the process: the runner, or afmd itself with
     // in-process hosting). Failures inside one slot's work end that generation with ERROR; anything else ends
@@ -1175,6 +1191,8 @@ void Engine::loop() {
     llama_batch batch = llama_batch_init(n_batch_, 0, 1);
     std::deque<std::shared_ptr<Job>> waiting;
     size_t turn = 0;  // rotates which prompt-reading slot is served first
+    // From here on (not during the warm-up): a batch whose generations all stopped is abandoned mid-computation.
+    llama_set_abort_callback(ctx_, &Engine::abort_decode, this);
 
     for (;;) {
         try {
@@ -1281,6 +1299,21 @@ void Engine::loop() {
             rc = -101;
         }
         t_decode = now_us() - t_decode;
+        if (auto hook = g_after_decode.load(std::memory_order_acquire)) hook(rc, t_decode);
+        if (rc == 2) {
+            // Aborted (abort_decode): every generation in the batch stopped, or the engine stops. llama.cpp took the
+            // aborted ubatch's cells out again; cells of an earlier ubatch of the same batch may remain, so each
+            // sequence is trimmed back to what its slot records: the slot keeps the prompt decoded by earlier steps
+            // for the next request on its conversation (or the prompt cache), exactly as if the batch never ran.
+            // The next step drops the stopped generations.
+            for (Slot *slot : slots_) {
+                if (slot->batch_count == 0) continue;
+                if (!llama_memory_seq_rm(mem, slot->id, (llama_pos)slot->cache.size(), -1)) release(*slot, true);
+                slot->batch_index = -1;
+                slot->batch_count = 0;
+            }
+            continue;
+        }
         if (rc != 0) {
             char message[64];
             std::snprintf(message, sizeof message, rc == -100 ? "llama_decode failed (out of memory)"

@@ -61,11 +61,14 @@ std::string integer_range(std::optional<int64_t> low, std::optional<int64_t> hig
     if (low) schema["minimum"] = *low;
     if (high) schema["maximum"] = *high;
     std::string grammar = json_schema_to_grammar(schema, /*force_gbnf*/ true);
+    if (auto hook = g_converted_grammar.load(std::memory_order_acquire)) hook(grammar);
     const std::string head = "root ::= ";
     size_t start = grammar.rfind("\n" + head);
+    // Without one, llama.cpp's converter changed (not the request): the server's fault.
     start = grammar.compare(0, head.size(), head) == 0 ? head.size()
-            : start == std::string::npos             ? throw std::runtime_error("no root rule for an integer range")
-                                                     : start + 1 + head.size();
+            : start == std::string::npos ? throw BackendError(AFM_ERR_INTERNAL, "llama.cpp's schema converter wrote no "
+                                                                                "root rule for an integer range")
+                                         : start + 1 + head.size();
     size_t end = grammar.find('\n', start);
     return grammar.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
@@ -519,7 +522,10 @@ struct NumberRewrite {
                 for (auto &component : schema.at("allOf")) node(component);
             break;
         case Kind::Array: {
-            common_json &items = schema.at(schema.contains("items") ? "items" : "prefixItems");
+            // An array of anything ({"type": "array"} alone) has neither: llama.cpp builds a generic array.
+            const char *key = schema.contains("items") ? "items" : schema.contains("prefixItems") ? "prefixItems" : nullptr;
+            if (!key) break;
+            common_json &items = schema.at(key);
             if (items.is_array()) {  // a tuple
                 for (auto &item : items) node(item);
             } else {
@@ -591,6 +597,7 @@ std::string random_marker() {
 }  // namespace
 
 std::atomic<const char *> g_random_device_token{nullptr};
+std::atomic<void (*)(std::string &)> g_converted_grammar{nullptr};
 
 void check_schema_limits(const nlohmann::json &schema, const std::string &where, bool output, int64_t &budget,
                          int64_t &visits) {
@@ -608,6 +615,7 @@ std::string output_schema_grammar(const std::string &schema_text) {
     rewrite.node(schema);
     rewrite.walk_refs(schema);
     std::string grammar = json_schema_to_grammar(schema, /*force_gbnf*/ true);
+    if (auto hook = g_converted_grammar.load(std::memory_order_acquire)) hook(grammar);
     if (rewrite.rules.empty()) return grammar;
     // One pass over the converter's output: each marker literal ("\"<marker>value-<i>\"": a const string's JSON text,
     // quoted for GBNF) becomes the name of rule i, named after the marker too, so no rule the converter derived from
@@ -621,8 +629,10 @@ std::string output_schema_grammar(const std::string &schema_text) {
         size_t digits = at + head.size(), end = digits;
         while (end < grammar.size() && end - digits < 12 && std::isdigit((unsigned char)grammar[end])) end++;
         size_t i = end > digits ? std::stoul(grammar.substr(digits, end - digits)) : rewrite.rules.size();
+        // The marker is no text of the request's (it is random): a converter that did not keep it as written is
+        // the server's fault.
         if (i >= rewrite.rules.size() || grammar.compare(end, tail.size(), tail) != 0)
-            throw std::runtime_error("a bounded number's marker was mangled while building the grammar");
+            throw BackendError(AFM_ERR_INTERNAL, "a bounded number's marker was mangled while building the grammar");
         const std::string rule = rewrite.marker + "rule-" + std::to_string(i);
         out.append(grammar, from, at - from);
         out += rule;

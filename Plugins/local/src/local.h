@@ -190,6 +190,15 @@ constexpr uint64_t kParseBudget = 256;
  *  a tool output, so a test can make an allocation of that parse fail. Never set in the plugin. */
 extern std::atomic<void (*)()> g_before_final_tool_parse;
 
+/** Test hook (tests/unit_tests.cpp): when set, called on the decode thread after each step's llama_decode with its
+ *  result (2: aborted, see Engine::abort_decode) and how long it took, in microseconds. Never set in the plugin. */
+extern std::atomic<void (*)(int rc, int64_t us)> g_after_decode;
+
+/** Test hook (tests/unit_tests.cpp): when set, called with each grammar llama.cpp's json_schema_to_grammar wrote for
+ *  grammar.cpp (an integer range's, the output schema's) before it is used, so a test can stand in for a converter
+ *  whose output is not what the rewrite expects. Never set in the plugin. */
+extern std::atomic<void (*)(std::string &grammar)> g_converted_grammar;
+
 /** Test hook (tests/unit_tests.cpp): when set, the token that output_schema_grammar's std::random_device is made
  *  with; one it refuses fails as a machine without a usable entropy source would. Never set in the plugin. */
 extern std::atomic<const char *> g_random_device_token;
@@ -363,6 +372,11 @@ private:
     struct Slot;
     void run(std::promise<int> warmed);
     void loop();
+    /** llama.cpp's abort callback (llama_set_abort_callback): ggml asks it after every node of the graph it computes,
+     *  on the decode thread (ggml's thread 0 is the caller). True ends the running llama_decode at once (it returns
+     *  2): when the engine stops, or when every generation in the batch was stopped meanwhile (cancelled, its client
+     *  gone, a deadline), so a long prompt batch does not keep the cores busy for nobody. */
+    static bool abort_decode(void *engine) noexcept;
     void step_assign(std::deque<std::shared_ptr<Job>> &waiting);
     void assign(Slot &slot, const std::shared_ptr<Job> &job);
     void on_token(Slot &slot, llama_token token);
@@ -411,6 +425,7 @@ private:
     std::deque<std::shared_ptr<Job>> incoming_;  // guarded by work_mutex_
     uint64_t wake_seq_ = 0;                       // guarded by work_mutex_
     bool shutdown_ = false;                       // guarded by work_mutex_
+    std::atomic<bool> stopping_{false};           // stop() began: a running decode aborts (abort_decode)
 };
 
 constexpr size_t kMaxQueuedEvents = 64;  // a slot whose client lags further behind pauses (per-slot backpressure)

@@ -36,6 +36,15 @@ void dispatch_line(int level, std::string line) {
     // With per-slot contexts llama.cpp compares the whole KV size with the training context; the backend caps
     // every sequence at ContextTokens itself, so this warning would only mislead operators.
     if (line.find("possible training context overflow") != std::string::npos) level = GGML_LOG_LEVEL_DEBUG;
+    // A decode the engine aborts on purpose (every generation in the batch stopped: Engine::abort_decode) makes
+    // llama.cpp log errors (status 1 is GGML_STATUS_ABORTED, which only an abort callback gives; llama_decode's 2)
+    // and the cells it took out again: expected, not worth an operator's attention. (A decode that fails otherwise,
+    // with those cells, is reported by the backend itself.)
+    if (line.find("ggml_backend_sched_graph_compute_async failed with error 1") != std::string::npos ||
+        line.find("failed to compute graph, compute status: 1") != std::string::npos ||
+        line.find("failed to decode, ret = 2") != std::string::npos ||
+        line.find("removing memory module entries") != std::string::npos)
+        level = GGML_LOG_LEVEL_DEBUG;
     int32_t afm_level;
     switch (level) {
     case GGML_LOG_LEVEL_ERROR: afm_level = AFM_LOG_ERROR; break;

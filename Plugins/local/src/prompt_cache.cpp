@@ -240,7 +240,7 @@ bool is_prefix(const std::vector<llama_token> &a, const std::vector<llama_token>
 
 }  // namespace
 
-std::atomic<void (*)()> g_during_cache_scan{nullptr};
+std::atomic<void (*)(const char *)> g_during_cache_scan{nullptr};
 
 uint64_t prompt_cache_header_hash(const PromptCacheFileHeader &h) {
     return hash64(&h, offsetof(PromptCacheFileHeader, header_hash), 0x4846);
@@ -503,9 +503,50 @@ bool PromptCache::begin_scan_locked(Listing &listing) {
     listing.generation = disk_generation_;
     for (const auto &[name, entry] : disk_)
         if (entry.usable) listing.known.insert(name);  // an unusable one is judged again (the bounds change)
+    // Last (nothing after it throws): removals from now on are remembered for its merge, which every listing begun
+    // here gets.
+    listings_.insert(listing.generation);
     // From now on a change (one during the listing too) makes the next scan list again.
     dir_mtime_ = mtime_ns(st);
     return true;
+}
+
+void PromptCache::list_entry(Listing &listing, int dir, std::string name) {
+    if (is_abandoned_temp(dir, name)) {
+        // A writer that died mid-write left this (it is older than any write takes): it counts in no bound, so it
+        // goes.
+        ::unlinkat(dir, name.c_str(), 0);
+        return;
+    }
+    if (name.size() < 4 || name.compare(name.size() - 3, 3, ".kv") != 0) return;
+    if (listing.known.count(name)) {
+        listing.still.insert(name);
+        return;
+    }
+    DiskEntry entry;
+    int64_t mtime = 0;
+    switch (read_entry(dir, name, entry.tokens, nullptr, entry.bytes, mtime)) {
+    case Read::ok:
+        break;
+    case Read::beyond:
+        entry.usable = false;  // another instance's to restore; here it only counts in the bound
+        entry.tokens.clear();
+        break;
+    case Read::damaged:
+        // Truncated, damaged, or of another format: a cache entry is never worth keeping in doubt. (Counted once: a
+        // scan on another thread may have found it too; counted at the merge, so this idle-priority thread never
+        // holds ram_mutex_, which the decode thread takes for every lookup.)
+        if (::unlinkat(dir, name.c_str(), 0) == 0) listing.discarded++;
+        return;
+    case Read::unavailable:
+        listing.again = true;
+        return;
+    case Read::gone:
+    case Read::foreign:
+        return;
+    }
+    entry.used = mtime;
+    listing.found.emplace(std::move(name), std::move(entry));
 }
 
 void PromptCache::list_directory(Listing &listing) {
@@ -525,45 +566,8 @@ void PromptCache::list_directory(Listing &listing) {
             ~Closer() { ::closedir(d); }
         } closer{d};
         while (struct dirent *e = ::readdir(d)) {
-            if (auto hook = g_during_cache_scan.load(std::memory_order_acquire)) hook();
-            std::string name = e->d_name;
-            if (is_abandoned_temp(dir, name)) {
-                // A writer that died mid-write left this (it is older than any write takes): it counts in no bound,
-                // so it goes.
-                ::unlinkat(dir, name.c_str(), 0);
-                continue;
-            }
-            if (name.size() < 4 || name.compare(name.size() - 3, 3, ".kv") != 0) continue;
-            if (listing.known.count(name)) {
-                listing.still.insert(name);
-                continue;
-            }
-            DiskEntry entry;
-            int64_t mtime = 0;
-            switch (read_entry(dir, name, entry.tokens, nullptr, entry.bytes, mtime)) {
-            case Read::ok:
-                break;
-            case Read::beyond:
-                entry.usable = false;  // another instance's to restore; here it only counts in the bound
-                entry.tokens.clear();
-                break;
-            case Read::damaged:
-                // Truncated, damaged, or of another format: a cache entry is never worth keeping in doubt. (Counted
-                // once: a scan on another thread may have found it too.)
-                if (::unlinkat(dir, name.c_str(), 0) == 0) {
-                    std::lock_guard<std::mutex> lock(ram_mutex_);
-                    counters_.discarded++;
-                }
-                continue;
-            case Read::unavailable:
-                listing.again = true;
-                continue;
-            case Read::gone:
-            case Read::foreign:
-                continue;
-            }
-            entry.used = mtime;
-            listing.found.emplace(std::move(name), std::move(entry));
+            list_entry(listing, dir, e->d_name);
+            if (auto hook = g_during_cache_scan.load(std::memory_order_acquire)) hook(e->d_name);
         }
         listing.complete = true;
     } catch (...) {
@@ -572,6 +576,25 @@ void PromptCache::list_directory(Listing &listing) {
 }
 
 void PromptCache::merge_scan_locked(Listing &listing) {
+    if (listing.discarded) {
+        std::lock_guard<std::mutex> lock(ram_mutex_);
+        counters_.discarded += listing.discarded;
+        listing.discarded = 0;
+    }
+    // This listing no longer needs the removals made meanwhile; those no listing still running began before go.
+    if (auto it = listings_.find(listing.generation); it != listings_.end()) listings_.erase(it);
+    struct Prune {
+        PromptCache &cache;
+        ~Prune() {
+            if (cache.listings_.empty()) {
+                cache.removed_.clear();
+                return;
+            }
+            const uint64_t oldest = *cache.listings_.begin();
+            for (auto it = cache.removed_.begin(); it != cache.removed_.end();)
+                it = it->second <= oldest ? cache.removed_.erase(it) : std::next(it);
+        }
+    } prune{*this};
     // Not the directory listed any more (it was removed, and the writer made it again), or not listed whole: the
     // index stays as it is, and the next scan lists again.
     if (directory_ != listing.directory || !listing.complete) {
@@ -594,11 +617,16 @@ void PromptCache::merge_scan_locked(Listing &listing) {
         } else if (listing.still.count(it->first)) {
             ++it;
         } else {
+            forget_locked(it->first);
             it = disk_.erase(it);  // gone from the directory (or no longer readable)
         }
     }
     for (auto &[name, entry] : listing.found) {
         if (disk_.count(name)) continue;  // indexed since the listing began
+        // Indexed and removed again since it was listed (a lookup's scan found it, then it was evicted, replaced or
+        // discarded): the listing's copy is out of date, and the file is gone.
+        if (auto removed = removed_.find(name); removed != removed_.end() && removed->second > listing.generation)
+            continue;
         entry.generation = ++disk_generation_;
         disk_.emplace(name, std::move(entry));
     }
@@ -606,11 +634,16 @@ void PromptCache::merge_scan_locked(Listing &listing) {
     for (const auto &[name, entry] : disk_) disk_bytes_ += entry.bytes;
 }
 
+void PromptCache::forget_locked(const std::string &name) {
+    if (!listings_.empty()) removed_[name] = ++disk_generation_;
+}
+
 void PromptCache::remove_file_locked(const std::string &name) {
     auto it = disk_.find(name);
     if (it == disk_.end()) return;
     if (directory_) ::unlinkat(directory_->fd, name.c_str(), 0);
     disk_bytes_ -= it->second.bytes;
+    forget_locked(name);
     disk_.erase(it);
 }
 
@@ -767,6 +800,7 @@ bool PromptCache::take(Match &match, State &state) noexcept {
         case Read::foreign:
             if (it != disk_.end()) {
                 disk_bytes_ -= it->second.bytes;
+                forget_locked(it->first);
                 disk_.erase(it);
             }
             return false;

@@ -49,9 +49,10 @@ struct PromptCacheFileHeader {
 static_assert(sizeof(PromptCacheFileHeader) == 64, "the header is 64 bytes");
 uint64_t prompt_cache_header_hash(const PromptCacheFileHeader &header);
 
-/** Test hook (tests/unit_tests.cpp): when set, called for every name a scan of the cache directory lists, so a test
- *  can hold a scan in the middle of its listing. Never set in the plugin. */
-extern std::atomic<void (*)()> g_during_cache_scan;
+/** Test hook (tests/unit_tests.cpp): when set, called with every name a scan of the cache directory lists, once the
+ *  listing has handled it (read a new entry's header, deleted a damaged one), so a test can hold a scan in the middle
+ *  of its listing. Never set in the plugin. */
+extern std::atomic<void (*)(const char *name)> g_during_cache_scan;
 
 /** Counters of a prompt cache, for `describe` (and so /status, `afmctl top`, metrics). */
 struct PromptCacheStats {
@@ -173,6 +174,7 @@ public:
     PromptCacheStats stats() const;
 
 private:
+    friend struct PromptCacheTestAccess;  // tests/unit_tests.cpp: holds ram_mutex_, runs scan()
     /** The open directory of this model's entries (closed when the last user lets go: the writer may replace it
      *  with a new one while the decode thread reads through the old). */
     struct Directory {
@@ -199,6 +201,8 @@ private:
         std::map<std::string, DiskEntry> found;      // entries read: new ones, and unusable ones judged again
         bool complete = false;                       // listed to the end
         bool again = false;                          // an entry could not be read now: scan again next time
+        uint64_t discarded = 0;                      // damaged entries it deleted: counted at the merge (the
+                                                     // listing runs at the idle priority: it takes no lock)
     };
     struct Write {
         std::vector<llama_token> tokens;
@@ -224,9 +228,13 @@ private:
     void scan();                        // no lock held: adds files not in the index, drops missing ones
     bool begin_scan_locked(Listing &listing);  // disk_mutex_ held: whether the directory changed since the last scan
     void list_directory(Listing &listing);     // no lock held
+    void list_entry(Listing &listing, int dir, std::string name);  // no lock held: one name of the listing
     void merge_scan_locked(Listing &listing);  // disk_mutex_ held
     void evict_disk_locked();           // disk_mutex_ held
     void remove_file_locked(const std::string &name);
+    // disk_mutex_ held: `name` leaves the index; while a listing runs, remembered (removed_), so that its merge does
+    // not add back what it listed before the removal.
+    void forget_locked(const std::string &name);
     void evict_ram_locked(size_t incoming);  // ram_mutex_ held: makes room for `incoming` bytes
     // ram_mutex_ held: whether `state` can be kept in RAM, evicting every entry if need be (queued writes stay).
     bool fits_ram_locked(const State &state) const;
@@ -268,7 +276,9 @@ private:
     std::map<std::string, std::vector<llama_token>> pending_;
     uint64_t disk_bytes_ = 0;
     int64_t dir_mtime_ = -1;
-    uint64_t disk_generation_ = 0;      // counts what was indexed (DiskEntry::generation)
+    uint64_t disk_generation_ = 0;      // counts what was indexed or removed (DiskEntry::generation, removed_)
+    std::multiset<uint64_t> listings_;  // the generations of the listings begun and not merged yet
+    std::map<std::string, uint64_t> removed_;  // names that left the index while a listing ran -> generation then
 
     std::mutex write_mutex_;
     std::condition_variable write_cv_;  // the writer waits for work on it

@@ -128,6 +128,14 @@ void operator delete[](void *p) noexcept { std::free(p); }
 void operator delete(void *p, size_t) noexcept { std::free(p); }
 void operator delete[](void *p, size_t) noexcept { std::free(p); }
 
+namespace afm_local {
+/** The prompt cache's insides a test needs (a friend of PromptCache): its counters' lock, and a directory scan. */
+struct PromptCacheTestAccess {
+    static std::mutex &ram_mutex(PromptCache &cache) { return cache.ram_mutex_; }
+    static void scan(PromptCache &cache) { cache.scan(); }
+};
+}  // namespace afm_local
+
 // ---------------------------------------------------------------------------------------------------------------
 // A minimal host
 // ---------------------------------------------------------------------------------------------------------------
@@ -1213,6 +1221,117 @@ long rss_kib() {
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+// Every llama_decode of the decode thread (g_after_decode): its result, how long it took, and when it returned.
+struct DecodeRecord {
+    int rc;
+    int64_t us;
+    std::chrono::steady_clock::time_point end;
+};
+std::mutex g_decode_mutex;
+std::condition_variable g_decode_cv;
+std::vector<DecodeRecord> g_decodes;
+
+void record_decode(int rc, int64_t us) {
+    Exempt exempt;
+    {
+        std::lock_guard<std::mutex> lock(g_decode_mutex);
+        g_decodes.push_back({rc, us, std::chrono::steady_clock::now()});
+    }
+    g_decode_cv.notify_all();
+}
+
+/** Waits until a decode that returned after `after` is recorded; returns it (rc -1000 on a timeout). */
+DecodeRecord decode_after(std::chrono::steady_clock::time_point after, int seconds) {
+    Exempt exempt;
+    std::unique_lock<std::mutex> lock(g_decode_mutex);
+    DecodeRecord found{-1000, 0, after};
+    g_decode_cv.wait_for(lock, std::chrono::seconds(seconds), [&] {
+        for (const auto &d : g_decodes)
+            if (d.end > after) {
+                found = d;
+                return true;
+            }
+        return false;
+    });
+    return found;
+}
+
+std::string long_text(const std::string &topic, int sentences) {
+    std::string text = "Here are my notes about " + topic + ". Read them all, then answer the question at the end.\n";
+    for (int i = 0; i < sentences; i++)
+        text += "Note " + std::to_string(i) + ": the " + topic + " of region " + std::to_string(i * 7 % 101) +
+                " are " + (i % 3 ? "long and old" : "short and young") + ".\n";
+    return text + "Which region has the oldest " + topic + "?";
+}
+
+void test_cancel_interrupts_a_prompt_batch(const afm_backend_vtable *vt) {
+    // A cancel while the decode thread computes a 512-token batch of a long prompt: the batch is aborted (llama.cpp's
+    // abort callback) rather than computed to its end for nobody, so the cores are free soon after the cancel, not up
+    // to a batch later. The same conversation then answers exactly as on an instance where nothing was cancelled (the
+    // aborted batch's KV cells left with it; what the first batch decoded is kept and reused). The figures compare
+    // with this run's own uncancelled batch and prompt: no absolute bound.
+    const std::string body = request(long_text("mountains", 100), 8);
+    using clock = std::chrono::steady_clock;
+    auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    g_after_decode.store(record_decode, std::memory_order_release);
+    {
+        Exempt exempt;
+        std::lock_guard<std::mutex> lock(g_decode_mutex);
+        g_decodes.clear();
+    }
+
+    afm_instance *instance = create(vt, 4096, 1);
+    CHECK(instance, "create");
+    if (!instance) return;
+    Collector cancelled;
+    auto t_submit = clock::now();
+    CHECK(generate(vt, instance, 1, body, cancelled) == AFM_OK, "generate");
+    DecodeRecord batch1 = decode_after(t_submit, 600);  // the prompt's first 512 tokens
+    const double batch_ms = batch1.us / 1000.0;
+    CHECK(batch1.rc == 0 && batch_ms > 0, "first batch: %d", batch1.rc);
+    // A tenth of a batch into the second one.
+    std::this_thread::sleep_for(std::chrono::microseconds(batch1.us / 10));
+    auto t_cancel = clock::now();
+    vt->cancel(instance, 1);
+    CHECK(cancelled.wait(60), "no terminal event after the cancel");
+    const double ack_ms = ms(clock::now() - t_cancel);
+    {
+        const Ev *t = cancelled.terminal();
+        CHECK(t && t->type == AFM_EVENT_DONE && t->code == AFM_FINISH_CANCELLED, "not DONE/cancelled");
+    }
+    DecodeRecord freed = decode_after(t_cancel, 600);
+    const double freed_ms = ms(freed.end - t_cancel);
+    CHECK(freed.rc != -1000, "the decode thread never returned");
+    CHECK(freed_ms < batch_ms / 2, "the batch ran on %.1f ms after the cancel (a batch takes %.0f ms)", freed_ms,
+          batch_ms);
+
+    // The same conversation again: it reuses what the first batch decoded.
+    Answer after = ask(vt, instance, 2, body);
+    CHECK(after.ok && after.cached >= 512, "after the cancel: ok %d, %lld cached tokens", after.ok,
+          (long long)after.cached);
+    vt->destroy(instance);
+    g_after_decode.store(nullptr, std::memory_order_release);
+
+    // The reference: the same request, never cancelled, on a fresh instance (its batches split the prompt at the
+    // same places).
+    instance = create(vt, 4096, 1);
+    CHECK(instance, "create");
+    if (!instance) return;
+    auto t0 = clock::now();
+    Answer reference = ask(vt, instance, 1, body);
+    const double full_ms = ms(clock::now() - t0);
+    vt->destroy(instance);
+    CHECK(reference.ok && reference.input > 1500, "reference: ok %d, %lld tokens", reference.ok,
+          (long long)reference.input);
+    std::fprintf(stderr,
+                 "  %lld-token prompt: uncancelled %.0f ms (8 output tokens), first 512-token batch %.0f ms; cancelled "
+                 "%.0f ms into the second batch: terminal event after %.1f ms, decode thread free after %.1f ms "
+                 "(llama_decode returned %d)\n",
+                 (long long)reference.input, full_ms, batch_ms, batch_ms / 10, ack_ms, freed_ms, freed.rc);
+    CHECK(!after.text.empty() && after.text == reference.text, "answers differ: \"%s\" vs \"%s\"", after.text.c_str(),
+          reference.text.c_str());
+}
+
 void test_prompt_cache_restores_an_evicted_conversation(const afm_backend_vtable *vt) {
     // Two slots: five other conversations take them over; the first comes back from the RAM tier, with the same
     // greedy answer as an instance without a prompt cache gives after the same five.
@@ -2211,7 +2330,7 @@ std::mutex g_scan_mutex;
 std::condition_variable g_scan_cv;
 int g_scan_phase = 0;
 
-void hold_the_scan() {
+void hold_the_scan(const char *) {
     Exempt exempt;
     std::unique_lock<std::mutex> lock(g_scan_mutex);
     if (g_scan_phase != 1) return;  // only the first scan after arming is held
@@ -2291,6 +2410,132 @@ void test_prompt_cache_scans_without_the_lock() {
     CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
 }
 
+// A scan held once it has handled one name (g_during_cache_scan), until let go.
+std::string g_hold_name;  // guarded by g_scan_mutex
+
+void hold_after_the_name(const char *name) {
+    Exempt exempt;
+    std::unique_lock<std::mutex> lock(g_scan_mutex);
+    if (g_scan_phase != 1 || g_hold_name != name) return;  // only the first scan to reach it is held
+    g_scan_phase = 2;
+    g_scan_cv.notify_all();
+    g_scan_cv.wait(lock, [] { return g_scan_phase == 3; });
+}
+
+void hold_scans_after(const std::string &name) {
+    {
+        Exempt exempt;
+        std::lock_guard<std::mutex> lock(g_scan_mutex);
+        g_hold_name = name;
+        g_scan_phase = 1;
+    }
+    g_during_cache_scan.store(&hold_after_the_name, std::memory_order_release);
+}
+
+bool scan_is_held(int seconds) {
+    Exempt exempt;
+    std::unique_lock<std::mutex> lock(g_scan_mutex);
+    return g_scan_cv.wait_for(lock, std::chrono::seconds(seconds), [] { return g_scan_phase == 2; });
+}
+
+void let_the_scan_go() {
+    {
+        std::lock_guard<std::mutex> lock(g_scan_mutex);
+        g_scan_phase = 3;
+    }
+    g_scan_cv.notify_all();
+}
+
+std::string base_name(const std::string &path) { return path.substr(path.find_last_of('/') + 1); }
+
+void test_prompt_cache_scan_does_not_bring_back_removed_entries() {
+    // (Session 9 #4.) A scan lists an entry another instance wrote; before it merges, a second scan (a lookup on
+    // the decode thread) indexes that entry and it is removed (here: discarded, as after a refused restore). The
+    // first scan's merge added it back from its listing: an entry in the index with no file (counted in the disk
+    // bound, offered to lookups). Names removed since a listing began are not taken from it.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        const auto theirs = fake_tokens(50, 64);
+        PromptCache cache((size_t)8 << 20, root, (size_t)64 << 20, 0x5c5c, "n1", "removed", 4096);
+        CHECK(cache.disk_enabled(), "the disk tier is off in %s", root.c_str());
+        const std::string dir = cache.directory();
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the directory's mtime ticks coarsely
+        {
+            PromptCache other(0, root, (size_t)64 << 20, 0x5c5c, "n1", "removed-other", 4096);
+            other.save(theirs, fake_state(64 << 10, 50), false);
+            other.flush();
+        }
+        auto files = files_in(dir, ".kv");
+        CHECK(files.size() == 1, "%zu entries written", files.size());
+        if (files.size() != 1) return;
+        hold_scans_after(base_name(files[0].first));
+        auto first = std::async(std::launch::async, [&] {
+            Exempt exempt;
+            PromptCacheTestAccess::scan(cache);
+        });
+        CHECK(scan_is_held(120), "the first scan never listed the entry");
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        if (FILE *f = std::fopen((dir + "/note.txt").c_str(), "wb")) std::fclose(f);  // the directory changes
+        PromptCache::Match match = cache.find(extended(theirs, 3));  // scans again, and finds the entry
+        CHECK(match.length == theirs.size() && !match.ram, "the second scan did not index the entry (%zu)",
+              match.length);
+        cache.discard(match);
+        CHECK(files_in(dir, ".kv").empty(), "the entry was not removed");
+        let_the_scan_go();
+        CHECK(first.wait_for(std::chrono::seconds(60)) == std::future_status::ready, "the first scan never ended");
+        g_during_cache_scan.store(nullptr, std::memory_order_release);
+        PromptCacheStats st = cache.stats();
+        CHECK(st.disk_entries == 0 && st.disk_bytes == 0, "after the first scan merged: %llu entries, %llu bytes "
+              "indexed, no file", (unsigned long long)st.disk_entries, (unsigned long long)st.disk_bytes);
+    }
+    g_during_cache_scan.store(nullptr, std::memory_order_release);
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
+void test_prompt_cache_listing_does_not_take_the_counters_lock() {
+    // (Session 9 #5.) The listing runs at the idle priority (the writer's) and without disk_mutex_; at a damaged
+    // entry it took ram_mutex_ to count the discard, which the decode thread takes for every lookup and save: an
+    // idle thread preempted while holding it would stall decoding. The listing counts its discards itself and the
+    // merge adds them. Here the counters' lock is held while a scan lists a damaged entry: the listing gets past it.
+    std::string root = make_temp_dir();
+    CHECK(!root.empty(), "mkdtemp");
+    {
+        PromptCache cache((size_t)8 << 20, root, (size_t)64 << 20, 0x5c5c, "n1", "damaged", 4096);
+        CHECK(cache.disk_enabled(), "the disk tier is off in %s", root.c_str());
+        const std::string dir = cache.directory();
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the directory's mtime ticks coarsely
+        {
+            PromptCache other(0, root, (size_t)64 << 20, 0x5c5c, "n1", "damaged-other", 4096);
+            other.save(fake_tokens(60, 64), fake_state(64 << 10, 60), false);
+            other.flush();
+        }
+        auto files = files_in(dir, ".kv");
+        CHECK(files.size() == 1, "%zu entries written", files.size());
+        if (files.size() != 1) return;
+        CHECK(truncate(files[0].first.c_str(), (off_t)files[0].second - 1) == 0, "truncate");  // damaged
+        hold_scans_after(base_name(files[0].first));
+        std::unique_lock<std::mutex> counters(PromptCacheTestAccess::ram_mutex(cache));
+        auto scan = std::async(std::launch::async, [&] {
+            Exempt exempt;
+            PromptCacheTestAccess::scan(cache);
+        });
+        bool passed = scan_is_held(20);
+        CHECK(passed, "the listing waited for ram_mutex_ at a damaged entry");
+        counters.unlock();
+        let_the_scan_go();
+        CHECK(scan.wait_for(std::chrono::seconds(60)) == std::future_status::ready, "the scan never ended");
+        g_during_cache_scan.store(nullptr, std::memory_order_release);
+        PromptCacheStats st = cache.stats();
+        CHECK(st.discarded == 1 && st.disk_entries == 0 && files_in(dir, ".kv").empty(),
+              "%llu discarded, %llu entries", (unsigned long long)st.discarded, (unsigned long long)st.disk_entries);
+    }
+    g_during_cache_scan.store(nullptr, std::memory_order_release);
+    std::string rm = "rm -rf '" + root + "'";
+    CHECK(std::system(rm.c_str()) == 0, "%s", rm.c_str());
+}
+
 void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable *vt) {
     // A new conversation sharing only its first exchange with a long cached one (about 100 of 700 tokens) is not
     // worth restoring the whole entry for (review F7: a whole state, possibly hundreds of MiB, was copied on the
@@ -2312,6 +2557,82 @@ void test_prompt_cache_restores_only_worthwhile_matches(const afm_backend_vtable
     CHECK(again.ok && again.cached >= again.input - 1, "the long conversation again: cached %lld of %lld",
           (long long)again.cached, (long long)again.input);
     vt->destroy(instance);
+}
+
+/** (Session 9 #7.) An array of anything (no `items`, no `prefixItems`) in an output schema with a bounded number:
+ *  the rewrite of bounded numbers read `prefixItems` regardless and threw, and the request was refused as invalid. */
+void test_array_without_items(Engine &engine) {
+    const json schemas[] = {json{{"type", "array"}},
+                            object_of({{"list", {{"type", "array"}}}, {"n", {{"type", "number"}, {"maximum", 3}}}})};
+    llama_model *model = vocab_model();
+    for (const auto &schema : schemas) {
+        std::string grammar;
+        try {
+            grammar = output_schema_grammar(schema.dump());
+        } catch (const std::exception &e) {
+            CHECK(false, "%s: %s", schema.dump().c_str(), e.what());
+        }
+        try {
+            Request r = parse_request(span(structured_request(schema)));
+            Prepared p = engine.prepare(r, true);
+            CHECK(p.sampler != nullptr, "no sampler");
+        } catch (const BackendError &e) {
+            CHECK(false, "prepare %s: code %d: %s", schema.dump().c_str(), (int)e.code(), e.what());
+        }
+        if (!model || grammar.empty()) continue;
+        const llama_vocab *vocab = llama_model_get_vocab(model);
+        if (schema.contains("properties")) {
+            CHECK(grammar_accepts(vocab, grammar, R"({"list": [1, "a", {"b": null}], "n": 2.5})"), "%s", grammar.c_str());
+            CHECK(!grammar_accepts(vocab, grammar, R"({"list": [], "n": 4})"), "n above its maximum: %s", grammar.c_str());
+        } else {
+            CHECK(grammar_accepts(vocab, grammar, R"([1, "a", [true]])"), "%s", grammar.c_str());
+        }
+    }
+    if (model) llama_model_free(model);
+}
+
+/** A grammar llama.cpp's converter wrote that the bounded-number rewrite cannot use (no root rule for a range, a
+ *  marker it did not keep as written) is the server's fault: reported as `internal` (5xx), not `invalid_request`
+ *  (400, the client's fault). The converter is stood in for by a hook (g_converted_grammar) after the request was
+ *  read (its check converts ranges too). */
+void test_grammar_rewrite_faults_are_server_faults(Engine &engine) {
+    const json schema = object_of({{"x", {{"type", "number"}, {"maximum", 3}}}});
+    void (*const breakers[])(std::string &) = {
+        // A range without its root rule.
+        +[](std::string &g) {
+            if (g.find("afm-") == std::string::npos) g = "integer ::= [0-9]+\n";
+        },
+        // The output's marker literal changed.
+        +[](std::string &g) {
+            size_t at = g.find("value-0");
+            if (at != std::string::npos && g.find("afm-") != std::string::npos) g[at + 6] = 'z';
+        },
+    };
+    const char *names[] = {"no root rule for a range", "a mangled marker"};
+    for (int i = 0; i < 2; i++) {
+        Request r = parse_request(span(structured_request(schema)));
+        g_converted_grammar.store(breakers[i], std::memory_order_release);
+        int direct = 0, prepared = 0;
+        std::string message;
+        try {
+            output_schema_grammar(schema.dump());
+        } catch (const BackendError &e) {
+            direct = e.code();
+        } catch (const std::exception &e) {
+            direct = -1;
+        }
+        try {
+            Prepared p = engine.prepare(r, true);
+        } catch (const BackendError &e) {
+            prepared = e.code();
+            message = e.what();
+        }
+        g_converted_grammar.store(nullptr, std::memory_order_release);
+        CHECK(direct == AFM_ERR_INTERNAL, "%s: output_schema_grammar: code %d", names[i], direct);
+        CHECK(prepared == AFM_ERR_INTERNAL, "%s: prepare: code %d (%s)", names[i], prepared, message.c_str());
+    }
+    Prepared p = engine.prepare(parse_request(span(structured_request(schema))), true);
+    CHECK(p.sampler != nullptr, "the engine does not serve afterwards");
 }
 
 /** (Session 9 #4.) std::random_device failing (no entropy source: a seccomp filter, an exhausted descriptor table)
@@ -2412,6 +2733,8 @@ int main(int argc, char **argv) {
     run("prompt_cache_keeps_to_the_directory_it_judged", test_prompt_cache_keeps_to_the_directory_it_judged);
     run("prompt_cache_evicts_what_frees_memory", test_prompt_cache_evicts_what_frees_memory);
     run("prompt_cache_scans_without_the_lock", test_prompt_cache_scans_without_the_lock);
+    run("prompt_cache_scan_does_not_bring_back_removed_entries", test_prompt_cache_scan_does_not_bring_back_removed_entries);
+    run("prompt_cache_listing_does_not_take_the_counters_lock", test_prompt_cache_listing_does_not_take_the_counters_lock);
     run("repetition_bounds_above_the_grammar_limit", test_repetition_bounds_above_the_grammar_limit);
     run("repetition_budget", test_repetition_budget);
     run("number_bounds_the_grammar_cannot_take", test_number_bounds_the_grammar_cannot_take);
@@ -2430,6 +2753,7 @@ int main(int argc, char **argv) {
     }
     run("output_cap_is_the_advertised_budget", [&] { test_output_cap_is_the_advertised_budget(vt); });
     run("progress_while_queued_and_reading", [&] { test_progress_while_queued_and_reading(vt); });
+    run("cancel_interrupts_a_prompt_batch", [&] { test_cancel_interrupts_a_prompt_batch(vt); });
     run("prompt_cache_restores_an_evicted_conversation", [&] { test_prompt_cache_restores_an_evicted_conversation(vt); });
     run("prompt_cache_disk_tier", [&] { test_prompt_cache_disk_tier(vt); });
     run("prompt_cache_memory_bound", [&] { test_prompt_cache_memory_bound(vt); });
@@ -2445,6 +2769,10 @@ int main(int argc, char **argv) {
     });
     run("out_of_memory_in_the_final_tool_parse", [&] {
         with_engine("unit#2", test_out_of_memory_in_the_final_tool_parse);
+    });
+    run("array_without_items", [&] { with_engine("unit#3", test_array_without_items); });
+    run("grammar_rewrite_faults_are_server_faults", [&] {
+        with_engine("unit#4", test_grammar_rewrite_faults_are_server_faults);
     });
     std::fprintf(stderr, "%s: %d failure(s)\n", g_failures ? "FAILED" : "passed", g_failures);
     return g_failures ? 1 : 0;

@@ -39,7 +39,11 @@ struct BridgeLibraryTests {
             guard FileManager.default.isExecutableFile(atPath: clang) else {
                 throw LocalDaemon.Failure(description: "\(sanitizer.name) build: no clang next to \(swift) to link C hosts with")
             }
-            return "'\(clang)' -fsanitize=\(sanitizer.flag)"
+            guard sanitizer == .thread else { return "'\(clang)' -fsanitize=\(sanitizer.flag)" }
+            // The toolchain's TSan runtime intercepts libdispatch, so the executable itself needs libdispatch and
+            // the blocks runtime (the link failed: undefined `_Block_copy`, `dispatch_queue_offsets`, …).
+            let libraries = URL(fileURLWithPath: toolchain).deletingLastPathComponent().path + "/lib/swift/linux"
+            return "'\(clang)' -fsanitize=thread -L'\(libraries)' -Wl,-rpath,'\(libraries)' -ldispatch -lBlocksRuntime"
         }
         throw LocalDaemon.Failure(description: "\(sanitizer.name) build: no swift on PATH (\(path)), so no toolchain clang")
     }

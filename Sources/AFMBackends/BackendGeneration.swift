@@ -61,7 +61,9 @@ public final class BackendGeneration: Sendable {
         /// A drain deadline passed and cancelled the streams then registered: a stream registered later (a lease
         /// taken before the drain, started after its deadline) is cancelled as it starts.
         var drainDeadlinePassed = false
-        /// Called once when the generation retires (``setOnRetired(_:)``).
+        /// The retire (the instance's destroy, or its runner's shutdown) ran on the control queue.
+        var retireFinished = false
+        /// Called once when the retire finished (``setOnRetired(_:)``).
         var onRetired: (@Sendable () -> Void)?
     }
 
@@ -290,35 +292,50 @@ public final class BackendGeneration: Sendable {
         }
     }
 
-    /// Runs `hook` once when this generation retires (at once when it already has): the registry then forgets it, so
-    /// a retired generation (its runner host, its documents) is not kept until the next switch.
+    /// Runs `hook` once when this generation's retire finished (at once when it already has): the registry then
+    /// forgets it, so a retired generation (its runner host, its documents) is not kept until the next switch.
+    /// Not before: `BackendRegistry.drainAll` waits for the control queues of the generations it lists, and one
+    /// forgotten while its destroy was still queued would be torn down by the process exit in the middle of it.
     func setOnRetired(_ hook: @escaping @Sendable () -> Void) {
-        let retired = state.withLock { state -> Bool in
-            guard state.phase != .retired else { return true }
+        let finished = state.withLock { state -> Bool in
+            guard !state.retireFinished else { return true }
             state.onRetired = hook
             return false
         }
-        if retired { hook() }
+        if finished { hook() }
     }
 
+    /// Whether the retire ran to its end on the control queue (a generation may be forgotten from then on).
+    var hasFinishedRetiring: Bool { state.withLock { $0.retireFinished } }
+
     private func retireNow() {
-        let outcome = state.withLock { state -> (abandoned: Bool, onRetired: (@Sendable () -> Void)?)? in
+        let abandonedStreams = state.withLock { state -> Bool? in
             guard state.phase != .retired, state.phase != .crashed else { return nil }
             state.phase = .retired
-            defer { state.onRetired = nil }
-            return (state.hasAbandonedStreams, state.onRetired)
+            return state.hasAbandonedStreams
         }
-        guard let (abandoned, onRetired) = outcome else { return }
-        onRetired?()
+        guard let abandoned = abandonedStreams else { return }
         if abandoned {
             logger.warning("retired without destroy: a request was cut off while the backend may still run it")
         }
         let host = self.host
         let logger = self.logger
-        controlQueue.async {
+        controlQueue.async { [self] in
             host.retire(abandoned: abandoned)
             logger.info("retired")
+            let onRetired = state.withLock { state -> (@Sendable () -> Void)? in
+                state.retireFinished = true
+                defer { state.onRetired = nil }
+                return state.onRetired
+            }
+            onRetired?()
         }
+    }
+
+    /// Runs `work` on this generation's control queue, after everything queued there before (tests: a test holds
+    /// the queue to see what waits for it).
+    func enqueueOnControlQueue(_ work: @escaping @Sendable () -> Void) {
+        controlQueue.async(execute: work)
     }
 
     /// The instance's runner died: no request is routed here any more (its streams were already failed).

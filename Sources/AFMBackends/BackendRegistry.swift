@@ -251,7 +251,7 @@ public final class BackendRegistry: Sendable {
                 slot.lastError = nil
                 slot.reloading = false
                 if let old, old.snapshot.phase != .crashed { slot.draining.append(old) }
-                slot.draining.removeAll { [.retired, .crashed].contains($0.snapshot.phase) }
+                slot.draining.removeAll { $0.snapshot.phase == .crashed || $0.hasFinishedRetiring }
                 atSwitch?(&slot)
                 state.slots[id] = slot
                 state.rebuildModelIndex(logger: logger)
@@ -290,9 +290,10 @@ public final class BackendRegistry: Sendable {
         }
     }
 
-    /// Drops the retired and crashed generations of a backend from its draining list.
+    /// Drops the crashed generations of a backend and those whose retire finished from its draining list (one
+    /// whose destroy is still queued stays listed, so `drainAll` waits for it).
     private func forgetRetired(backend id: String) {
-        state.withLock { $0.slots[id]?.draining.removeAll { [.retired, .crashed].contains($0.snapshot.phase) } }
+        state.withLock { $0.slots[id]?.draining.removeAll { $0.snapshot.phase == .crashed || $0.hasFinishedRetiring } }
     }
 
     /// The numbers of the generations of a backend still listed as draining (tests).
@@ -463,11 +464,12 @@ public final class BackendRegistry: Sendable {
     /// Replaces the settings used by later reloads (the running generations are unaffected), and the limits of later
     /// requests; the cancel grace applies to the streams already running too (``SharedCancelGrace``).
     public func updateConfiguration(_ update: @Sendable (inout Configuration) -> Void) {
-        let grace = state.withLock { state in
+        // Set under the lock: two updates racing must leave the running streams' grace the configuration's, not
+        // the one read by the update that got the lock first.
+        state.withLock { state in
             update(&state.configuration)
-            return state.configuration.limits.cancelGrace
+            cancelGrace.set(state.configuration.limits.cancelGrace)
         }
-        cancelGrace.set(grace)
     }
 
     // MARK: - Requests

@@ -186,6 +186,38 @@ import Testing
         #expect(await eventually { harness.registry.drainingGenerations("c-fixture").isEmpty })
     }
 
+    /// A replaced generation stays listed as draining until its destroy ran: `drainAll` waits only for the control
+    /// queues of the generations it lists, so one forgotten while its destroy was still queued there would be torn
+    /// down by afmd's exit in the middle of that destroy (review of f601f85, which forgot it as it retired).
+    @Test(arguments: Hosting.both) func aReplacedGenerationIsListedUntilItsDestroyRan(hosting: String) async throws {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: hosting)
+        await harness.registry.loadAll()
+        let lease = try harness.registry.lease(model: "c-echo")
+        let first = lease.generation
+        #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "x")))) == "x")
+        // Hold the first generation's control queue: its retire (the destroy) queues behind this.
+        let gate = DispatchSemaphore(value: 0)
+        first.enqueueOnControlQueue { gate.wait() }
+        try await harness.registry.reload("c-fixture")  // idle: it retires as the switch drains it
+        #expect(first.snapshot.phase == .retired)
+        #expect(!first.hasFinishedRetiring)
+        #expect(harness.registry.drainingGenerations("c-fixture") == [first.number])
+        // Shutdown now must wait for that destroy.
+        let drained = Mutex(false)
+        let registry = harness.registry
+        let shutdown = Task {
+            await registry.drainAll(deadline: .milliseconds(100))
+            drained.withLock { $0 = true }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!drained.withLock { $0 })
+        gate.signal()
+        await shutdown.value
+        #expect(first.hasFinishedRetiring)
+        #expect(harness.registry.drainingGenerations("c-fixture").isEmpty)
+    }
+
     /// A backend that sends its terminal event and then refuses breaks the contract; its sink must still reach the
     /// pool only once, or two later generations would share it after the quarantine.
     @Test func aTerminalEventThenARefusalRecyclesTheSinkOnce() async throws {

@@ -300,6 +300,18 @@ final class MCPConnection: Sendable {
                 let count = read(streams.output, into: &buffer)
                 if count == 0 {
                     outputOpen = false
+                    // What the server wrote to stderr before it exited is in that pipe by now: read it first, so
+                    // its last words are in the reason (when both ends were ready in one round, this read the
+                    // stdout end first and the reason lacked them: MCPServerTests under ThreadSanitizer).
+                    while errorOpen {
+                        let count = read(streams.error, into: &buffer)
+                        guard count != 0 else {
+                            errorOpen = false
+                            break
+                        }
+                        guard count > 0 else { break }
+                        keepStderr(buffer[0..<count])
+                    }
                     serverClosedOutput()
                 } else if count > 0 {
                     for byte in buffer[0..<count] {
@@ -321,13 +333,18 @@ final class MCPConnection: Sendable {
                 if count == 0 {
                     errorOpen = false
                 } else if count > 0 {
-                    state.withLock { state in
-                        state.stderrTail += buffer[0..<count]
-                        if state.stderrTail.count > Self.stderrTailBytes {
-                            state.stderrTail.removeFirst(state.stderrTail.count - Self.stderrTailBytes)
-                        }
-                    }
+                    keepStderr(buffer[0..<count])
                 }
+            }
+        }
+    }
+
+    /// Appends to the stderr tail, keeping its last ``stderrTailBytes``.
+    private func keepStderr(_ bytes: ArraySlice<UInt8>) {
+        state.withLock { state in
+            state.stderrTail += bytes
+            if state.stderrTail.count > Self.stderrTailBytes {
+                state.stderrTail.removeFirst(state.stderrTail.count - Self.stderrTailBytes)
             }
         }
     }

@@ -116,11 +116,15 @@ final class MCPConnection: Sendable {
                         return
                     }
                     writerWake.signal()
-                    let timer = Task { [weak self, name] in
+                    // A strong capture, bounded by the request: `finish` and `fail` cancel the timer, and a cancelled
+                    // timer returns at once. (A weak one gave the connection a side table, which LeakSanitizer reports
+                    // as a leak when `afm agent` exits with the connection alive: it cannot read the table's address
+                    // in the object's reference count.)
+                    let timer = Task { [self, name] in
                         guard (try? await Task.sleep(for: timeout)) != nil else { return }
                         let problem = AgentError(.toolFailed, "MCP server \(name) did not answer \(method) within \(ToolRuntime.seconds(timeout))")
                         // The MCP lifecycle: a request that timed out is cancelled, so the server stops working on it.
-                        if self?.finish(id: id, with: .failure(problem)) == true { self?.cancelOnServer(id: id, method: method) }
+                        if finish(id: id, with: .failure(problem)) { cancelOnServer(id: id, method: method) }
                     }
                     let resolved = state.withLock { state in
                         guard state.pending[id] != nil else { return true }

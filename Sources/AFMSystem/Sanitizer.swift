@@ -25,6 +25,18 @@ public enum Sanitizer: String, Sendable {
     /// The name in `swift build --sanitize=` and `clang -fsanitize=`.
     public var flag: String { rawValue }
 
+    /// How many times longer work takes under this sanitizer, for a deadline that stands for a backend's speed
+    /// rather than for a defect (afm-backend-check's concurrency budget, say), so that an instrumented run keeps
+    /// the deadline's meaning. The figures are this project's: under ThreadSanitizer the Swift suite ran about 8
+    /// times longer and afm-backend-check's 100 local-model generations took up to 3 times their 120 s budget
+    /// (docs/ARCHITECTURE.md, "Fuzzing and sanitizers"); AddressSanitizer roughly doubles the time.
+    public var slowdown: Double {
+        switch self {
+        case .address: 2
+        case .thread: 4
+        }
+    }
+
     /// Its usual name, for messages.
     public var name: String {
         switch self {

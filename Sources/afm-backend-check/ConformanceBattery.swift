@@ -2,6 +2,7 @@
 import AFMCore
 import AFMJSON
 import AFMSchema
+import AFMSystem
 import CAFMBackendABI
 import Dispatch
 import Foundation
@@ -51,12 +52,15 @@ enum ConformanceBattery {
             }
         }
 
-        /// The most a check may take before its process is killed.
+        /// The most a check may take before its process is killed; longer when afm-backend-check itself runs
+        /// under a sanitizer (`Sanitizer.slowdown`), which is how `make test-tsan` runs it.
         var deadlineSeconds: Double {
-            switch self {
-            case .concurrency, .runner: 180
-            default: 60
-            }
+            let seconds: Double =
+                switch self {
+                case .concurrency, .runner: 180
+                default: 60
+                }
+            return seconds * ConformanceBattery.slowdown
         }
     }
 
@@ -329,6 +333,9 @@ enum ConformanceBattery {
     /// next step.
     static let eventsAfterCancel = 2
 
+    /// The factor on deadlines that stand for speed: 1, or the sanitizer's this process runs under.
+    static let slowdown = Sanitizer.current?.slowdown ?? 1
+
     static func cancel(_ context: Context) throws(CheckFailure) -> String {
         let session = try Session(context)
         let instance = try session.instance()
@@ -408,11 +415,13 @@ enum ConformanceBattery {
             throw CheckFailure("\(refusals) of \(count) concurrent generations refused; first: \(refused.refusal!)")
         }
         let started = ContinuousClock.now
+        let budget = 120 * slowdown
         for (index, result) in all.enumerated() {
-            let left = 120 - (ContinuousClock.now - started).seconds
+            let left = budget - (ContinuousClock.now - started).seconds
             guard result.recorder.waitForTerminal(seconds: max(0.1, left)) else {
                 let ended = all.filter { $0.recorder.terminals > 0 }.count
-                throw CheckFailure("\(ended) of \(count) concurrent generations ended within 120 s (generation \(index) did not)")
+                throw CheckFailure(
+                    "\(ended) of \(count) concurrent generations ended within \(Int(budget)) s (generation \(index) did not)")
             }
         }
         let seconds = (ContinuousClock.now - started).seconds

@@ -36,9 +36,7 @@ import Testing
     }
 
     @Test(arguments: Hosting.both) func eventsAfterTheTerminalEventAreIgnored(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         for _ in 0..<3 {
             let lease = try harness.registry.lease(model: "c-after-terminal")
             let events = await collect(try lease.start(requestDocument: requestDocument(model: "c-after-terminal")))
@@ -51,18 +49,14 @@ import Testing
     }
 
     @Test(arguments: Hosting.both) func backendErrorsArriveWithTheirCode(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         let lease = try harness.registry.lease(model: "c-error")
         let events = await collect(try lease.start(requestDocument: requestDocument(model: "c-error")))
         #expect(events.last == .failed(.rateLimited, message: "fixture rate limit"))
     }
 
     @Test(arguments: Hosting.both) func cancelStopsTheBackendPromptly(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         let lease = try harness.registry.lease(model: "c-slow")
         let stream = try lease.start(requestDocument: requestDocument(model: "c-slow"))
         var iterator = stream.makeAsyncIterator()

@@ -19,9 +19,7 @@ import Testing
     /// waiting for a `destroy`. Its lease is the old generation's last one, so a host that let the terminal event
     /// end the lease destroyed the instance while `generate` still ran.
     @Test(arguments: Hosting.both) func aGenerateThatAnswersInlineIsNotOverlappedByDestroy(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         let lease = try harness.registry.lease(model: "c-inline")
         try await harness.registry.reload("c-fixture")  // generation 1 drains, with this one request in flight
         let stream = try lease.start(requestDocument: requestDocument(model: "c-inline", text: "1000"))
@@ -36,9 +34,7 @@ import Testing
     /// `c-cancel-inline` sends its terminal event from inside `cancel` (the sharpest form of a backend thread's
     /// terminal event racing the host's cancel) and keeps that call open for up to a second.
     @Test(arguments: Hosting.both) func aCancelThatMeetsTheTerminalEventIsNotOverlappedByDestroy(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         let lease = try harness.registry.lease(model: "c-cancel-inline")
         try await harness.registry.reload("c-fixture")
         let stream = try lease.start(requestDocument: requestDocument(model: "c-cancel-inline", text: "1000"))
@@ -52,9 +48,7 @@ import Testing
     /// Many requests on a draining generation, cancelled from other tasks while their terminal events arrive: the
     /// last one to end lets the instance go, and none of the cancels or generates may still be running then.
     @Test(arguments: Hosting.both) func cancelsRacingTerminalEventsNeverReachADestroyedInstance(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         let rounds = hosting == "runner" ? 8 : 40
         let requests: [(model: String, text: String)] = [
             ("c-echo", "one two three four"), ("c-echo", "five"), ("c-inline", "3"), ("c-cancel-inline", "3"),
@@ -171,9 +165,7 @@ import Testing
     /// its last request ends), not kept with its runner host until the next switch. Failed before: generation 1 stayed
     /// in the slot's draining list after it retired.
     @Test(arguments: Hosting.both) func aRetiredGenerationIsForgottenWhenItsDrainEnds(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         let lease = try harness.registry.lease(model: "c-inline")
         let first = lease.generation
         try await harness.registry.reload("c-fixture")  // generation 1 drains, with this one request in flight
@@ -190,9 +182,7 @@ import Testing
     /// queues of the generations it lists, so one forgotten while its destroy was still queued there would be torn
     /// down by afmd's exit in the middle of that destroy (review of f601f85, which forgot it as it retired).
     @Test(arguments: Hosting.both) func aReplacedGenerationIsListedUntilItsDestroyRan(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         let lease = try harness.registry.lease(model: "c-echo")
         let first = lease.generation
         #expect(text(of: await collect(try lease.start(requestDocument: requestDocument(model: "c-echo", text: "x")))) == "x")
@@ -328,9 +318,7 @@ import Testing
     /// at its end, so afmd keeps nothing per finished request. (LeakSanitizer cannot see this: the generation
     /// table is a global, so a stream left in it is reachable, not leaked.)
     @Test(arguments: Hosting.both) func anEndedStreamIsReleased(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         weak var released: GenerationStream?
         do {
             let lease = try harness.registry.lease(model: "c-echo")

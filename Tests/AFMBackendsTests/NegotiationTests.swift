@@ -8,9 +8,7 @@ import Testing
 /// ABI negotiation against real `.so` files: the plain-C fixture in its variants, and the Swift scripted backend.
 @Suite struct NegotiationTests {
     @Test(arguments: Hosting.both) func loadsThePlainCBackend(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         let status = try #require(harness.status("c-fixture"))
         #expect(status.state == "ready")
         #expect(status.generation == 1)

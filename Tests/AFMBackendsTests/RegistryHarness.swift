@@ -32,6 +32,14 @@ struct RegistryHarness {
             logger: Logger(label: "test", level: .debug, sink: sink))
     }
 
+    /// A harness whose directory holds the C fixture in `hosting`, loaded: the start of most ABI tests.
+    static func loadingTheCFixture(hosting: String) async throws -> RegistryHarness {
+        let harness = RegistryHarness()
+        try harness.directory.addCFixture(hosting: hosting)
+        await harness.registry.loadAll()
+        return harness
+    }
+
     func status(_ id: String) -> BackendStatus? {
         registry.statuses().first { $0.id == id }
     }

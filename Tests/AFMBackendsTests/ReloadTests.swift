@@ -41,9 +41,7 @@ import Testing
     }
 
     @Test(arguments: Hosting.both) func aNewLibraryVersionIsLoadedFromANewCopy(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         #expect(harness.status("c-fixture")?.version == "1.0.0")
 
         try harness.directory.addCFixture(defines: [#"FIXTURE_VERSION="2.0.0""#], hosting: hosting)
@@ -66,9 +64,7 @@ import Testing
     /// `reloadChanged` (SIGHUP, `afmctl reload` without a backend): a library rewritten with the same bytes is no
     /// change; different bytes are.
     @Test(arguments: Hosting.both) func onlyALibraryWithDifferentBytesCountsAsChanged(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         func outcome() async -> BackendRegistry.ReloadOutcome? {
             await harness.registry.reloadChanged().first { $0.backend == "c-fixture" }?.outcome
         }
@@ -86,9 +82,7 @@ import Testing
     }
 
     @Test(arguments: Hosting.both) func aFailedReloadKeepsTheActiveGeneration(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
 
         try harness.directory.addCFixture(defines: ["FIXTURE_NO_ENTRY"], hosting: hosting)
         await #expect(throws: BackendLoadError.self) { try await harness.registry.reload("c-fixture") }
@@ -115,9 +109,7 @@ import Testing
     }
 
     @Test(arguments: Hosting.both) func unknownModelsAreNotFound(hosting: String) async throws {
-        let harness = RegistryHarness()
-        try harness.directory.addCFixture(hosting: hosting)
-        await harness.registry.loadAll()
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
         do {
             _ = try harness.registry.lease(model: "nope")
             Issue.record("lease of an unknown model succeeded")

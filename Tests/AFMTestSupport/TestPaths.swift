@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import AFMSystem
 import Foundation
 import Synchronization
 
@@ -47,7 +48,7 @@ public enum TestPaths {
     /// Under AddressSanitizer the directories stay: LeakSanitizer symbolizes its report at the process's exit from
     /// the plugin files in them, and its suppressions (`leak:fixture_create`, Tests/sanitizers/address.supp) match
     /// only symbolized frames; with the files removed, instances kept by design were reported as leaks.
-    static let keepsDirectoriesForLeakReports = getenv("ASAN_OPTIONS") != nil
+    static let keepsDirectoriesForLeakReports = Sanitizer.current == .address
 
     /// The directories made and not yet removed: what the exit handler removes.
     private static let made = Mutex<Set<String>>([])

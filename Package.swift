@@ -220,7 +220,7 @@ let package = Package(
         // Tests.
         .target(
             name: "AFMTestSupport",
-            dependencies: ["AFMJSON", "AFMSystem"],
+            dependencies: ["AFMLocks", "AFMJSON", "AFMSystem"],
             path: "Tests/AFMTestSupport",
             swiftSettings: swiftSettings
         ),

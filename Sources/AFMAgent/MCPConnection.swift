@@ -26,6 +26,8 @@ final class MCPConnection: Sendable {
     static let stderrTailBytes = 2048
     /// The most bytes of messages that may wait for the server to read them (16 MiB, as a line it may send).
     static let maximumOutboxBytes = 16 << 20
+    /// The most reads of 64 KiB of the server's stderr at the end of its stdout, before its exit reason is built.
+    static let stderrReadsAtEndOfOutput = 16
 
     private struct State {
         var nextID = 0
@@ -307,7 +309,12 @@ final class MCPConnection: Sendable {
                     // What the server wrote to stderr before it exited is in that pipe by now: read it first, so
                     // its last words are in the reason (when both ends were ready in one round, this read the
                     // stdout end first and the reason lacked them: MCPServerTests under ThreadSanitizer).
-                    while errorOpen {
+                    // Only what is there now (the pipe blocks: a child of the server may hold its stderr open
+                    // long after the server is gone), and a bounded number of reads (a writer may keep it full).
+                    var reads = 0
+                    while errorOpen, reads < Self.stderrReadsAtEndOfOutput,
+                        (try? PollSet.waitReadable([streams.error], timeoutMilliseconds: 0))?.contains(streams.error) == true
+                    {
                         let count = read(streams.error, into: &buffer)
                         guard count != 0 else {
                             errorOpen = false
@@ -315,6 +322,7 @@ final class MCPConnection: Sendable {
                         }
                         guard count > 0 else { break }
                         keepStderr(buffer[0..<count])
+                        reads += 1
                     }
                     serverClosedOutput()
                 } else if count > 0 {

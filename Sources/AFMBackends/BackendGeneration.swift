@@ -305,6 +305,15 @@ public final class BackendGeneration: Sendable {
         if finished { hook() }
     }
 
+    /// Shutdown gave up waiting for this generation's requests (`BackendRegistry.drainAll`, past its deadline):
+    /// it retires now, as one whose stream was cut off, so leaked rather than destroyed (a request may still be
+    /// inside the backend). Otherwise its destroy would start when that request ended, after `drainAll` returned,
+    /// while the process exits. Nothing when it retired or crashed already.
+    func retireAtShutdownWithoutDestroy() {
+        state.withLock { $0.hasAbandonedStreams = true }
+        retireNow()
+    }
+
     /// Whether the retire ran to its end on the control queue (a generation may be forgotten from then on).
     var hasFinishedRetiring: Bool { state.withLock { $0.retireFinished } }
 

@@ -640,6 +640,9 @@ public final class BackendRegistry: Sendable {
         while clock.now < end, busy() {
             try? await Task.sleep(for: .milliseconds(20))
         }
+        // Past the deadline: what still runs a request retires now without destroy (queued on its control queue,
+        // so waited for below), instead of being destroyed when that request ends, after this returned.
+        for generation in generations { generation.retireAtShutdownWithoutDestroy() }
         // What those reloads built, not yet switched in (their switch refuses it): retired here, waited for below.
         let late = state.withLock { state in
             state.slots.values.compactMap(\.unswitched).filter { built in !generations.contains { $0 === built } }

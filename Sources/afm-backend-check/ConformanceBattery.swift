@@ -333,6 +333,9 @@ enum ConformanceBattery {
     /// next step.
     static let eventsAfterCancel = 2
 
+    /// The longest the two `cancel` calls of the cancel check may take: "non-blocking" with room for a loaded machine.
+    static let cancelBlockingLimit = 1.0 * slowdown
+
     /// The factor on deadlines that stand for speed: 1, or the sanitizer's this process runs under.
     static let slowdown = Sanitizer.current?.slowdown ?? 1
 
@@ -348,11 +351,13 @@ enum ConformanceBattery {
             if let refusal { throw CheckFailure("generate refused: \(refusal)") }
             let cancelled = DispatchSemaphore(value: 0)
             let clock = ContinuousClock()
+            nonisolated(unsafe) var calledAt = clock.now
             nonisolated(unsafe) var returnedAt = clock.now
             nonisolated(unsafe) var seenAtCancel = 0
             nonisolated(unsafe) var finishedBefore = false
             Thread.detachNewThread {
                 finishedBefore = recorder.terminals > 0
+                calledAt = clock.now
                 instance.cancel(recorder)
                 instance.cancel(recorder)  // idempotent
                 // Counted once cancel returned: what a backend emitted while this thread waited to run cancel (a
@@ -363,6 +368,14 @@ enum ConformanceBattery {
             }
             guard cancelled.wait(timeout: .now() + 5) == .success else {
                 throw CheckFailure("cancel did not return within 5 s (round \(round + 1))")
+            }
+            // `cancel` is non-blocking (docs/backend-abi.md). One that waits for the generation to end would also
+            // hide a generation that ignores it: every event came before it returned, so none counts as later.
+            let blocked = (returnedAt - calledAt).seconds
+            guard blocked <= cancelBlockingLimit else {
+                throw CheckFailure(
+                    String(format: "round %d: cancel blocked for %.2f s (it must return at once, not wait for the ", round + 1, blocked)
+                        + "generation)")
             }
             // The ABI asks for milliseconds; 5 s leaves room for a loaded machine and still catches a deaf backend.
             guard recorder.waitForTerminal(seconds: 5) else {

@@ -115,6 +115,40 @@ struct MCPServerTests {
         #expect(await server.shutdown() == "exit status 3")
     }
 
+    /// A server that exits leaving a child with its stderr: the call fails at once with the exit and its last words.
+    /// Failed before: the reader blocked reading the stderr pipe the child still held, until the child ended (30 s).
+    @Test func aServerThatExitsLeavingAChildWithItsStderrFailsTheCallAtOnce() async throws {
+        let server = try await MCPServer.start(try Self.configuration(["leaves", "orphan"]))
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            _ = try await server.callTool("go", arguments: [:])
+            Issue.record("a server that exited answered")
+        } catch {
+            #expect(error.code == .toolFailed)
+            #expect(error.message.contains("exited (exit status 3)"), "\(error)")
+            #expect(error.message.contains("leaving a child behind"), "\(error)")
+        }
+        #expect(clock.now - start < .seconds(10), "the call took \(clock.now - start)")
+        #expect(await server.shutdown() == "exit status 3")
+    }
+
+    /// A server that closes its stdout and stays: the call fails at once, not at its 30 s tool timeout.
+    @Test func aServerThatClosesItsOutputFailsTheCallAtOnce() async throws {
+        let server = try await MCPServer.start(try Self.configuration(["leaves", "closes"]))
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            _ = try await server.callTool("go", arguments: [:])
+            Issue.record("a server without output answered")
+        } catch {
+            #expect(error.code == .toolFailed)
+            #expect(error.message.contains("closed its output"), "\(error)")
+        }
+        #expect(clock.now - start < .seconds(10), "the call took \(clock.now - start)")
+        await server.shutdown()
+    }
+
     @Test func aServerThatNeverAnswersInitializeTimesOut() async throws {
         let configuration = try Self.configuration(["silent"], startupTimeout: .seconds(1))
         let clock = ContinuousClock()

@@ -118,7 +118,8 @@ import Testing
     @Test(arguments: [
         ("BREAK_EXPORTS", "exports"), ("BREAK_NEGOTIATION", "negotiation"), ("BREAK_DESCRIBE", "describe"),
         ("BREAK_LIFECYCLE", "lifecycle"), ("BREAK_EVENT_ORDER", "event-order"), ("BREAK_UTF8", "utf8"),
-        ("BREAK_ERROR_CODES", "error-codes"), ("BREAK_CANCEL", "cancel"), ("BREAK_CONCURRENCY", "concurrency"),
+        ("BREAK_ERROR_CODES", "error-codes"), ("BREAK_CANCEL", "cancel"), ("BREAK_CANCEL_BLOCKING", "cancel"),
+        ("BREAK_CONCURRENCY", "concurrency"),
         ("BREAK_DESTROY", "destroy-in-flight"), ("BREAK_DESTROY_EVENTS", "destroy-in-flight"), ("BREAK_RUNNER", "runner"),
     ])
     func aBrokenFixtureFailsExactlyTheCheckItBreaks(define: String, check: String) throws {

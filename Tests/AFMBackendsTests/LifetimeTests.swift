@@ -178,6 +178,30 @@ import Testing
         #expect(await eventually { harness.registry.drainingGenerations("c-fixture").isEmpty })
     }
 
+    /// A generation shutdown gave up on (a request still in `generate` when the drain deadline and its second of
+    /// grace passed) has retired, without destroy, when `drainAll` returns. Failed before: it retired (destroy and
+    /// all) when that request ended, 3 s later, after `drainAll` had returned and while afmd would be exiting.
+    @Test(arguments: Hosting.both) func aGenerationShutdownGaveUpOnHasRetiredWhenDrainAllReturns(hosting: String) async throws {
+        let harness = try await RegistryHarness.loadingTheCFixture(hosting: hosting)
+        let lease = try harness.registry.lease(model: "c-slow-generate")
+        let generation = lease.generation
+        // `generate` sleeps 3 s; the drain deadline's cancel waits for it to return.
+        let started = Task.detached {
+            try lease.start(requestDocument: requestDocument(model: "c-slow-generate", text: "3000"))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        await harness.registry.drainAll(deadline: .milliseconds(100))
+        #expect(generation.hasFinishedRetiring, "drainAll returned before the generation retired")
+        #expect(generation.snapshot.phase == .retired)
+        #expect(harness.sink.capturedLines.contains { $0.contains("retired without destroy") })
+        // In process the request still runs to its end; a runner was told to exit, which fails it.
+        if hosting == "in-process" {
+            _ = await collect(try await started.value)
+        } else {
+            _ = try? await started.value
+        }
+    }
+
     /// A replaced generation stays listed as draining until its destroy ran: `drainAll` waits only for the control
     /// queues of the generations it lists, so one forgotten while its destroy was still queued there would be torn
     /// down by afmd's exit in the middle of that destroy (review of f601f85, which forgot it as it retired).

@@ -11,6 +11,8 @@
  *   BREAK_UTF8               splits a two-byte character across two deltas             -> utf8
  *   BREAK_ERROR_CODES        refuses an unknown model with status 42                    -> error-codes
  *   BREAK_CANCEL             ignores cancel() and emit's stop; a long answer takes 2 s  -> cancel
+ *   BREAK_CANCEL_BLOCKING    as BREAK_CANCEL, and cancel() waits until the generation   -> cancel
+ *                            ended (so every event comes before cancel returns)
  *   BREAK_CONCURRENCY        refuses (busy) beyond 16 generations in flight             -> concurrency
  *   BREAK_DESTROY            destroy returns without joining a thread still finishing   -> destroy-in-flight
  *                            after its terminal event (which then aborts: a use after free)
@@ -151,7 +153,7 @@ static void *generation_main(void *arg) {
 #if defined(BREAK_CONCURRENCY)
     pause_ms(200); /* keep many generations in flight at once */
 #endif
-#if defined(BREAK_CANCEL)
+#if defined(BREAK_CANCEL) || defined(BREAK_CANCEL_BLOCKING)
     for (int i = 0; g->long_answer && i < 40; i++) {
         pause_ms(50); /* 2 s in all (within the check's 5 s), deaf to cancel() and to emit's stop */
         (void)emit(g, AFM_EVENT_TEXT_DELTA, 0, " more", 0);
@@ -159,7 +161,7 @@ static void *generation_main(void *arg) {
     }
 #endif
     for (size_t i = 0; i < GREETING_WORDS; i++) {
-#if defined(BREAK_CANCEL)
+#if defined(BREAK_CANCEL) || defined(BREAK_CANCEL_BLOCKING)
         (void)emit(g, AFM_EVENT_TEXT_DELTA, 0, greeting[i], 0);
 #else
 #if defined(BREAK_DESTROY)
@@ -306,7 +308,7 @@ static afm_status example_generate(afm_instance *instance, uint64_t request_id, 
     g->owner = instance;
     g->request_id = request_id;
     g->sink = *sink;
-#if defined(BREAK_CANCEL) || defined(BREAK_EVENT_ORDER)
+#if defined(BREAK_CANCEL) || defined(BREAK_CANCEL_BLOCKING) || defined(BREAK_EVENT_ORDER)
     /* The digits after the key (the span is not NUL-terminated, so no atoi). */
     const char *budget = span_find(request_json, "\"max_output_tokens\":");
     long tokens = 0;
@@ -353,6 +355,14 @@ static void example_cancel(afm_instance *instance, uint64_t request_id) {
     pthread_mutex_lock(&instance->mutex);
     for (generation *g = instance->running; g; g = g->next)
         if (g->request_id == request_id) g->cancelled = 1;
+#if defined(BREAK_CANCEL_BLOCKING)
+    for (;;) {
+        int running = 0;
+        for (generation *g = instance->running; g; g = g->next) running |= g->request_id == request_id;
+        if (!running) break;
+        pthread_cond_wait(&instance->idle, &instance->mutex);
+    }
+#endif
     pthread_mutex_unlock(&instance->mutex);
 }
 

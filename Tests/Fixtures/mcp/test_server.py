@@ -10,6 +10,9 @@ Tests/clients/requirements.txt).
     test_server.py lingers   serves, keeps running after its input closes, but ends on SIGTERM
     test_server.py version V answers initialize with protocol revision V whatever the client asked (plain
                              JSON-RPC lines), then lists one tool, `add`
+    test_server.py leaves M  answers initialize and lists one tool, `go` (plain JSON-RPC lines); calling it
+                             with M=orphan starts `sleep 30` with this server's stderr, writes a last line to
+                             stderr and exits 3; with M=closes closes its stdout and sleeps 30 s
     test_server.py extras    serves picture (text and a PNG image), whereami (its cwd and AFM_MCP_TEST_VALUE),
                              sleep (seconds; notes when the client cancels it) and received (every message the
                              server read so far: its method, id and params.requestId), so that tests can see what
@@ -61,6 +64,32 @@ if len(sys.argv) > 2 and sys.argv[1] == "version":
         elif method == "tools/call":
             arguments = message["params"]["arguments"]
             answer(message, {"content": [{"type": "text", "text": str(arguments["a"] + arguments["b"])}]})
+    sys.exit(0)
+
+if len(sys.argv) > 2 and sys.argv[1] == "leaves":
+    import json
+    import subprocess
+
+    def answer(message, result):
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+
+    for line in sys.stdin:
+        message = json.loads(line)
+        method = message.get("method")
+        if method == "initialize":
+            answer(message, {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                             "serverInfo": {"name": "afm-leaving-server", "version": "1"}})
+        elif method == "tools/list":
+            answer(message, {"tools": [{"name": "go", "description": "Leaves.", "inputSchema": {"type": "object"}}]})
+        elif method == "tools/call" and sys.argv[2] == "orphan":
+            # A child that outlives the server and keeps its stderr open (stdout and stdin not).
+            subprocess.Popen(["sleep", "30"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            print("leaving a child behind", file=sys.stderr, flush=True)
+            os._exit(3)
+        elif method == "tools/call":
+            os.close(1)
+            time.sleep(30)
+            sys.exit(0)
     sys.exit(0)
 
 if len(sys.argv) > 1 and sys.argv[1] == "paged":

@@ -366,6 +366,9 @@ enum ConformanceBattery {
                 returnedAt = clock.now
                 cancelled.signal()
             }
+            // On this path the cancelling thread may still be inside `cancel`: the instance is left as it is, never
+            // destroyed (no deinit destroys it, and the check's child ends with `_exit`). A clean-up added here must
+            // destroy only after `cancelled` was signalled, as afmd leaks an instance it abandoned.
             guard cancelled.wait(timeout: .now() + 5) == .success else {
                 throw CheckFailure("cancel did not return within 5 s (round \(round + 1))")
             }

@@ -48,7 +48,8 @@ public enum TestPaths {
     /// Under AddressSanitizer the directories stay: LeakSanitizer symbolizes its report at the process's exit from
     /// the plugin files in them, and its suppressions (`leak:fixture_create`, Tests/sanitizers/address.supp) match
     /// only symbolized frames; with the files removed, instances kept by design were reported as leaks.
-    static let keepsDirectoriesForLeakReports = Sanitizer.current == .address
+    /// `scripts/test-sanitized address` gives the run a TMPDIR of its own and removes it once the tests exited.
+    public static let keepsDirectoriesForLeakReports = Sanitizer.current == .address
 
     /// The directories made and not yet removed: what the exit handler removes.
     private static let made = Mutex<Set<String>>([])

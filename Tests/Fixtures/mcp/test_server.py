@@ -18,10 +18,17 @@ Tests/clients/requirements.txt).
                              server read so far: its method, id and params.requestId), so that tests can see what
                              the client sent, including notifications the SDK handles silently
 """
+import json
 import os
 import signal
 import sys
 import time
+
+
+def answer(message, result):
+    """Writes a JSON-RPC result line (the modes that speak plain JSON-RPC, without the SDK)."""
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+
 
 if len(sys.argv) > 1 and sys.argv[1] == "silent":
     for _ in sys.stdin:
@@ -29,11 +36,6 @@ if len(sys.argv) > 1 and sys.argv[1] == "silent":
     sys.exit(0)
 
 if len(sys.argv) > 1 and sys.argv[1] == "deaf":
-    import json
-
-    def answer(message, result):
-        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
-
     for line in sys.stdin:
         message = json.loads(line)
         if message.get("method") == "initialize":
@@ -47,11 +49,6 @@ if len(sys.argv) > 1 and sys.argv[1] == "deaf":
         time.sleep(1)
 
 if len(sys.argv) > 2 and sys.argv[1] == "version":
-    import json
-
-    def answer(message, result):
-        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
-
     for line in sys.stdin:
         message = json.loads(line)
         method = message.get("method")
@@ -67,11 +64,7 @@ if len(sys.argv) > 2 and sys.argv[1] == "version":
     sys.exit(0)
 
 if len(sys.argv) > 2 and sys.argv[1] == "leaves":
-    import json
     import subprocess
-
-    def answer(message, result):
-        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
 
     for line in sys.stdin:
         message = json.loads(line)
@@ -125,7 +118,6 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 if len(sys.argv) > 1 and sys.argv[1] == "extras":
-    import json
     import struct
     import threading
     import zlib

@@ -325,6 +325,8 @@ final class MCPConnection: Sendable {
                         reads += 1
                     }
                     serverClosedOutput()
+                    // `ready` is stale now (the stderr end may have been drained): poll again, wake-up included.
+                    continue
                 } else if count > 0 {
                     for byte in buffer[0..<count] {
                         if byte == 0x0A {

@@ -351,12 +351,18 @@ final class RunnerInstanceHost: BackendInstanceHost {
         }
         let exit = RunnerExit(status: status, expected: expected && killReason == nil, killReason: killReason)
         for call in calls { call.complete(nil) }
-        if !streams.isEmpty || !exit.expected {
-            logger.error(
-                "backend runner died", ["status": exit.summary, "requests_failed": String(streams.count)])
+        if exit.expected {
+            // Told to exit (shutdown gave up on these requests, or the host went away): not a crash.
+            if !streams.isEmpty {
+                logger.warning("backend runner stopped with requests in flight", ["requests_cut_off": String(streams.count)])
+            }
+            let message = "The backend '\(backendID)' was stopped while this request ran (afmd is shutting down)."
+            for stream in streams { stream.expire(with: .failed(.cancelled, message: message)) }
+        } else {
+            logger.error("backend runner died", ["status": exit.summary, "requests_failed": String(streams.count)])
+            let message = "The backend '\(backendID)' crashed (\(exit.summary)) and is restarting; retry the request."
+            for stream in streams { stream.expire(with: .failed(.backendCrashed, message: message)) }
         }
-        let message = "The backend '\(backendID)' crashed (\(exit.summary)) and is restarting; retry the request."
-        for stream in streams { stream.expire(with: .failed(.backendCrashed, message: message)) }
         onExit(exit)
     }
 

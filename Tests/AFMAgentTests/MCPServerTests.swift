@@ -131,6 +131,11 @@ struct MCPServerTests {
         }
         #expect(clock.now - start < .seconds(10), "the call took \(clock.now - start)")
         #expect(await server.shutdown() == "exit status 3")
+        // And the connection's threads end, though the child still holds the stderr pipe for 30 s (the reader
+        // once went on to read that pipe, already drained, in the round it saw the end of stdout).
+        let quiet = ContinuousClock.now + .seconds(10)
+        while Self.mcpThreads() > 0 && ContinuousClock.now < quiet { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(Self.mcpThreads() == 0)
     }
 
     /// A server that closes its stdout and stays: the call fails at once, not at its 30 s tool timeout.

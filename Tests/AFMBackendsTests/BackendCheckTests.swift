@@ -130,6 +130,10 @@ import Testing
         #expect(status == 1, "\(output)")
         #expect(document["ok"]?.boolValue == false)
         #expect(Self.failed(document) == [check], "\(output)")
+        if define == "BREAK_CANCEL_BLOCKING" {
+            let detail = document["checks"]?.arrayValue?.first { $0["name"] == "cancel" }?["detail"]?.stringValue ?? ""
+            #expect(detail.contains("cancel blocked for"), "\(detail)")
+        }
     }
 
     /// A backend that prints to standard output (from create without a flush, and from generate a line that looks

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMJSON
+import AFMSystem
 import AFMTestSupport
 import Foundation
 import Synchronization
@@ -228,7 +229,14 @@ import Testing
         let (after, _) = try total()
         let change = Double(after - before) / Double(before)
         print("RSS daemon+runner: before \(before) KiB, after 10 swaps \(after) KiB (\(String(format: "%+.1f", change * 100))%)")
-        #expect(abs(change) < 0.10, "before \(before) KiB, after \(after) KiB")
+        if Sanitizer.current == .thread {
+            // ThreadSanitizer's allocator and its shadow memory grow with what afmd touches (+15 % in one run, with
+            // no leak): RSS is not a leak measure there. The plain run and the AddressSanitizer run (without its
+            // quarantine, and with LeakSanitizer at afmd's exit) hold the bound.
+            print("RSS under ThreadSanitizer, not bounded")
+        } else {
+            #expect(abs(change) < 0.10, "before \(before) KiB, after \(after) KiB")
+        }
     }
 
     /// count_tokens on a runner-hosted backend with no admission limit (`MaxConcurrent=0`, the default): 24 counts at

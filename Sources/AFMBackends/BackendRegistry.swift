@@ -91,6 +91,8 @@ public final class BackendRegistry: Sendable {
 
     struct State {
         var configuration: Configuration
+        /// The one weak reference to this registry that runner exit callbacks share (``weakReference``).
+        var weakReference: WeakRegistry?
         var order: [String] = []
         var slots: [String: Slot] = [:]
         var modelIndex: [String: BackendGeneration] = [:]
@@ -363,7 +365,7 @@ public final class BackendRegistry: Sendable {
                 let runnerPath = configuration.runnerPath ?? RunnerInstanceHost.defaultRunnerPath()
                 let generation = try await BackendGeneration.make(
                     backendID: id, number: number, configDocument: document, settings: settings, logger: logger
-                ) { [reference = WeakRegistry(self)] () throws(BackendLoadError) -> any BackendInstanceHost in
+                ) { [reference = weakReference] () throws(BackendLoadError) -> any BackendInstanceHost in
                     try RunnerInstanceHost.launch(
                         manifest: manifest, runnerPath: runnerPath, limits: limits, copyDirectory: configuration.copyDirectory,
                         uniqueName: "\(id)-g\(number)", configDocument: document, logger: logger
@@ -743,8 +745,23 @@ extension BackendRegistry.State {
     }
 }
 
+extension BackendRegistry {
+    /// A weak reference to this registry, made once and kept by it for its lifetime. Why one, kept: a weak
+    /// reference gives the registry a side table whose address Swift stores only inside the object's reference
+    /// count, where LeakSanitizer cannot read it; with a box per runner, the table looked leaked (afmd's exit under
+    /// `make test-asan`) once the last box was gone and the registry still lived. The kept box references it.
+    fileprivate var weakReference: WeakRegistry {
+        state.withLock { state in
+            if let reference = state.weakReference { return reference }
+            let reference = WeakRegistry(self)
+            state.weakReference = reference
+            return reference
+        }
+    }
+}
+
 /// A weak reference to a registry, for runner exit callbacks (a runner must not keep its registry alive).
-private final class WeakRegistry: Sendable {
+final class WeakRegistry: Sendable {
     weak let registry: BackendRegistry?
     init(_ registry: BackendRegistry) { self.registry = registry }
 }

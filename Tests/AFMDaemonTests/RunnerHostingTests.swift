@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 import AFMJSON
-import AFMSystem
 import AFMTestSupport
 import Foundation
 import Synchronization
@@ -200,13 +199,9 @@ import Testing
     @Test func tenRunnerSwapsReturnTheirMemory() throws {
         let harness = try Harness()
         let daemonPID = harness.daemon.process.processIdentifier
-        func residentKB(_ pid: Int32) -> Int {
-            let line = readProcFile("/proc/\(pid)/status").split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
-            return Int(line.filter(\.isNumber)) ?? 0
-        }
         func total() throws -> (Int, Int32) {
             let runner = try #require(try harness.runnerPID())
-            return (residentKB(daemonPID) + residentKB(runner), runner)
+            return (ResidentMemory.kibibytes(of: daemonPID) + ResidentMemory.kibibytes(of: runner), runner)
         }
         func useIt() throws {
             #expect(try TestHTTPClient(port: harness.daemon.port).post("/v1/responses", json: responsesBody(model: "c-echo")).status == 200)
@@ -226,12 +221,7 @@ import Testing
         let (after, _) = try total()
         let change = Double(after - before) / Double(before)
         print("RSS daemon+runner: before \(before) KiB, after 10 swaps \(after) KiB (\(String(format: "%+.1f", change * 100))%)")
-        if let sanitizer = Sanitizer.current {
-            // RSS is not a leak measure under a sanitizer: its allocator keeps freed memory and its shadow memory
-            // grows with what afmd touches (+19 % under ASan even without its quarantine, +15 % under TSan; one run
-            // each). The plain run holds the bound; under ASan LeakSanitizer checks afmd's heap at its exit below.
-            print("RSS under \(sanitizer.name): not bounded")
-        } else {
+        if ResidentMemory.measuresLeaks {
             #expect(abs(change) < 0.10, "before \(before) KiB, after \(after) KiB")
         }
         // A clean exit; under AddressSanitizer that includes LeakSanitizer's check of afmd's heap.

@@ -580,7 +580,12 @@ public final class Daemon: Sendable {
 
 /// Breaks the init-order cycle between the handler (which renders status) and the daemon (which owns the handler).
 private final class StatusBox: Sendable {
-    private let daemon = Mutex<Daemon?>(nil)
-    func set(_ value: Daemon) { daemon.withLock { $0 = value } }
-    func render() -> JSONValue { daemon.withLock { $0 }?.statusDocument() ?? ["status": "starting"] }
+    /// Weak: the daemon holds its server, whose handler holds this box, so a strong reference was a cycle that kept
+    /// a dropped daemon (LeakSanitizer: SettingsDurabilityTests' daemons at the test process's exit).
+    private struct Reference {
+        weak var daemon: Daemon?
+    }
+    private let reference = Mutex(Reference())
+    func set(_ value: Daemon) { reference.withLock { $0.daemon = value } }
+    func render() -> JSONValue { reference.withLock { $0.daemon }?.statusDocument() ?? ["status": "starting"] }
 }

@@ -18,13 +18,14 @@ import Testing
     static func silence(_ seconds: Int) -> [String: String] { ["AFM_BACKENDS_SILENCE_TIMEOUT_SECONDS": String(seconds)] }
 
     @Test func aRequestQueuedBehindALongAnswerIsNotCutOff() throws {
-        // One sequence: the second request waits while the first writes up to 400 tokens (several seconds).
+        // One sequence: the second request waits while the first writes up to 1,000 tokens (several seconds; 400
+        // took only 3.8 s on a quiet machine, under the 4 s silence limit this test must outlast).
         let local = try LocalDaemon(settings: "ParallelSequences=1\nThreads=1\n", environment: Self.silence(Self.limit))
         // Greedy, so the first answer is long on every run (a sampled one may end after a few tokens).
         let long = try local.client()
         try long.sendRequest(
             "POST", "/v1/responses",
-            body: Array(#"{"model":"on-device","input":"Write a very long essay about the oceans.","stream":true,"max_output_tokens":400,"temperature":0}"#.utf8))
+            body: Array(#"{"model":"on-device","input":"Write a very long essay about the oceans.","stream":true,"max_output_tokens":1000,"temperature":0}"#.utf8))
         _ = try long.readUntil { $0.components(separatedBy: "response.output_text.delta").count > 3 }
         defer { long.close() }
         let started = Date()
